@@ -1,0 +1,773 @@
+/*
+ * agent.c - life cycle of librhea.so inside the traced process.
+ *
+ * Start (constructor): read the configuration the CLI put in the
+ * environment, map the buffers and the call-stack table, open the
+ * recording, read the module map (building unwind tables), arm the crash
+ * flush, start two threads: the ticker, which advances the global epoch
+ * every interval (so that hooks can tell "a capture is due" with a load and
+ * a compare instead of a clock read), and the writer, which every 100 ms
+ * seals the buffers, appends new call-stack nodes, compresses and writes
+ * one chunk.  The program's threads never do I/O for the agent.
+ *
+ * End: exit (on_exit gives the status), _exit, a fatal signal, or exec.
+ * Each path calls agent_finish() once: flush every thread's pending sample,
+ * seal, drain, write an END entry.  All of it is async-signal-safe because
+ * the fatal-signal path runs it in a handler.  SIGKILL gives no chance: the
+ * recording then ends at the writer's last chunk, at most ~100 ms old, and
+ * readers report it as cut short.
+ *
+ * Crash flush and the program's own signal handling: our handler is
+ * installed only for signals whose disposition is SIG_DFL (never over
+ * SIG_IGN or a handler), and sigaction()/signal() are filtered: the program
+ * sees the disposition it believes it set; when it installs a handler of its
+ * own we step aside completely, when it sets SIG_DFL again we re-arm.  After
+ * flushing, the handler restores SIG_DFL and re-raises (or, for a fault,
+ * returns so that the instruction faults again), so the process dies the way
+ * it would have without us, with the same status and core dump.
+ *
+ * fork: the child starts a recording of its own (never writes into its
+ * parent's file), created lazily so that a fork that immediately execs
+ * leaves no empty file behind.  exec: the recording is flushed and ended
+ * before the new image replaces this one (which loads the agent again).
+ *
+ * On internal failure the agent switches itself off, writes one line to
+ * stderr and records why; it never exits or aborts the program.
+ */
+#include "agent.h"
+#include "rfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+struct rhea_agent rhea_g = {.fd = -1};
+uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
+
+void hooks_resolve(void);
+int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+#define FLUSH_PERIOD_NS 100000000ull
+#define STAGING_SIZE (1u << 20)
+
+static struct rfile_writer writer;
+static char *staging;
+static size_t staging_used;
+static uint32_t drain_lock;
+static int is_root;
+static int file_failed;
+static pthread_t ticker_th, writer_th;
+static volatile int threads_stop;
+static char output_base[4096];
+
+/* ---- small helpers that stay async-signal-safe --------------------------- */
+
+static size_t u64_to_str(uint64_t v, char *out)
+{
+	char tmp[24];
+	size_t n = 0, i = 0;
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		out[i++] = tmp[--n];
+	out[i] = 0;
+	return i;
+}
+
+static void say(const char *a, const char *b, const char *c)
+{
+	const char *parts[] = {"rhea: ", a, b, c, "\n"};
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		if (parts[i])
+			syscall(SYS_write, 2, parts[i], strlen(parts[i]));
+}
+
+void agent_warn(const char *msg, long value)
+{
+	static uint32_t warned;
+	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED) || rhea_g.cfg.quiet)
+		return;
+	char num[24];
+	u64_to_str((uint64_t)(value < 0 ? -value : value), num);
+	say(msg, " (", num);
+}
+
+void agent_disable(const char *why, int err)
+{
+	for (int c = 0; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = 0;
+	rhea_g.active = 0;
+	if (!rhea_g.cfg.quiet) {
+		char num[24];
+		u64_to_str((uint64_t)err, num);
+		say("agent switched off: ", why, err ? strerror(err) : "");
+		(void)num;
+	}
+}
+
+static void lock_drain(uint64_t max_ns)
+{
+	uint64_t deadline = rhea_now() + max_ns;
+	while (__atomic_exchange_n(&drain_lock, 1, __ATOMIC_ACQUIRE)) {
+		if (rhea_now() > deadline)
+			return; /* proceed anyway: better a torn chunk than a hang */
+		struct timespec ts = {0, 200000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+
+static void unlock_drain(void)
+{
+	__atomic_store_n(&drain_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- the recording file -------------------------------------------------- */
+
+static int write_staging(void)
+{
+	if (staging_used == 0 || rhea_g.fd < 0)
+		return 0;
+	int r = rfile_write_chunk(&writer, staging, staging_used, 1);
+	staging_used = 0;
+	if (r < 0 && !file_failed) {
+		file_failed = 1;
+		__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
+		agent_disable("cannot write the recording: ", -r);
+	}
+	return r;
+}
+
+static void *staging_reserve(size_t len)
+{
+	if (staging_used + len > STAGING_SIZE)
+		write_staging();
+	if (len > STAGING_SIZE)
+		return NULL;
+	void *p = staging + staging_used;
+	staging_used += len;
+	return p;
+}
+
+static int drain_cb(void *arg, const void *data, size_t len)
+{
+	(void)arg;
+	void *p = staging_reserve(len);
+	if (p)
+		memcpy(p, data, len);
+	return 0;
+}
+
+static void stage_nodes(void)
+{
+	struct stacktab *st = &rhea_g.st;
+	uint32_t upto = stacktab_ready_upto(st, st->written);
+	enum { PER_ENTRY = 4096 };
+	while (st->written < upto) {
+		uint32_t n = upto - st->written;
+		if (n > PER_ENTRY)
+			n = PER_ENTRY;
+		size_t len = sizeof(struct rhea_nodes) + (size_t)n * sizeof(struct rhea_node);
+		struct rhea_nodes *e = staging_reserve(len);
+		if (!e)
+			return;
+		e->h.kind = RHEA_E_NODES;
+		e->h.flags = 0;
+		e->h.size = (uint32_t)len;
+		e->first_id = st->written;
+		e->count = n;
+		struct rhea_node *out = (struct rhea_node *)(e + 1);
+		for (uint32_t i = 0; i < n; i++) {
+			const struct stacktab_node *sn = &st->nodes[st->written + i];
+			out[i].addr = sn->addr;
+			out[i].parent = sn->parent;
+			out[i].pad = 0;
+		}
+		st->written += n;
+	}
+}
+
+static void stage_stats(void)
+{
+	struct rhea_stats *s = staging_reserve(sizeof(*s));
+	if (!s)
+		return;
+	memset(s, 0, sizeof(*s));
+	s->h.kind = RHEA_E_STATS;
+	s->h.size = sizeof(*s);
+	s->time_ns = rhea_now();
+	s->samples = __atomic_load_n(&rhea_g.buf.emitted, __ATOMIC_RELAXED);
+	s->captures = __atomic_load_n(&rhea_g.captures, __ATOMIC_RELAXED);
+	s->dropped = __atomic_load_n(&rhea_g.buf.dropped, __ATOMIC_RELAXED);
+	s->truncated = __atomic_load_n(&rhea_g.truncated, __ATOMIC_RELAXED);
+	s->unwind_errors = __atomic_load_n(&rhea_g.unwind_errors, __ATOMIC_RELAXED);
+	s->stack_full = __atomic_load_n(&rhea_g.st.full, __ATOMIC_RELAXED);
+	s->write_errors = __atomic_load_n(&rhea_g.write_errors, __ATOMIC_RELAXED);
+	s->bytes_raw = writer.bytes_raw;
+	s->bytes_stored = writer.bytes_stored;
+	s->threads = __atomic_load_n(&rhea_g.threads_seen, __ATOMIC_RELAXED);
+}
+
+static void stage_meta(const char *key, const char *value)
+{
+	size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
+	size_t len = (sizeof(struct rhea_meta) + kl + vl + 7) & ~(size_t)7;
+	struct rhea_meta *m = staging_reserve(len);
+	if (!m)
+		return;
+	memset(m, 0, len);
+	m->h.kind = RHEA_E_META;
+	m->h.size = (uint32_t)len;
+	memcpy((char *)(m + 1), key, kl);
+	memcpy((char *)(m + 1) + kl, value, vl);
+}
+
+/* Build "<base minus .rhea>.<pid>[.<n>].rhea" into out. */
+static void derived_name(char *out, size_t cap, int n)
+{
+	size_t bl = strlen(output_base);
+	if (bl > 5 && strcmp(output_base + bl - 5, ".rhea") == 0)
+		bl -= 5;
+	if (bl + 48 > cap)
+		bl = cap - 48;
+	memcpy(out, output_base, bl);
+	size_t i = bl;
+	out[i++] = '.';
+	i += u64_to_str((uint64_t)rhea_g.pid, out + i);
+	if (n > 0) {
+		out[i++] = '.';
+		i += u64_to_str((uint64_t)n, out + i);
+	}
+	memcpy(out + i, ".rhea", 6);
+}
+
+static int open_output(void)
+{
+	int fd = -1;
+	if (is_root) {
+		memcpy(rhea_g.path, output_base, sizeof(rhea_g.path));
+		fd = (int)syscall(SYS_openat, AT_FDCWD, rhea_g.path,
+				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	}
+	for (int n = 0; fd < 0 && n < 1000; n++) {
+		derived_name(rhea_g.path, sizeof(rhea_g.path), n);
+		fd = (int)syscall(SYS_openat, AT_FDCWD, rhea_g.path,
+				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		int e = errno;
+		say("cannot create the recording ", rhea_g.path, "");
+		agent_disable("cannot create the recording: ", e);
+		return -e;
+	}
+	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
+	if (r < 0) {
+		syscall(SYS_close, fd);
+		agent_disable("cannot set up the writer: ", -r);
+		return r;
+	}
+	struct rhea_file_header h;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, RHEA_MAGIC, 8);
+	h.version = RHEA_VERSION;
+	h.header_size = sizeof(h);
+	h.clock = RHEA_CLOCK_MONOTONIC;
+	h.pid = (uint32_t)rhea_g.pid;
+	h.ppid = (uint32_t)getppid();
+	h.start_ns = rhea_g.start_ns;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
+			      (rhea_now() - rhea_g.start_ns);
+	h.interval_ns = rhea_g.cfg.interval_ns;
+	h.max_depth = rhea_g.cfg.max_depth;
+	r = rfile_write_header(&writer, &h);
+	if (r < 0) {
+		syscall(SYS_close, fd);
+		agent_disable("cannot write the recording: ", -r);
+		return r;
+	}
+	rhea_g.fd = fd;
+	return 0;
+}
+
+/* One round of the writer: everything buffered goes into one chunk (or a
+ * few when more than the staging buffer is waiting).  Drain lock held. */
+static void flush_round(int seal_spin_ns)
+{
+	if (rhea_g.fd < 0) {
+		/* A forked child opens its file once it has something to say. */
+		if (file_failed || __atomic_load_n(&rhea_g.captures, __ATOMIC_RELAXED) == 0)
+			return;
+		if (open_output() < 0) {
+			file_failed = 1;
+			return;
+		}
+	}
+	buf_seal_all(&rhea_g.buf, (uint64_t)seal_spin_ns);
+	stage_nodes();
+	buf_drain(&rhea_g.buf, drain_cb, NULL);
+	/* Nodes interned while draining: samples drained may refer to them. */
+	stage_nodes();
+	stage_stats();
+	write_staging();
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	rhea_guard = 1; /* nothing this thread does is traced */
+	while (!threads_stop) {
+		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
+		struct timespec ts = {0, FLUSH_PERIOD_NS};
+		syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
+		if (threads_stop || rhea_g.finished)
+			break;
+		lock_drain(UINT64_MAX);
+		if (!rhea_g.finished)
+			flush_round(0);
+		unlock_drain();
+	}
+	return NULL;
+}
+
+static void *ticker_main(void *arg)
+{
+	(void)arg;
+	rhea_guard = 1;
+	struct timespec ts = {(time_t)(rhea_g.cfg.interval_ns / 1000000000ull),
+			      (long)(rhea_g.cfg.interval_ns % 1000000000ull)};
+	while (!threads_stop && !rhea_g.finished) {
+		syscall(SYS_nanosleep, &ts, NULL);
+		__atomic_store_n(&rhea_g.epoch, rhea_g.epoch + 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int start_threads(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	/* Our threads must never take a signal meant for the program. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	threads_stop = 0;
+	rhea_guard++;
+	int r = pthread_create(&ticker_th, NULL, ticker_main, NULL);
+	if (r == 0)
+		r = pthread_create(&writer_th, NULL, writer_main, NULL);
+	rhea_guard--;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0) {
+		pthread_setname_np(ticker_th, "rhea-ticker");
+		pthread_setname_np(writer_th, "rhea-writer");
+	}
+	return -r;
+}
+
+/* ---- finishing ------------------------------------------------------------ */
+
+static void flush_thread(struct rhea_tstate *t, void *arg)
+{
+	(void)arg;
+	capture_flush_pending(t);
+	capture_emit_sites(t);
+}
+
+void agent_finish(unsigned reason, int status)
+{
+	if (__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!rhea_g.active && rhea_g.fd < 0)
+		return;
+	rhea_guard++;
+	thread_foreach(flush_thread, NULL);
+	for (int c = 0; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = 0;
+	lock_drain(500000000ull);
+	flush_round(10000000);
+	if (rhea_g.fd >= 0) {
+		struct rhea_end *e = staging_reserve(sizeof(*e));
+		if (e) {
+			memset(e, 0, sizeof(*e));
+			e->h.kind = RHEA_E_END;
+			e->h.size = sizeof(*e);
+			e->time_ns = rhea_now();
+			e->reason = reason;
+			e->status = status;
+		}
+		write_staging();
+	}
+	unlock_drain();
+	rhea_g.active = 0;
+	rhea_guard--;
+}
+
+static void on_exit_cb(int status, void *arg)
+{
+	(void)arg;
+	agent_finish(RHEA_END_EXIT, status);
+}
+
+/*
+ * No destructor finishes the recording: __libc_start_main registers
+ * _dl_fini (which runs destructors) after our constructor registered
+ * on_exit_cb, so exit handlers run _dl_fini first and on_exit_cb last,
+ * with the real exit status, after every other library's destructors had
+ * their chance to allocate and lock under the hooks.
+ */
+
+/* exec replaces the image: end this recording first.  If exec fails the
+ * process goes on and so does the recording (the reader takes the last
+ * END entry). */
+void agent_before_exec(void)
+{
+	if (!rhea_g.active || rhea_g.finished)
+		return;
+	rhea_guard++;
+	thread_foreach(flush_thread, NULL);
+	lock_drain(500000000ull);
+	flush_round(10000000);
+	if (rhea_g.fd >= 0) {
+		struct rhea_end *e = staging_reserve(sizeof(*e));
+		if (e) {
+			memset(e, 0, sizeof(*e));
+			e->h.kind = RHEA_E_END;
+			e->h.size = sizeof(*e);
+			e->time_ns = rhea_now();
+			e->reason = RHEA_END_EXEC;
+		}
+		write_staging();
+	}
+	unlock_drain();
+	rhea_guard--;
+}
+
+void agent_exec_failed(void)
+{
+}
+
+/* ---- fatal signals --------------------------------------------------------- */
+
+static const int fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
+				 SIGBUS,  SIGFPE,  SIGSEGV, SIGPIPE, SIGTERM, SIGXCPU,
+				 SIGXFSZ, SIGSYS,  SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM};
+static volatile int armed[NSIG];          /* our flush handler is installed */
+static struct sigaction believed[NSIG];   /* what the program thinks is set */
+
+static int is_fatal(int sig)
+{
+	for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++)
+		if (fatal_sigs[i] == sig)
+			return 1;
+	return 0;
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	int e = errno;
+	agent_finish(RHEA_END_SIGNAL, sig);
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	hooks_real_sigaction(sig, &dfl, NULL);
+	armed[sig] = 0;
+	/* A fault re-executes the instruction on return and dies from it; any
+	 * other signal is raised again and delivered once we return. */
+	int fault = si && si->si_code > 0 &&
+		    (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP);
+	if (!fault)
+		syscall(SYS_tgkill, getpid(), thread_gettid(), sig);
+	errno = e;
+}
+
+static void arm(int sig)
+{
+	struct sigaction act;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_fatal;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigemptyset(&act.sa_mask);
+	if (hooks_real_sigaction(sig, &act, NULL) == 0)
+		armed[sig] = 1;
+}
+
+static void arm_fatal_signals(void)
+{
+	for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++) {
+		int sig = fatal_sigs[i];
+		struct sigaction cur;
+		if (hooks_real_sigaction(sig, NULL, &cur) != 0)
+			continue;
+		if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
+			believed[sig] = cur;
+			arm(sig);
+		}
+	}
+}
+
+/* Called by the sigaction hook; *handled = 1 when it did the job. */
+int agent_sigaction_filter(int sig, const struct sigaction *act, struct sigaction *old, int *handled)
+{
+	*handled = 0;
+	if (sig <= 0 || sig >= NSIG || !is_fatal(sig) || rhea_g.finished)
+		return 0;
+	if (armed[sig]) {
+		*handled = 1;
+		if (old)
+			*old = believed[sig];
+		if (!act)
+			return 0;
+		if (!(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
+			believed[sig] = *act;
+			return 0;
+		}
+		armed[sig] = 0; /* the program handles it: step aside */
+		return hooks_real_sigaction(sig, act, NULL);
+	}
+	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && rhea_g.active) {
+		*handled = 1;
+		int r = hooks_real_sigaction(sig, NULL, old);
+		if (r == 0) {
+			believed[sig] = *act;
+			arm(sig);
+		}
+		return r;
+	}
+	return 0;
+}
+
+static void write_meta(void);
+
+/* ---- fork ---------------------------------------------------------------- */
+
+void agent_prefork(void)
+{
+	if (rhea_g.active)
+		lock_drain(UINT64_MAX);
+}
+
+void agent_postfork_parent(void)
+{
+	if (rhea_g.active)
+		unlock_drain();
+}
+
+void agent_postfork_child(void)
+{
+	drain_lock = 0;
+	if (!rhea_g.active)
+		return;
+	rhea_guard++;
+	if (rhea_g.fd >= 0)
+		syscall(SYS_close, rhea_g.fd);
+	rhea_g.fd = -1;
+	is_root = 0;
+	file_failed = 0;
+	staging_used = 0;
+	rhea_g.pid = getpid();
+	rhea_g.start_ns = rhea_now();
+	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
+	rhea_g.threads_seen = 1;
+	if (!rhea_g.cfg.follow) {
+		agent_disable("", 0);
+		rhea_guard--;
+		return;
+	}
+	buf_reset(&rhea_g.buf);
+	stacktab_after_fork(&rhea_g.st);
+	thread_after_fork();
+	modules_after_fork();
+	write_meta();
+	struct rhea_tstate *t = thread_self();
+	if (t)
+		capture_emit_thread(t, RHEA_T_START, 0);
+	if (start_threads() < 0)
+		agent_disable("cannot start the agent's threads in a forked child", 0);
+	rhea_guard--;
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	char *end;
+	unsigned long long x = strtoull(v, &end, 10);
+	return *end ? def : (uint64_t)x;
+}
+
+static void read_config(void)
+{
+	struct rhea_config *c = &rhea_g.cfg;
+	c->interval_ns = env_u64("RHEA_INTERVAL_NS", 1000000);
+	if (c->interval_ns < 10000)
+		c->interval_ns = 10000;
+	c->min_block_ns = env_u64("RHEA_MIN_BLOCK_NS", c->interval_ns);
+	c->max_depth = (uint32_t)env_u64("RHEA_DEPTH", 256);
+	if (c->max_depth < 4)
+		c->max_depth = 4;
+	if (c->max_depth > RHEA_MAX_DEPTH)
+		c->max_depth = RHEA_MAX_DEPTH;
+	const char *u = getenv("RHEA_UNWIND");
+	c->unwind_fp = u && strcmp(u, "fp") == 0;
+	c->class_mask = (uint32_t)env_u64("RHEA_HOOKS_MASK",
+					  (1u << RHEA_C_ALLOC) | (1u << RHEA_C_LOCK) | (1u << RHEA_C_IO) |
+						  (1u << RHEA_C_NET) | (1u << RHEA_C_WAIT) | (1u << RHEA_C_MMAP));
+	c->follow = env_u64("RHEA_FOLLOW", 1) != 0;
+	c->buffer_bytes = env_u64("RHEA_BUFFER", 8u << 20);
+	if (c->buffer_bytes < (1u << 20))
+		c->buffer_bytes = 1u << 20;
+	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 20);
+	c->quiet = env_u64("RHEA_QUIET", 0) != 0;
+	const char *out = getenv("RHEA_OUTPUT");
+	if (out && *out) {
+		strncpy(output_base, out, sizeof(output_base) - 1);
+	} else {
+		char comm[16] = "prog";
+		int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/comm", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = syscall(SYS_read, fd, comm, sizeof(comm) - 1);
+			syscall(SYS_close, fd);
+			if (n > 0)
+				comm[n - (comm[n - 1] == '\n')] = 0;
+		}
+		char num[24];
+		u64_to_str((uint64_t)getpid(), num);
+		snprintf(output_base, sizeof(output_base), "rhea-%s-%s.rhea", comm, num);
+	}
+	is_root = env_u64("RHEA_ROOT_PID", 0) == (uint64_t)getpid() || !(out && *out);
+}
+
+/* Bounds of the main thread's stack, from /proc/self/maps ([stack]). */
+static void main_stack_bounds(void)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	static char buf[1 << 16];
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			if (strstr(line, "[stack]")) {
+				unsigned long lo, hi;
+				if (sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+					rhea_main_stack_lo = lo;
+					rhea_main_stack_hi = hi;
+				}
+			}
+			line = nl + 1;
+		}
+		have = strlen(line);
+		memmove(buf, line, have);
+	}
+	syscall(SYS_close, fd);
+}
+
+static void write_meta(void)
+{
+	char buf[4096];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+		syscall(SYS_close, fd);
+		if (n > 0) {
+			for (ssize_t i = 0; i < n - 1; i++)
+				if (buf[i] == 0)
+					buf[i] = ' ';
+			buf[n] = 0;
+			stage_meta("cmdline", buf);
+		}
+	}
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		stage_meta("exe", buf);
+	}
+	struct utsname u;
+	if (uname(&u) == 0) {
+		stage_meta("hostname", u.nodename);
+		stage_meta("kernel", u.release);
+	}
+	stage_meta("unwind", rhea_g.cfg.unwind_fp ? "fp" : "dwarf");
+	char mask[256] = "";
+	for (int c = 1; c < RHEA_C_COUNT; c++)
+		if (rhea_g.cfg.class_mask & (1u << c)) {
+			if (mask[0])
+				strcat(mask, ",");
+			strcat(mask, rhea_class_name(c));
+		}
+	stage_meta("hooks", mask);
+	stage_meta("agent", "librhea " RHEA_VERSION_STRING);
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	if (rhea_g.active || getenv("RHEA_DISABLE"))
+		return;
+	rhea_guard++;
+	hooks_resolve();
+	read_config();
+	rhea_g.pid = getpid();
+	if (!rhea_g.cfg.follow && !is_root) {
+		rhea_guard--;
+		return; /* --no-follow: children are not traced */
+	}
+	rhea_g.start_ns = rhea_now();
+	main_stack_bounds();
+	int r;
+	staging = mmap(NULL, STAGING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (staging == MAP_FAILED) {
+		staging = NULL;
+		agent_disable("cannot map the staging buffer: ", errno);
+		goto out;
+	}
+	uint32_t chunk = 64u << 10;
+	uint32_t nchunks = (uint32_t)(rhea_g.cfg.buffer_bytes / chunk);
+	if ((r = buf_init(&rhea_g.buf, nchunks, chunk, 8)) < 0) {
+		agent_disable("cannot map the buffers: ", -r);
+		goto out;
+	}
+	if ((r = stacktab_init(&rhea_g.st, rhea_g.cfg.max_nodes)) < 0) {
+		agent_disable("cannot map the stack table: ", -r);
+		goto out;
+	}
+	thread_registry_init();
+	if (is_root && open_output() < 0)
+		goto out;
+	write_meta();
+	rhea_g.active = 1;
+	modules_scan();
+	arm_fatal_signals();
+	pthread_atfork(agent_prefork, agent_postfork_parent, agent_postfork_child);
+	on_exit(on_exit_cb, NULL);
+	if ((r = start_threads()) < 0) {
+		agent_disable("cannot start the agent's threads: ", -r);
+		goto out;
+	}
+	for (int c = 1; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
+out:
+	rhea_guard--;
+}

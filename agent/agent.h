@@ -1,0 +1,166 @@
+/*
+ * agent.h - state shared by the pieces of librhea.so (the agent that lives
+ * inside the traced process).  Nothing here is exported: the library hides
+ * every symbol but the interposed libc functions.
+ */
+#ifndef RHEA_AGENT_H
+#define RHEA_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <time.h>
+
+#include "buf.h"
+#include "format.h"
+#include "hookfn.h"
+#include "stacktab.h"
+
+#define RHEA_MAX_DEPTH 1024
+#define RHEA_SITES 512 /* per-thread allocation-site table, power of two */
+
+struct rhea_site_slot {
+	uint64_t pc, count, bytes;
+};
+
+/*
+ * Per-thread state.  Lives in a registry slot (not in TLS) so that other
+ * threads (the writer, the exit path, the sampler) can read it; TLS holds a
+ * pointer to it.  Fields used on the hook fast path come first.
+ */
+struct rhea_tstate {
+	uint32_t last_epoch; /* epoch of the last capture */
+	uint32_t msgid;
+	uint64_t alloc_count, alloc_bytes;
+	uint32_t tid;
+	uint32_t serial;     /* unique per thread instance */
+	uint32_t state;      /* TS_* */
+	uint32_t in_capture; /* set while capturing (signal handler skips) */
+	uint32_t pending_busy; /* atomic: owner vs. exit flusher */
+	int has_pending;
+	struct rhea_sample pending;
+	uint64_t stack_lo, stack_hi;
+	char name[16];
+	int cache_n; /* root-first stack of the last capture and its node ids */
+	uint64_t cache_addrs[RHEA_MAX_DEPTH];
+	uint32_t cache_ids[RHEA_MAX_DEPTH];
+	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
+	uint64_t sites_emitted_ns;
+	struct rhea_site_slot sites[RHEA_SITES];
+	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
+};
+
+/* Synthetic addresses in the stack table (never code addresses). */
+#define RHEA_ADDR_TRUNCATED 1ull /* root of a stack cut at max_depth */
+
+enum { TS_FREE = 0, TS_LIVE = 1, TS_EXITED = 2 };
+
+struct rhea_config {
+	uint64_t interval_ns;
+	uint64_t min_block_ns; /* a blocking call at least this long is recorded */
+	uint32_t max_depth;
+	int unwind_fp;         /* 1: frame pointers, 0: CFI */
+	uint32_t class_mask;   /* 1 << enum rhea_class */
+	int follow;
+	size_t buffer_bytes;
+	uint32_t max_nodes;
+	int quiet;
+};
+
+struct rhea_agent {
+	/* read on every hook: one cache line */
+	volatile int on[RHEA_C_COUNT]; /* class hooks active */
+	volatile uint32_t epoch;       /* advanced every interval by the ticker */
+	volatile int active;
+	struct rhea_config cfg;
+	uint64_t start_ns;
+	int fd;
+	pid_t pid;
+	struct buf buf;
+	struct stacktab st;
+	uint64_t agent_lo, agent_hi; /* our own code, skipped in stacks */
+	/* statistics (atomics) */
+	uint64_t captures, truncated, unwind_errors, write_errors;
+	uint64_t threads_seen;
+	uint32_t finished; /* atomic: the recording has been closed */
+	char path[4096];
+};
+
+extern struct rhea_agent rhea_g;
+
+/* thread.c */
+extern __thread struct rhea_tstate *rhea_tls_self;
+struct rhea_tstate *thread_register(void);
+/* This thread's state; registers the thread on first use (NULL: untraced). */
+static inline struct rhea_tstate *thread_self(void)
+{
+	struct rhea_tstate *t = rhea_tls_self;
+	if (__builtin_expect(t != NULL, 1))
+		return t;
+	return thread_register();
+}
+void thread_set_name(struct rhea_tstate *t, const char *name);
+void thread_exit_current(void);
+void thread_registry_init(void);
+void thread_after_fork(void);
+/* Call fn on every live thread's state (writer / exit path). */
+void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg);
+uint32_t thread_gettid(void);
+
+/* capture.c */
+/* A synchronous capture on the calling thread, if its interval elapsed. */
+void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
+/* A blocking call that returned: record [begin, end] with the stack now. */
+void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin,
+		   uint64_t end, uint64_t object, uint32_t owner);
+/* Emit the thread's pending (merged) sample; from another thread too. */
+void capture_flush_pending(struct rhea_tstate *t);
+void capture_emit_sites(struct rhea_tstate *t);
+void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent);
+
+/* modules.c */
+int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
+void modules_after_fork(void);
+struct cfi_table;
+const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);
+void modules_emit_all(void); /* after fork: the child's file needs them all */
+
+/* agent.c */
+void agent_warn(const char *msg, long value);
+void agent_disable(const char *why, int err);
+void agent_finish(unsigned reason, int status);
+void agent_before_exec(void);
+void agent_exec_failed(void);
+void agent_prefork(void);
+void agent_postfork_parent(void);
+void agent_postfork_child(void);
+void agent_ensure_init(void);
+
+static inline uint64_t rhea_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i);
+
+/* Count one allocation of `bytes` made from call site pc (hot path). */
+static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
+{
+	uint32_t i = (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
+	struct rhea_site_slot *s = &t->sites[i];
+	t->alloc_count++;
+	t->alloc_bytes += bytes;
+	if (__builtin_expect(s->pc == pc, 1)) {
+		s->count++;
+		s->bytes += bytes;
+		return;
+	}
+	site_note_slow(t, pc, bytes, i);
+}
+
+/* Recursion guard, in TLS: set while the agent itself runs on this thread. */
+extern __thread int rhea_guard;
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * buf.c - record buffers (DESIGN.md 1.3, "concurrent writers").
+ *
+ * One locked buffer would serialise every thread of the program; a buffer
+ * per thread wastes memory in programs with thousands of threads.  As in
+ * btrace, one pool of chunks is filled through a few shards: a writer picks
+ * the shard of its thread id and only ever *try*-locks it; if that shard is
+ * busy it tries the next one, and when every shard is busy (or no chunk is
+ * free because the writer thread is behind) the entry is dropped and
+ * counted.  Nobody waits, so this is safe in a signal handler that
+ * interrupted a thread holding a shard: the handler just uses another shard
+ * or drops.  A shard lock is held only for a memcpy of one entry.
+ *
+ * A chunk goes FREE -> FILLING (owned by a shard) -> FULL (sealed, numbered)
+ * -> WRITING (the drainer) -> FREE.  Entries of one thread can land in
+ * different chunks out of order; the reader sorts each thread's samples by
+ * time, so order across chunks does not matter.
+ *
+ * When half the pool is full the emitter wakes the writer thread with a
+ * futex (a syscall, async-signal-safe) instead of waiting for its next
+ * period.
+ */
+#include "buf.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards)
+{
+	memset(b, 0, sizeof(*b));
+	if (nchunks < 2 || chunk_size < 4096 || (chunk_size & 7) || nshards < 1)
+		return -EINVAL;
+	if (nshards > BUF_MAX_SHARDS)
+		nshards = BUF_MAX_SHARDS;
+	size_t meta = ((size_t)nchunks * sizeof(struct buf_chunk) + 4095) & ~(size_t)4095;
+	size_t total = meta + (size_t)nchunks * chunk_size;
+	char *m = mmap(NULL, total, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	b->chunks = (struct buf_chunk *)m;
+	for (uint32_t i = 0; i < nchunks; i++)
+		b->chunks[i].data = m + meta + (size_t)i * chunk_size;
+	b->nchunks = nchunks;
+	b->chunk_size = chunk_size;
+	b->nshards = nshards;
+	return 0;
+}
+
+void buf_destroy(struct buf *b)
+{
+	if (!b->chunks)
+		return;
+	size_t meta = ((size_t)b->nchunks * sizeof(struct buf_chunk) + 4095) & ~(size_t)4095;
+	munmap(b->chunks, meta + (size_t)b->nchunks * b->chunk_size);
+	b->chunks = NULL;
+}
+
+static struct buf_chunk *grab_free(struct buf *b)
+{
+	uint32_t start = __atomic_load_n(&b->hint, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k < b->nchunks; k++) {
+		uint32_t i = (start + k) % b->nchunks;
+		uint32_t expected = BUF_FREE;
+		if (__atomic_compare_exchange_n(&b->chunks[i].state, &expected, BUF_FILLING,
+						0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&b->hint, i + 1, __ATOMIC_RELAXED);
+			b->chunks[i].used = 0;
+			return &b->chunks[i];
+		}
+	}
+	return NULL;
+}
+
+static void seal(struct buf *b, struct buf_chunk *c)
+{
+	c->seq = __atomic_fetch_add(&b->seq, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->state, BUF_FULL, __ATOMIC_RELEASE);
+	uint32_t nfull = __atomic_add_fetch(&b->nfull, 1, __ATOMIC_RELAXED);
+	if (nfull == b->nchunks / 2) {
+		__atomic_add_fetch(&b->wake, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &b->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+}
+
+static inline int try_lock(uint32_t *l)
+{
+	return __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+static inline void unlock(uint32_t *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+int buf_emit(struct buf *b, uint32_t tid, const void *entry, size_t len)
+{
+	if (len > b->chunk_size || !b->chunks)
+		goto drop;
+	for (uint32_t k = 0; k < b->nshards; k++) {
+		struct buf_shard *s = &b->shards[(tid + k) % b->nshards];
+		if (!try_lock(&s->lock))
+			continue;
+		struct buf_chunk *c = s->cur;
+		if (c && c->used + len > b->chunk_size) {
+			seal(b, c);
+			c = s->cur = NULL;
+		}
+		if (!c)
+			c = s->cur = grab_free(b);
+		if (!c) {
+			unlock(&s->lock);
+			goto drop;
+		}
+		memcpy(c->data + c->used, entry, len);
+		c->used += (uint32_t)len;
+		unlock(&s->lock);
+		__atomic_fetch_add(&b->emitted, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+drop:
+	__atomic_fetch_add(&b->dropped, 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void buf_seal_all(struct buf *b, uint64_t spin_ns)
+{
+	if (!b->chunks)
+		return;
+	uint64_t deadline = now_ns() + spin_ns;
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		struct buf_shard *s = &b->shards[i];
+		while (!try_lock(&s->lock)) {
+			if (now_ns() > deadline)
+				goto next;
+		}
+		if (s->cur && s->cur->used > 0) {
+			seal(b, s->cur);
+			s->cur = NULL;
+		}
+		unlock(&s->lock);
+	next:;
+	}
+}
+
+int buf_drain(struct buf *b, int (*fn)(void *arg, const void *data, size_t len), void *arg)
+{
+	int ret = 0;
+	if (!b->chunks)
+		return 0;
+	for (;;) {
+		/* The lowest sequence number first: chunks are few, scan them. */
+		struct buf_chunk *best = NULL;
+		for (uint32_t i = 0; i < b->nchunks; i++) {
+			struct buf_chunk *c = &b->chunks[i];
+			if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == BUF_FULL &&
+			    (!best || c->seq < best->seq))
+				best = c;
+		}
+		if (!best)
+			break;
+		__atomic_store_n(&best->state, BUF_WRITING, __ATOMIC_RELAXED);
+		if (ret == 0)
+			ret = fn(arg, best->data, best->used);
+		__atomic_sub_fetch(&b->nfull, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&best->state, BUF_FREE, __ATOMIC_RELEASE);
+	}
+	return ret;
+}
+
+void buf_reset(struct buf *b)
+{
+	if (!b->chunks)
+		return;
+	for (uint32_t i = 0; i < b->nchunks; i++) {
+		b->chunks[i].state = BUF_FREE;
+		b->chunks[i].used = 0;
+	}
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		b->shards[i].lock = 0;
+		b->shards[i].cur = NULL;
+	}
+	b->nfull = 0;
+	b->dropped = 0;
+	b->emitted = 0;
+}

@@ -1,0 +1,316 @@
+/*
+ * capture.c - taking a stack on the calling thread and turning it into
+ * records (DESIGN.md 1.1-1.3).
+ *
+ * A capture unwinds the thread's own stack from inside the hook (no signal,
+ * no suspension), drops the agent's own frames, interns the stack in the
+ * call-stack table and emits a SAMPLE entry.  Two savings:
+ *
+ *  - the stack of the previous capture is kept with its node ids; the new
+ *    stack is compared from the root and only the differing tail is looked
+ *    up in the shared table (most captures share all but a few leaf frames);
+ *  - consecutive captures with the same stack, trigger and message id are
+ *    merged into one pending sample (begin, end, counters at both ends),
+ *    emitted when a different one comes, when it is older than a second
+ *    (so that a SIGKILL loses at most that), or when the thread or the
+ *    process ends.  Blocking calls are never merged: each is one wait.
+ *
+ * Everything here may run in a signal handler (the sampler): no malloc, no
+ * stdio, no locks.  Work buffers live in the thread's registry slot.
+ */
+#include "agent.h"
+#include "cfi.h"
+#include "unwind.h"
+
+#include <string.h>
+#include <sys/resource.h>
+
+#define PENDING_MAX_AGE_NS 1000000000ull
+#define SITES_EVERY_NS 1000000000ull
+
+static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
+{
+	struct timespec ts;
+	struct rusage ru;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+		c->cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	else
+		c->cpu_ns = 0;
+	c->alloc_count = t->alloc_count;
+	c->alloc_bytes = t->alloc_bytes;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+		c->minflt = (uint32_t)ru.ru_minflt;
+		c->majflt = (uint32_t)ru.ru_majflt;
+		c->nvcsw = (uint32_t)ru.ru_nvcsw;
+		c->nivcsw = (uint32_t)ru.ru_nivcsw;
+	} else {
+		c->minflt = c->majflt = c->nvcsw = c->nivcsw = 0;
+	}
+}
+
+static void emit(struct rhea_tstate *t, const void *e, size_t len)
+{
+	buf_emit(&rhea_g.buf, t->tid, e, len);
+}
+
+/*
+ * Unwind from regs into t->scratch, skip the agent's own frames, intern the
+ * rest.  Returns the leaf node id (0: no stack) and ORs RHEA_S_* into flags.
+ */
+static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs,
+			   int exact_leaf, unsigned *flags)
+{
+	struct unwind_stack st = {t->stack_lo, t->stack_hi};
+	int max = (int)rhea_g.cfg.max_depth + 8;
+	int truncated = 0, n;
+	if (rhea_g.cfg.unwind_fp)
+		n = unwind_fp(regs, &st, t->scratch, max, &truncated);
+	else
+		n = unwind_cfi(regs, &st, modules_find_cfi, NULL, t->scratch, max, &truncated);
+	int skip = 0;
+	while (skip < n && t->scratch[skip] >= rhea_g.agent_lo && t->scratch[skip] < rhea_g.agent_hi)
+		skip++;
+	if (skip > 0)
+		exact_leaf = 0; /* the first frame left is a return address */
+	int depth = n - skip;
+	if (depth <= 0) {
+		__atomic_fetch_add(&rhea_g.unwind_errors, 1, __ATOMIC_RELAXED);
+		*flags |= RHEA_S_NOSTACK;
+		return 0;
+	}
+	if (depth > (int)rhea_g.cfg.max_depth) {
+		depth = (int)rhea_g.cfg.max_depth;
+		truncated = 1;
+	}
+	/* Root first, return addresses minus one so that they name the call
+	 * (a call can be a function's last instruction), plus a marker root
+	 * when frames were cut off. */
+	int m = 0, common = 0, same = 1;
+	uint64_t *a = t->cache_addrs;
+	if (truncated) {
+		*flags |= RHEA_S_TRUNCATED;
+		__atomic_fetch_add(&rhea_g.truncated, 1, __ATOMIC_RELAXED);
+		same = t->cache_n > 0 && a[0] == RHEA_ADDR_TRUNCATED;
+		a[m++] = RHEA_ADDR_TRUNCATED;
+		common = same;
+	}
+	for (int i = skip + depth - 1; i >= skip; i--, m++) {
+		uint64_t v = t->scratch[i];
+		if (!(i == skip && exact_leaf))
+			v -= 1;
+		if (same && m < t->cache_n && a[m] == v) {
+			common = m + 1;
+			continue;
+		}
+		same = 0;
+		a[m] = v;
+	}
+	if (exact_leaf)
+		*flags |= RHEA_S_LEAF_EXACT;
+	uint32_t parent = common ? t->cache_ids[common - 1] : 0;
+	uint32_t leaf = parent;
+	if (common < m)
+		leaf = stacktab_intern(&rhea_g.st, parent, a + common, m - common, t->cache_ids + common);
+	if (leaf == 0) {
+		t->cache_n = 0;
+		*flags |= RHEA_S_NOSTACK;
+		return 0;
+	}
+	t->cache_n = m;
+	return leaf;
+}
+
+static void fill_sample(struct rhea_sample *s, struct rhea_tstate *t, unsigned fn,
+			unsigned flags, uint32_t stack)
+{
+	memset(s, 0, sizeof(*s));
+	s->h.kind = RHEA_E_SAMPLE;
+	s->h.flags = (uint16_t)flags;
+	s->h.size = sizeof(*s);
+	s->tid = t->tid;
+	s->stack = stack;
+	s->trigger = (uint16_t)fn;
+	s->msgid = t->msgid;
+}
+
+static inline int try_own_pending(struct rhea_tstate *t)
+{
+	return __atomic_exchange_n(&t->pending_busy, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+static inline void release_pending(struct rhea_tstate *t)
+{
+	__atomic_store_n(&t->pending_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Merge a non-blocking capture into the pending sample, or replace it. */
+static void merge_or_emit(struct rhea_tstate *t, const struct rhea_sample *s)
+{
+	if (!try_own_pending(t)) {
+		/* The exit path took over the pending sample: no merging now. */
+		emit(t, s, sizeof(*s));
+		return;
+	}
+	struct rhea_sample *p = &t->pending;
+	if (t->has_pending && p->stack == s->stack && p->trigger == s->trigger &&
+	    p->msgid == s->msgid && p->h.flags == s->h.flags &&
+	    s->end_ns - p->begin_ns < PENDING_MAX_AGE_NS) {
+		p->end_ns = s->end_ns;
+		p->c_end = s->c_end;
+		if (p->merged < 0xffff)
+			p->merged++;
+	} else {
+		if (t->has_pending)
+			emit(t, p, sizeof(*p));
+		*p = *s;
+		t->has_pending = 1;
+	}
+	release_pending(t);
+}
+
+static void maybe_emit_sites(struct rhea_tstate *t, uint64_t now)
+{
+	if (now - t->sites_emitted_ns >= SITES_EVERY_NS) {
+		t->sites_emitted_ns = now;
+		capture_emit_sites(t);
+	}
+}
+
+/* Registers of this function's frame: the unwind starts here and skips the
+ * agent's frames.  noinline keeps that frame alive during the walk. */
+static __attribute__((noinline)) uint32_t stack_here(struct rhea_tstate *t, unsigned *flags)
+{
+	struct unwind_regs regs;
+	UNWIND_HERE(&regs);
+	return take_stack(t, &regs, 0, flags);
+}
+
+void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
+{
+	(void)ucontext;
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return;
+	rhea_guard++;
+	t->last_epoch = rhea_g.epoch;
+	unsigned flags = 0;
+	struct rhea_sample s;
+	uint32_t stack = stack_here(t, &flags);
+	fill_sample(&s, t, fn, flags, stack);
+	s.begin_ns = s.end_ns = rhea_now();
+	read_counters(t, &s.c_end);
+	s.c_begin = s.c_end;
+	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
+	merge_or_emit(t, &s);
+	maybe_emit_sites(t, s.end_ns);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin, uint64_t end,
+		   uint64_t object, uint32_t owner)
+{
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return;
+	rhea_guard++;
+	t->last_epoch = rhea_g.epoch;
+	unsigned flags = RHEA_S_BLOCK;
+	struct rhea_sample s;
+	uint32_t stack = stack_here(t, &flags);
+	fill_sample(&s, t, fn, flags, stack);
+	s.begin_ns = begin;
+	s.end_ns = end;
+	s.object = object;
+	s.owner_tid = owner;
+	read_counters(t, &s.c_end);
+	/* Nothing is allocated while blocked; the CPU the kernel spent in the
+	 * call is not split out (it shows in the enclosing slice). */
+	s.c_begin = s.c_end;
+	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
+	if (try_own_pending(t)) {
+		if (t->has_pending)
+			emit(t, &t->pending, sizeof(t->pending));
+		t->has_pending = 0;
+		release_pending(t);
+	}
+	emit(t, &s, sizeof(s));
+	maybe_emit_sites(t, end);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+void capture_flush_pending(struct rhea_tstate *t)
+{
+	/* From another thread this may race with the owner: bounded tries. */
+	for (int i = 0; i < 1000; i++) {
+		if (try_own_pending(t)) {
+			if (t->has_pending)
+				emit(t, &t->pending, sizeof(t->pending));
+			t->has_pending = 0;
+			release_pending(t);
+			return;
+		}
+		__builtin_ia32_pause();
+	}
+}
+
+void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i)
+{
+	for (uint32_t k = 0; k < 16; k++) {
+		struct rhea_site_slot *s = &t->sites[(i + k) & (RHEA_SITES - 1)];
+		if (s->pc == pc || s->pc == 0) {
+			s->pc = pc;
+			s->count++;
+			s->bytes += bytes;
+			return;
+		}
+	}
+	t->sites_overflow++;
+	t->sites_overflow_bytes += bytes;
+}
+
+void capture_emit_sites(struct rhea_tstate *t)
+{
+	enum { BATCH = 128 };
+	struct {
+		struct rhea_sites h;
+		struct rhea_site s[BATCH];
+	} e;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i <= RHEA_SITES; i++) {
+		const struct rhea_site_slot *s = i < RHEA_SITES ? &t->sites[i] : NULL;
+		uint64_t pc = s ? s->pc : 0, count = s ? s->count : t->sites_overflow;
+		uint64_t bytes = s ? s->bytes : t->sites_overflow_bytes;
+		if (count > 0 && (pc != 0 || !s)) {
+			e.s[n].pc = pc; /* pc 0: allocations beyond the table */
+			e.s[n].count = count;
+			e.s[n].bytes = bytes;
+			e.s[n].tid = t->tid;
+			e.s[n].serial = t->serial;
+			n++;
+		}
+		if (n == BATCH || (i == RHEA_SITES && n > 0)) {
+			e.h.h.kind = RHEA_E_SITES;
+			e.h.h.flags = 0;
+			e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));
+			e.h.count = n;
+			e.h.pad = 0;
+			emit(t, &e, e.h.h.size);
+			n = 0;
+		}
+	}
+}
+
+void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
+{
+	struct rhea_thread e;
+	memset(&e, 0, sizeof(e));
+	e.h.kind = RHEA_E_THREAD;
+	e.h.flags = (uint16_t)event;
+	e.h.size = sizeof(e);
+	e.tid = t->tid;
+	e.parent_tid = parent;
+	e.time_ns = rhea_now();
+	memcpy(e.name, t->name, sizeof(e.name));
+	e.name[15] = 0;
+	emit(t, &e, sizeof(e));
+}

@@ -1,0 +1,60 @@
+/*
+ * cfi.h - an ELF file's call frame information compiled into a small sorted
+ * table that a signal handler can search (x86-64 only).  See cfi.c for the
+ * design; unwind.c is the consumer.
+ *
+ * A row is valid from its pc up to the next row's pc (the last one up to
+ * table->hi).  Addresses are ELF virtual addresses as written in the file:
+ * subtract the module's load bias before a lookup.  The return address is
+ * always at CFA-8 (rows where it is not are CFI_NONE).
+ */
+#ifndef RHEA_CFI_H
+#define RHEA_CFI_H
+
+#include <stdint.h>
+
+enum cfi_kind {
+	CFI_NONE = 0,  /* no usable information for these addresses */
+	CFI_RSP,       /* CFA = rsp + cfa_off */
+	CFI_RBP,       /* CFA = rbp + cfa_off */
+	CFI_PLT,       /* lazy PLT entry: CFA = rsp + 8 + ((rip & 15) >= cfa_off
+	                * ? 8 : 0); cfa_off is the threshold of the expression,
+	                * 11 for the classic PLT, 10 for the IBT one */
+	CFI_OUTERMOST, /* return address undefined (_start, thread start): stop */
+};
+
+struct cfi_row {
+	uint32_t pc;     /* ELF vaddr (before load bias) where this row starts */
+	uint8_t kind;    /* enum cfi_kind */
+	uint8_t pad;
+	int16_t rbp_off; /* 0: rbp unchanged; else rbp saved at CFA + rbp_off */
+	int32_t cfa_off;
+};
+
+struct cfi_table {
+	uint64_t lo, hi;        /* vaddr range covered: [lo, hi) */
+	uint32_t n;             /* rows */
+	uint32_t mapped_size;   /* bytes of the mapping holding this table */
+	uint32_t n_fde;         /* FDEs compiled in */
+	uint32_t n_unsupported; /* CFI rows turned into CFI_NONE (expressions,
+	                         * return address not at CFA-8, ...) */
+	struct cfi_row rows[];
+};
+
+/* Compile the CFI of the ELF file at path (.eh_frame, plus .debug_frame for
+ * code the former does not cover).  0 and *out set, or -errno: -ENOENT and
+ * friends from open, -ENOEXEC for a non-x86-64-ELF file or one without CFI,
+ * -EOVERFLOW for code above 4 GiB, -ENOMEM.  Normal context only. */
+int cfi_build(const char *path, struct cfi_table **out);
+
+/* The same from an open descriptor (not closed, offset not used). */
+int cfi_build_fd(int fd, struct cfi_table **out);
+
+/* The row covering vaddr, NULL outside [t->lo, t->hi) or when t is NULL.
+ * Binary search, async-signal-safe. */
+const struct cfi_row *cfi_lookup(const struct cfi_table *t, uint64_t vaddr);
+
+/* Unmap a table from cfi_build (NULL is fine). */
+void cfi_free(struct cfi_table *t);
+
+#endif

@@ -1,0 +1,830 @@
+/*
+ * hooks.c - the libc functions the agent interposes (DESIGN.md 1.1).
+ *
+ * Each hook calls the real function (found with dlsym(RTLD_NEXT), so a
+ * program that preloads its own allocator keeps it) and then, on the fast
+ * path, only: a TLS load of the recursion guard, a load of the class switch,
+ * a TLS load of the thread's state, counter increments in memory only this
+ * thread writes, and a compare of the thread's last capture epoch with the
+ * global epoch that the ticker thread advances every interval.  No clock
+ * read, no syscall, no atomic read-modify-write: a capture happens at most
+ * once per interval per thread, in capture.c.
+ *
+ * Calls that can block are timed (two vDSO clock reads around a call that
+ * is a syscall anyway) and recorded as BLOCK samples when they took at least
+ * min_block (default: the interval).  Locks first try the lock: an
+ * uncontended lock costs no clock read at all, only a contended one is
+ * timed, with the owner (glibc's __owner) read before waiting.
+ *
+ * The guard makes every hook a plain call-through while the agent itself
+ * runs on this thread (libdw, dlsym, pthread internals all allocate).
+ * dlsym itself may call calloc before the real calloc is known: a small
+ * static arena serves those few calls, and free() ignores its pointers.
+ *
+ * Fortified variants (__read_chk ...) and the LFS names (open64, pread64 ...)
+ * are hooked too: Debian builds with _FORTIFY_SOURCE, and a program built
+ * with -D_FILE_OFFSET_BITS=64 calls the 64 names.
+ */
+#include "agent.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define CALLER ((uint64_t)(uintptr_t)__builtin_return_address(0) - 1)
+
+/* ---- the real functions ------------------------------------------------ */
+
+#define REAL_LIST(X)                                                             \
+	X(malloc, void *, (size_t))                                              \
+	X(calloc, void *, (size_t, size_t))                                      \
+	X(realloc, void *, (void *, size_t))                                     \
+	X(free, void, (void *))                                                  \
+	X(posix_memalign, int, (void **, size_t, size_t))                        \
+	X(aligned_alloc, void *, (size_t, size_t))                               \
+	X(memalign, void *, (size_t, size_t))                                    \
+	X(pthread_mutex_lock, int, (pthread_mutex_t *))                          \
+	X(pthread_mutex_trylock, int, (pthread_mutex_t *))                       \
+	X(pthread_mutex_unlock, int, (pthread_mutex_t *))                        \
+	X(pthread_rwlock_rdlock, int, (pthread_rwlock_t *))                      \
+	X(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t *))                   \
+	X(pthread_rwlock_wrlock, int, (pthread_rwlock_t *))                      \
+	X(pthread_rwlock_trywrlock, int, (pthread_rwlock_t *))                   \
+	X(pthread_rwlock_unlock, int, (pthread_rwlock_t *))                      \
+	X(pthread_cond_signal, int, (pthread_cond_t *))                          \
+	X(pthread_cond_broadcast, int, (pthread_cond_t *))                       \
+	X(sem_wait, int, (sem_t *))                                              \
+	X(sem_trywait, int, (sem_t *))                                           \
+	X(sem_timedwait, int, (sem_t *, const struct timespec *))                \
+	X(sem_post, int, (sem_t *))                                              \
+	X(read, ssize_t, (int, void *, size_t))                                  \
+	X(write, ssize_t, (int, const void *, size_t))                           \
+	X(pread, ssize_t, (int, void *, size_t, off_t))                          \
+	X(pwrite, ssize_t, (int, const void *, size_t, off_t))                   \
+	X(readv, ssize_t, (int, const struct iovec *, int))                      \
+	X(writev, ssize_t, (int, const struct iovec *, int))                     \
+	X(open, int, (const char *, int, ...))                                   \
+	X(openat, int, (int, const char *, int, ...))                            \
+	X(close, int, (int))                                                     \
+	X(fsync, int, (int))                                                     \
+	X(fdatasync, int, (int))                                                 \
+	X(recv, ssize_t, (int, void *, size_t, int))                             \
+	X(recvfrom, ssize_t, (int, void *, size_t, int, struct sockaddr *, socklen_t *)) \
+	X(recvmsg, ssize_t, (int, struct msghdr *, int))                         \
+	X(send, ssize_t, (int, const void *, size_t, int))                       \
+	X(sendto, ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t)) \
+	X(sendmsg, ssize_t, (int, const struct msghdr *, int))                   \
+	X(accept, int, (int, struct sockaddr *, socklen_t *))                    \
+	X(accept4, int, (int, struct sockaddr *, socklen_t *, int))              \
+	X(connect, int, (int, const struct sockaddr *, socklen_t))               \
+	X(poll, int, (struct pollfd *, nfds_t, int))                             \
+	X(ppoll, int, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *)) \
+	X(select, int, (int, fd_set *, fd_set *, fd_set *, struct timeval *))    \
+	X(pselect, int, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *)) \
+	X(epoll_wait, int, (int, struct epoll_event *, int, int))                \
+	X(epoll_pwait, int, (int, struct epoll_event *, int, int, const sigset_t *)) \
+	X(nanosleep, int, (const struct timespec *, struct timespec *))          \
+	X(clock_nanosleep, int, (clockid_t, int, const struct timespec *, struct timespec *)) \
+	X(usleep, int, (useconds_t))                                             \
+	X(sleep, unsigned, (unsigned))                                           \
+	X(mmap, void *, (void *, size_t, int, int, int, off_t))                  \
+	X(munmap, int, (void *, size_t))                                         \
+	X(mprotect, int, (void *, size_t, int))                                  \
+	X(madvise, int, (void *, size_t, int))                                   \
+	X(clock_gettime, int, (clockid_t, struct timespec *))                    \
+	X(gettimeofday, int, (struct timeval *, void *))                         \
+	X(__read_chk, ssize_t, (int, void *, size_t, size_t))                    \
+	X(__pread_chk, ssize_t, (int, void *, size_t, off_t, size_t))            \
+	X(__recv_chk, ssize_t, (int, void *, size_t, size_t, int))               \
+	X(__recvfrom_chk, ssize_t, (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *)) \
+	X(__poll_chk, int, (struct pollfd *, nfds_t, int, size_t))               \
+	X(__open_2, int, (const char *, int))                                    \
+	X(__openat_2, int, (int, const char *, int))                             \
+	X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
+	X(pthread_setname_np, int, (pthread_t, const char *))                    \
+	X(dlopen, void *, (const char *, int))                                   \
+	X(dlclose, int, (void *))                                                \
+	X(execve, int, (const char *, char *const[], char *const[]))             \
+	X(execvp, int, (const char *, char *const[]))                            \
+	X(execvpe, int, (const char *, char *const[], char *const[]))            \
+	X(fexecve, int, (int, char *const[], char *const[]))                     \
+	X(_exit, void, (int))                                                    \
+	X(_Exit, void, (int))                                                    \
+	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))   \
+	X(signal, sighandler_t, (int, sighandler_t))                             \
+	X(_Znwm, void *, (size_t))                                               \
+	X(_Znam, void *, (size_t))                                               \
+	X(_ZnwmRKSt9nothrow_t, void *, (size_t, const void *))                   \
+	X(_ZnamRKSt9nothrow_t, void *, (size_t, const void *))
+
+#define REAL_DECL(name, ret, args) static ret(*real_##name) args;
+REAL_LIST(REAL_DECL)
+/* Versioned: the old pthread_cond_* of GLIBC_2.2.5 use another layout. */
+static int (*real_pthread_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+static int (*real_pthread_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *,
+					  const struct timespec *);
+
+static int resolving;
+static int resolved;
+
+static void resolve(void)
+{
+	if (resolved || resolving)
+		return;
+	resolving = 1;
+#define REAL_SET(name, ret, args) real_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);
+	REAL_LIST(REAL_SET)
+	real_pthread_cond_wait = dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2");
+	if (!real_pthread_cond_wait)
+		real_pthread_cond_wait = dlsym(RTLD_NEXT, "pthread_cond_wait");
+	real_pthread_cond_timedwait = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
+	if (!real_pthread_cond_timedwait)
+		real_pthread_cond_timedwait = dlsym(RTLD_NEXT, "pthread_cond_timedwait");
+	resolved = 1;
+	resolving = 0;
+}
+
+void hooks_resolve(void)
+{
+	resolve();
+}
+
+/* dlsym's own allocations before the real allocator is known. */
+static char boot_arena[64 * 1024] __attribute__((aligned(64)));
+static size_t boot_used;
+
+static void *boot_alloc(size_t n, int zero)
+{
+	(void)zero; /* the arena is zero-filled and never reused */
+	size_t off = __atomic_fetch_add(&boot_used, (n + 63) & ~(size_t)63, __ATOMIC_RELAXED);
+	if (off + n > sizeof(boot_arena))
+		return NULL;
+	return boot_arena + off;
+}
+
+static inline int is_boot(const void *p)
+{
+	return (const char *)p >= boot_arena && (const char *)p < boot_arena + sizeof(boot_arena);
+}
+
+/* ---- common paths ------------------------------------------------------- */
+
+/* The thread state when hooks of this class are on and we are not inside
+ * the agent; NULL means: just call through. */
+static inline struct rhea_tstate *enter(enum rhea_class cls)
+{
+	if (unlikely(rhea_guard) || !rhea_g.on[cls])
+		return NULL;
+	return thread_self();
+}
+
+static inline void tick(struct rhea_tstate *t, unsigned fn)
+{
+	if (unlikely(t->last_epoch != rhea_g.epoch)) {
+		int e = errno;
+		capture_sync(t, fn, NULL);
+		errno = e;
+	}
+}
+
+/* After a call that may have blocked from t0 until now. */
+static void after_block(struct rhea_tstate *t, unsigned fn, uint64_t t0,
+			uint64_t object, uint32_t owner)
+{
+	uint64_t t1 = rhea_now();
+	int e = errno;
+	if (t1 - t0 >= rhea_g.cfg.min_block_ns)
+		capture_block(t, fn, t0, t1, object, owner);
+	else if (t->last_epoch != rhea_g.epoch)
+		capture_sync(t, fn, NULL);
+	errno = e;
+}
+
+static inline void alloc_done(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
+{
+	site_note(t, site, n);
+	tick(t, fn);
+}
+
+/* ---- alloc --------------------------------------------------------------- */
+
+EXPORT void *malloc(size_t n)
+{
+	if (unlikely(!real_malloc)) {
+		resolve();
+		if (!real_malloc)
+			return boot_alloc(n, 0);
+	}
+	void *p = real_malloc(n);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && p)
+		alloc_done(t, RHEA_FN_MALLOC, CALLER, n);
+	return p;
+}
+
+EXPORT void *calloc(size_t n, size_t m)
+{
+	if (unlikely(!real_calloc)) {
+		resolve();
+		if (!real_calloc)
+			return boot_alloc(n * m, 1);
+	}
+	void *p = real_calloc(n, m);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && p)
+		alloc_done(t, RHEA_FN_CALLOC, CALLER, n * m);
+	return p;
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+	if (unlikely(is_boot(old))) {
+		void *p = malloc(n);
+		if (p)
+			memcpy(p, old, n); /* the arena is big enough to read from */
+		return p;
+	}
+	if (unlikely(!real_realloc))
+		resolve();
+	void *p = real_realloc(old, n);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && p && n)
+		alloc_done(t, RHEA_FN_REALLOC, CALLER, n);
+	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (unlikely(is_boot(p)) || !p)
+		return;
+	if (unlikely(!real_free))
+		resolve();
+	real_free(p);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t)
+		tick(t, RHEA_FN_FREE);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	if (unlikely(!real_posix_memalign))
+		resolve();
+	int r = real_posix_memalign(out, align, n);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && r == 0)
+		alloc_done(t, RHEA_FN_POSIX_MEMALIGN, CALLER, n);
+	return r;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	if (unlikely(!real_aligned_alloc))
+		resolve();
+	void *p = real_aligned_alloc(align, n);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && p)
+		alloc_done(t, RHEA_FN_ALIGNED_ALLOC, CALLER, n);
+	return p;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	if (unlikely(!real_memalign))
+		resolve();
+	void *p = real_memalign(align, n);
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t && p)
+		alloc_done(t, RHEA_FN_MEMALIGN, CALLER, n);
+	return p;
+}
+
+/* operator new: counted once, at the caller of new (the malloc it makes
+ * inside libstdc++ runs under the guard). */
+#define NEW_HOOK(sym, params, args)                                              \
+	EXPORT void *sym params                                                  \
+	{                                                                        \
+		if (unlikely(!real_##sym))                                       \
+			resolve();                                               \
+		rhea_guard++;                                                    \
+		void *p = real_##sym args;                                       \
+		rhea_guard--;                                                    \
+		struct rhea_tstate *t = enter(RHEA_C_ALLOC);                     \
+		if (t && p)                                                      \
+			alloc_done(t, RHEA_FN_OPERATOR_NEW, CALLER, n);          \
+		return p;                                                        \
+	}
+NEW_HOOK(_Znwm, (size_t n), (n))
+NEW_HOOK(_Znam, (size_t n), (n))
+NEW_HOOK(_ZnwmRKSt9nothrow_t, (size_t n, const void *tag), (n, tag))
+NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag))
+
+/* ---- locks --------------------------------------------------------------- */
+
+EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_pthread_mutex_lock(m);
+	int r = real_pthread_mutex_trylock(m);
+	if (likely(r != EBUSY)) {
+		tick(t, RHEA_FN_MUTEX_LOCK);
+		return r;
+	}
+	uint32_t owner = (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+	uint64_t t0 = rhea_now();
+	r = real_pthread_mutex_lock(m);
+	after_block(t, RHEA_FN_MUTEX_LOCK, t0, (uint64_t)(uintptr_t)m, owner);
+	return r;
+}
+
+EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int r = real_pthread_mutex_trylock(m);
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (t)
+		tick(t, RHEA_FN_MUTEX_TRYLOCK);
+	return r;
+}
+
+EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int r = real_pthread_mutex_unlock(m);
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (t)
+		tick(t, RHEA_FN_MUTEX_UNLOCK);
+	return r;
+}
+
+#define RWLOCK_HOOK(name, tryname, FN)                                           \
+	EXPORT int name(pthread_rwlock_t *l)                                     \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
+		if (!t)                                                          \
+			return real_##name(l);                                   \
+		int r = real_##tryname(l);                                       \
+		if (likely(r != EBUSY)) {                                        \
+			tick(t, FN);                                             \
+			return r;                                                \
+		}                                                                \
+		uint64_t t0 = rhea_now();                                        \
+		r = real_##name(l);                                              \
+		after_block(t, FN, t0, (uint64_t)(uintptr_t)l, 0);               \
+		return r;                                                        \
+	}
+RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
+RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
+
+/* Calls that are quick or never block: call, then maybe capture. */
+#define PLAIN_HOOK(ret, name, cls, FN, params, args)                             \
+	EXPORT ret name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		ret r = real_##name args;                                        \
+		struct rhea_tstate *t = enter(cls);                              \
+		if (t)                                                           \
+			tick(t, FN);                                             \
+		return r;                                                        \
+	}
+
+/* Calls that may block: timed. */
+#define TIMED_HOOK(ret, name, cls, FN, obj, params, args)                       \
+	EXPORT ret name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(cls);                              \
+		if (!t)                                                          \
+			return real_##name args;                                 \
+		uint64_t t0 = rhea_now();                                        \
+		ret r = real_##name args;                                        \
+		after_block(t, FN, t0, (uint64_t)(obj), 0);                      \
+		return r;                                                        \
+	}
+
+/* Event-loop waits: timed, and the return starts a new message. */
+#define LOOP_HOOK(ret, name, FN, params, args)                                   \
+	EXPORT ret name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_WAIT);                      \
+		if (!t)                                                          \
+			return real_##name args;                                 \
+		uint64_t t0 = rhea_now();                                        \
+		ret r = real_##name args;                                        \
+		after_block(t, FN, t0, 0, 0);                                    \
+		t->msgid++;                                                      \
+		return r;                                                        \
+	}
+
+PLAIN_HOOK(int, pthread_rwlock_unlock, RHEA_C_LOCK, RHEA_FN_RWLOCK_UNLOCK, (pthread_rwlock_t *l), (l))
+PLAIN_HOOK(int, pthread_cond_signal, RHEA_C_LOCK, RHEA_FN_COND_SIGNAL, (pthread_cond_t *c), (c))
+PLAIN_HOOK(int, pthread_cond_broadcast, RHEA_C_LOCK, RHEA_FN_COND_BROADCAST, (pthread_cond_t *c), (c))
+PLAIN_HOOK(int, sem_post, RHEA_C_LOCK, RHEA_FN_SEM_POST, (sem_t *s), (s))
+TIMED_HOOK(int, pthread_cond_wait, RHEA_C_LOCK, RHEA_FN_COND_WAIT, (uintptr_t)c,
+	   (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
+TIMED_HOOK(int, pthread_cond_timedwait, RHEA_C_LOCK, RHEA_FN_COND_TIMEDWAIT, (uintptr_t)c,
+	   (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts), (c, m, ts))
+TIMED_HOOK(int, sem_timedwait, RHEA_C_LOCK, RHEA_FN_SEM_TIMEDWAIT, (uintptr_t)s,
+	   (sem_t *s, const struct timespec *ts), (s, ts))
+
+EXPORT int sem_wait(sem_t *s)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_sem_wait(s);
+	int e = errno;
+	if (real_sem_trywait(s) == 0) {
+		tick(t, RHEA_FN_SEM_WAIT);
+		return 0;
+	}
+	errno = e;
+	uint64_t t0 = rhea_now();
+	int r = real_sem_wait(s);
+	after_block(t, RHEA_FN_SEM_WAIT, t0, (uint64_t)(uintptr_t)s, 0);
+	return r;
+}
+
+/* ---- io and net ---------------------------------------------------------- */
+
+TIMED_HOOK(ssize_t, read, RHEA_C_IO, RHEA_FN_READ, fd, (int fd, void *b, size_t n), (fd, b, n))
+TIMED_HOOK(ssize_t, write, RHEA_C_IO, RHEA_FN_WRITE, fd, (int fd, const void *b, size_t n), (fd, b, n))
+TIMED_HOOK(ssize_t, pread, RHEA_C_IO, RHEA_FN_PREAD, fd, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
+TIMED_HOOK(ssize_t, pwrite, RHEA_C_IO, RHEA_FN_PWRITE, fd, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+TIMED_HOOK(ssize_t, readv, RHEA_C_IO, RHEA_FN_READV, fd, (int fd, const struct iovec *v, int n), (fd, v, n))
+TIMED_HOOK(ssize_t, writev, RHEA_C_IO, RHEA_FN_WRITEV, fd, (int fd, const struct iovec *v, int n), (fd, v, n))
+TIMED_HOOK(int, close, RHEA_C_IO, RHEA_FN_CLOSE, fd, (int fd), (fd))
+TIMED_HOOK(int, fsync, RHEA_C_IO, RHEA_FN_FSYNC, fd, (int fd), (fd))
+TIMED_HOOK(int, fdatasync, RHEA_C_IO, RHEA_FN_FDATASYNC, fd, (int fd), (fd))
+TIMED_HOOK(ssize_t, __read_chk, RHEA_C_IO, RHEA_FN_READ, fd,
+	   (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl))
+TIMED_HOOK(ssize_t, __pread_chk, RHEA_C_IO, RHEA_FN_PREAD, fd,
+	   (int fd, void *b, size_t n, off_t o, size_t bl), (fd, b, n, o, bl))
+TIMED_HOOK(int, __open_2, RHEA_C_IO, RHEA_FN_OPEN, 0, (const char *p, int f), (p, f))
+TIMED_HOOK(int, __openat_2, RHEA_C_IO, RHEA_FN_OPENAT, d, (int d, const char *p, int f), (d, p, f))
+TIMED_HOOK(ssize_t, recv, RHEA_C_NET, RHEA_FN_RECV, fd, (int fd, void *b, size_t n, int f), (fd, b, n, f))
+TIMED_HOOK(ssize_t, __recv_chk, RHEA_C_NET, RHEA_FN_RECV, fd,
+	   (int fd, void *b, size_t n, size_t bl, int f), (fd, b, n, bl, f))
+TIMED_HOOK(ssize_t, recvfrom, RHEA_C_NET, RHEA_FN_RECVFROM, fd,
+	   (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l), (fd, b, n, f, a, l))
+TIMED_HOOK(ssize_t, __recvfrom_chk, RHEA_C_NET, RHEA_FN_RECVFROM, fd,
+	   (int fd, void *b, size_t n, size_t bl, int f, struct sockaddr *a, socklen_t *l),
+	   (fd, b, n, bl, f, a, l))
+TIMED_HOOK(ssize_t, recvmsg, RHEA_C_NET, RHEA_FN_RECVMSG, fd, (int fd, struct msghdr *m, int f), (fd, m, f))
+TIMED_HOOK(ssize_t, send, RHEA_C_NET, RHEA_FN_SEND, fd, (int fd, const void *b, size_t n, int f), (fd, b, n, f))
+TIMED_HOOK(ssize_t, sendto, RHEA_C_NET, RHEA_FN_SENDTO, fd,
+	   (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l), (fd, b, n, f, a, l))
+TIMED_HOOK(ssize_t, sendmsg, RHEA_C_NET, RHEA_FN_SENDMSG, fd, (int fd, const struct msghdr *m, int f), (fd, m, f))
+TIMED_HOOK(int, accept, RHEA_C_NET, RHEA_FN_ACCEPT, fd, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
+TIMED_HOOK(int, accept4, RHEA_C_NET, RHEA_FN_ACCEPT4, fd,
+	   (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f))
+TIMED_HOOK(int, connect, RHEA_C_NET, RHEA_FN_CONNECT, fd,
+	   (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))
+
+EXPORT ssize_t pread64(int fd, void *b, size_t n, off_t o) __attribute__((alias("pread")));
+EXPORT ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) __attribute__((alias("pwrite")));
+EXPORT ssize_t __pread64_chk(int fd, void *b, size_t n, off_t o, size_t bl)
+	__attribute__((alias("__pread_chk")));
+EXPORT int __open64_2(const char *p, int f) __attribute__((alias("__open_2")));
+EXPORT int __openat64_2(int d, const char *p, int f) __attribute__((alias("__openat_2")));
+
+static inline mode_t open_mode(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_IO);
+	if (!t)
+		return real_open(path, flags, mode);
+	uint64_t t0 = rhea_now();
+	int r = real_open(path, flags, mode);
+	after_block(t, RHEA_FN_OPEN, t0, 0, 0);
+	return r;
+}
+
+EXPORT int openat(int dir, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_IO);
+	if (!t)
+		return real_openat(dir, path, flags, mode);
+	uint64_t t0 = rhea_now();
+	int r = real_openat(dir, path, flags, mode);
+	after_block(t, RHEA_FN_OPENAT, t0, 0, 0);
+	return r;
+}
+
+EXPORT int open64(const char *path, int flags, ...) __attribute__((alias("open")));
+EXPORT int openat64(int dir, const char *path, int flags, ...) __attribute__((alias("openat")));
+
+/* ---- waits --------------------------------------------------------------- */
+
+LOOP_HOOK(int, poll, RHEA_FN_POLL, (struct pollfd *f, nfds_t n, int ms), (f, n, ms))
+LOOP_HOOK(int, __poll_chk, RHEA_FN_POLL, (struct pollfd *f, nfds_t n, int ms, size_t l), (f, n, ms, l))
+LOOP_HOOK(int, ppoll, RHEA_FN_PPOLL,
+	  (struct pollfd *f, nfds_t n, const struct timespec *ts, const sigset_t *m), (f, n, ts, m))
+LOOP_HOOK(int, select, RHEA_FN_SELECT,
+	  (int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv), (n, rd, wr, ex, tv))
+LOOP_HOOK(int, pselect, RHEA_FN_PSELECT,
+	  (int n, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *m),
+	  (n, rd, wr, ex, ts, m))
+LOOP_HOOK(int, epoll_wait, RHEA_FN_EPOLL_WAIT,
+	  (int fd, struct epoll_event *e, int n, int ms), (fd, e, n, ms))
+LOOP_HOOK(int, epoll_pwait, RHEA_FN_EPOLL_PWAIT,
+	  (int fd, struct epoll_event *e, int n, int ms, const sigset_t *m), (fd, e, n, ms, m))
+TIMED_HOOK(int, nanosleep, RHEA_C_WAIT, RHEA_FN_NANOSLEEP, 0,
+	   (const struct timespec *a, struct timespec *b), (a, b))
+TIMED_HOOK(int, clock_nanosleep, RHEA_C_WAIT, RHEA_FN_CLOCK_NANOSLEEP, 0,
+	   (clockid_t c, int f, const struct timespec *a, struct timespec *b), (c, f, a, b))
+TIMED_HOOK(int, usleep, RHEA_C_WAIT, RHEA_FN_USLEEP, 0, (useconds_t u), (u))
+TIMED_HOOK(unsigned, sleep, RHEA_C_WAIT, RHEA_FN_SLEEP, 0, (unsigned s), (s))
+
+/* ---- mmap and time ------------------------------------------------------- */
+
+PLAIN_HOOK(void *, mmap, RHEA_C_MMAP, RHEA_FN_MMAP,
+	   (void *a, size_t n, int p, int f, int fd, off_t o), (a, n, p, f, fd, o))
+PLAIN_HOOK(int, munmap, RHEA_C_MMAP, RHEA_FN_MUNMAP, (void *a, size_t n), (a, n))
+PLAIN_HOOK(int, mprotect, RHEA_C_MMAP, RHEA_FN_MPROTECT, (void *a, size_t n, int p), (a, n, p))
+PLAIN_HOOK(int, madvise, RHEA_C_MMAP, RHEA_FN_MADVISE, (void *a, size_t n, int adv), (a, n, adv))
+EXPORT void *mmap64(void *a, size_t n, int p, int f, int fd, off_t o) __attribute__((alias("mmap")));
+
+EXPORT int clock_gettime(clockid_t c, struct timespec *ts)
+{
+	if (unlikely(!real_clock_gettime)) {
+		/* Needed by the agent itself before resolve(): go to the kernel. */
+		if (!resolved && !resolving)
+			resolve();
+		if (!real_clock_gettime)
+			return (int)syscall(SYS_clock_gettime, c, ts);
+	}
+	int r = real_clock_gettime(c, ts);
+	if (likely(!rhea_g.on[RHEA_C_TIME]) || rhea_guard)
+		return r;
+	struct rhea_tstate *t = thread_self();
+	if (t)
+		tick(t, RHEA_FN_CLOCK_GETTIME);
+	return r;
+}
+
+PLAIN_HOOK(int, gettimeofday, RHEA_C_TIME, RHEA_FN_GETTIMEOFDAY, (struct timeval *tv, void *tz), (tv, tz))
+
+/* ---- threads, modules, processes ---------------------------------------- */
+
+struct start_arg {
+	void *(*fn)(void *);
+	void *arg;
+	uint32_t parent;
+};
+
+static void *thread_start(void *p)
+{
+	struct start_arg a = *(struct start_arg *)p;
+	rhea_guard++;
+	real_free(p);
+	rhea_guard--;
+	struct rhea_tstate *t = rhea_g.active ? thread_self() : NULL;
+	(void)t;
+	return a.fn(a.arg);
+}
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (rhea_guard || !rhea_g.active)
+		return real_pthread_create(th, attr, fn, arg);
+	rhea_guard++;
+	struct start_arg *a = real_malloc(sizeof(*a));
+	rhea_guard--;
+	if (!a)
+		return real_pthread_create(th, attr, fn, arg);
+	a->fn = fn;
+	a->arg = arg;
+	struct rhea_tstate *self = thread_self();
+	a->parent = self ? self->tid : 0;
+	int r = real_pthread_create(th, attr, thread_start, a);
+	if (r != 0) {
+		rhea_guard++;
+		real_free(a);
+		rhea_guard--;
+	}
+	return r;
+}
+
+EXPORT int pthread_setname_np(pthread_t th, const char *name)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int r = real_pthread_setname_np(th, name);
+	if (r == 0 && !rhea_guard && rhea_g.active && pthread_equal(th, pthread_self())) {
+		struct rhea_tstate *t = thread_self();
+		if (t) {
+			rhea_guard++;
+			thread_set_name(t, name);
+			rhea_guard--;
+		}
+	}
+	/* Other threads' names are read from /proc when they exit. */
+	return r;
+}
+
+EXPORT void *dlopen(const char *file, int flags)
+{
+	if (unlikely(!resolved))
+		resolve();
+	void *h = real_dlopen(file, flags);
+	if (h && rhea_g.active && !rhea_guard)
+		modules_scan();
+	return h;
+}
+
+EXPORT int dlclose(void *h)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int r = real_dlclose(h);
+	if (rhea_g.active && !rhea_guard)
+		modules_scan();
+	return r;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_exec();
+	int r = real_execve(path, argv, envp);
+	agent_exec_failed();
+	return r;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	extern char **environ;
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_exec();
+	int r = real_execvpe(file, argv, envp);
+	agent_exec_failed();
+	return r;
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_exec();
+	int r = real_execvp(file, argv);
+	agent_exec_failed();
+	return r;
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_exec();
+	int r = real_fexecve(fd, argv, envp);
+	agent_exec_failed();
+	return r;
+}
+
+/* execl* build an argv on the stack and go through the hooks above. */
+#define COLLECT_ARGS(first, last, argv)                                          \
+	size_t argc_ = 1;                                                        \
+	va_list ap_;                                                             \
+	va_start(ap_, first);                                                    \
+	while (va_arg(ap_, char *))                                              \
+		argc_++;                                                         \
+	va_end(ap_);                                                             \
+	char *argv[argc_ + 1];                                                   \
+	va_start(ap_, first);                                                    \
+	argv[0] = (char *)first;                                                 \
+	for (size_t i_ = 1; i_ <= argc_; i_++)                                   \
+		argv[i_] = va_arg(ap_, char *);                                  \
+	last = va_arg(ap_, char **);                                             \
+	va_end(ap_);
+
+EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	char **unused;
+	COLLECT_ARGS(arg0, unused, argv);
+	(void)unused;
+	return execv(path, argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	char **unused;
+	COLLECT_ARGS(arg0, unused, argv);
+	(void)unused;
+	return execvp(file, argv);
+}
+
+EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	char **envp;
+	COLLECT_ARGS(arg0, envp, argv);
+	return execve(path, argv, envp);
+}
+
+EXPORT void _exit(int status)
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_finish(RHEA_END_EXIT, status);
+	real__exit(status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_finish(RHEA_END_EXIT, status);
+	real__Exit(status);
+	__builtin_unreachable();
+}
+
+/* ---- signals: see agent.c (crash flush stays out of the program's way) --- */
+
+int agent_sigaction_filter(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int handled = 0;
+	int r = agent_sigaction_filter(sig, act, old, &handled);
+	if (handled)
+		return r;
+	return real_sigaction(sig, act, old);
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	struct sigaction act, old;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = h;
+	act.sa_flags = SA_RESTART; /* BSD semantics, as glibc's signal() */
+	sigemptyset(&act.sa_mask);
+	sigaddset(&act.sa_mask, sig);
+	if (sigaction(sig, &act, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+/* For agent.c: the real functions it must not go through hooks for. */
+int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (unlikely(!resolved))
+		resolve();
+	return real_sigaction(sig, act, old);
+}

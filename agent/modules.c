@@ -1,0 +1,269 @@
+/*
+ * modules.c - the module map of the traced process and the unwind tables
+ * that go with it (DESIGN.md 1.2: the recording keeps what is needed to
+ * symbolize later, possibly elsewhere: path, load bias, build-id).
+ *
+ * Modules are read with dl_iterate_phdr at start, after every dlopen and
+ * dlclose (hooks.c), never from a signal handler (it takes the loader's
+ * lock).  For each new module the CFI of its file is compiled into a table
+ * (cfi.c) right away, in normal context, so that unwinding later - in hooks
+ * and signal handlers - only does binary searches over prepared memory.
+ *
+ * Lookup structure: an array of module records that only grows (a module
+ * unloaded by dlclose is marked, its table kept: a thread may be unwinding
+ * through it at that moment), and a sorted index of the loaded ones,
+ * rebuilt on change and published with one atomic pointer store.  Old
+ * indexes are leaked on purpose (a reader may still hold one); they are a
+ * few KiB per dlopen.
+ */
+#include "agent.h"
+#include "cfi.h"
+#include "unwind.h"
+
+#include <elf.h>
+#include <sched.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MAX_MODULES 4096
+
+struct module {
+	uint64_t bias, lo, hi;
+	struct cfi_table *cfi;
+	int loaded;
+	int emitted;
+	uint32_t build_id_len;
+	uint8_t build_id[36];
+	char path[512];
+};
+
+struct index {
+	uint32_t n;
+	struct module *m[]; /* sorted by lo */
+};
+
+static struct module *mods;
+static uint32_t nmods;
+static struct index *volatile cur_index;
+static uint32_t scan_gen;
+
+static void *map_mem(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg)
+{
+	(void)arg;
+	const struct index *ix = __atomic_load_n(&cur_index, __ATOMIC_ACQUIRE);
+	if (!ix)
+		return NULL;
+	uint32_t lo = 0, hi = ix->n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		const struct module *m = ix->m[mid];
+		if (pc < m->lo)
+			hi = mid;
+		else if (pc >= m->hi)
+			lo = mid + 1;
+		else {
+			*bias = m->bias;
+			return m->cfi;
+		}
+	}
+	return NULL;
+}
+
+static void emit_module(struct module *m, int loaded)
+{
+	struct {
+		struct rhea_module h;
+		char path[sizeof(m->path) + 8];
+	} e;
+	memset(&e, 0, sizeof(e));
+	size_t plen = strlen(m->path) + 1;
+	e.h.h.kind = RHEA_E_MODULE;
+	e.h.h.flags = (uint16_t)(loaded ? 1 : 2);
+	e.h.h.size = (uint32_t)((sizeof(e.h) + plen + 7) & ~(size_t)7);
+	e.h.time_ns = rhea_now();
+	e.h.bias = m->bias;
+	e.h.lo = m->lo;
+	e.h.hi = m->hi;
+	e.h.build_id_len = m->build_id_len;
+	memcpy(e.h.build_id, m->build_id, m->build_id_len);
+	e.h.path_len = (uint32_t)plen;
+	memcpy(e.path, m->path, plen);
+	buf_emit(&rhea_g.buf, 0, &e, e.h.h.size);
+}
+
+static void read_build_id(struct dl_phdr_info *info, struct module *m)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+		const char *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const char *name = p + sizeof(*nh);
+			const char *desc = name + ((nh->n_namesz + 3) & ~3u);
+			if (desc + nh->n_descsz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0 && nh->n_descsz <= sizeof(m->build_id)) {
+				memcpy(m->build_id, desc, nh->n_descsz);
+				m->build_id_len = nh->n_descsz;
+				return;
+			}
+			p = desc + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+}
+
+static char exe_path[512];
+
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uint32_t *seen = arg;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			uint64_t a = info->dlpi_addr + ph->p_vaddr;
+			if (a < lo)
+				lo = a;
+			if (a + ph->p_memsz > hi)
+				hi = a + ph->p_memsz;
+		}
+	}
+	if (hi == 0)
+		return 0;
+	const char *name = info->dlpi_name;
+	if (!name || !name[0])
+		name = exe_path; /* the main program */
+	for (uint32_t i = 0; i < nmods; i++) {
+		struct module *m = &mods[i];
+		if (m->loaded && m->lo == lo && m->bias == info->dlpi_addr) {
+			seen[i] = scan_gen;
+			return 0;
+		}
+	}
+	if (nmods >= MAX_MODULES)
+		return 0;
+	struct module *m = &mods[nmods];
+	memset(m, 0, sizeof(*m));
+	m->bias = info->dlpi_addr;
+	m->lo = lo;
+	m->hi = hi;
+	m->loaded = 1;
+	size_t nl = strnlen(name, sizeof(m->path) - 1);
+	memcpy(m->path, name, nl);
+	m->path[nl] = 0;
+	read_build_id(info, m);
+	seen[nmods] = scan_gen;
+	nmods++;
+	return 0;
+}
+
+static int cmp_lo(const void *a, const void *b)
+{
+	const struct module *x = *(struct module *const *)a, *y = *(struct module *const *)b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* qsort is not hooked and does not allocate for small arrays in practice,
+ * but keep it simple and certain: insertion sort, n is small. */
+static void sort_index(struct module **a, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++) {
+		struct module *x = a[i];
+		uint32_t j = i;
+		while (j > 0 && cmp_lo(&a[j - 1], &x) > 0) {
+			a[j] = a[j - 1];
+			j--;
+		}
+		a[j] = x;
+	}
+}
+
+static uint32_t *seen_gen;
+
+int modules_scan(void)
+{
+	static uint32_t lock;
+	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	rhea_guard++;
+	if (!mods) {
+		mods = map_mem(sizeof(struct module) * MAX_MODULES);
+		seen_gen = map_mem(sizeof(uint32_t) * MAX_MODULES);
+		ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
+		exe_path[n > 0 ? n : 0] = 0;
+	}
+	if (!mods || !seen_gen)
+		goto out;
+	uint32_t before = nmods;
+	scan_gen++;
+	dl_iterate_phdr(scan_cb, seen_gen);
+	int changed = nmods != before;
+	for (uint32_t i = 0; i < before; i++) {
+		if (mods[i].loaded && seen_gen[i] != scan_gen) {
+			mods[i].loaded = 0;
+			changed = 1;
+			emit_module(&mods[i], 0);
+		}
+	}
+	for (uint32_t i = before; i < nmods; i++) {
+		struct module *m = &mods[i];
+		if (!rhea_g.cfg.unwind_fp && m->path[0] == '/') {
+			int r = cfi_build(m->path, &m->cfi);
+			if (r < 0)
+				m->cfi = NULL;
+		}
+		if (m->lo <= (uint64_t)(uintptr_t)&modules_scan &&
+		    (uint64_t)(uintptr_t)&modules_scan < m->hi) {
+			rhea_g.agent_lo = m->lo;
+			rhea_g.agent_hi = m->hi;
+		}
+		emit_module(m, 1);
+		m->emitted = 1;
+	}
+	if (changed) {
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < nmods; i++)
+			n += mods[i].loaded;
+		struct index *ix = map_mem(sizeof(*ix) + n * sizeof(ix->m[0]));
+		if (ix) {
+			ix->n = 0;
+			for (uint32_t i = 0; i < nmods; i++)
+				if (mods[i].loaded)
+					ix->m[ix->n++] = &mods[i];
+			sort_index(ix->m, ix->n);
+			__atomic_store_n(&cur_index, ix, __ATOMIC_RELEASE);
+		}
+	}
+out:
+	rhea_guard--;
+	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void modules_emit_all(void)
+{
+	for (uint32_t i = 0; i < nmods; i++)
+		if (mods[i].loaded)
+			emit_module(&mods[i], 1);
+}
+
+void modules_after_fork(void)
+{
+	modules_emit_all();
+}

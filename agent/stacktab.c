@@ -1,0 +1,167 @@
+/*
+ * stacktab.c - lock-free call-stack table (DESIGN.md 1.3, "spatial
+ * similarity").
+ *
+ * Stacks share their outer frames, so each frame is stored once as a node
+ * (parent id, address) and a stack is the id of its leaf node.  Interning
+ * happens on the captured thread: in a hook or in the sampler's signal
+ * handler.  Hence no lock and no allocation:
+ *
+ *  - ids are handed out by an atomic counter; the node is filled in, marked
+ *    ready (release), and only then published in the hash by a CAS on an
+ *    empty slot.  A slot is therefore either empty or names a complete node:
+ *    there is no "claimed but not yet written" state another thread (or a
+ *    signal handler on this one) could spin on.
+ *  - two threads racing to insert the same (parent, addr) both allocate an
+ *    id; the loser's CAS fails, it sees the winner's equal key and uses the
+ *    winner's id.  The loser's node stays in the array as an orphan that no
+ *    stack refers to: it costs 16 bytes in the file, and saves a lock.
+ *  - the writer thread streams nodes to the file in id order up to the first
+ *    node not yet ready, so a node always reaches the file before any sample
+ *    that refers to it is written (samples are emitted after interning).
+ *
+ * Memory is mmap'ed with MAP_NORESERVE and touched lazily.  The table never
+ * grows: when full, interning returns 0 and the sample is recorded without a
+ * stack (counted in `full`, shown by `rhea report`).  Limits: max_nodes <
+ * 2^31; the hash is linear probing at load factor <= 1/2.
+ */
+#include "stacktab.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <sys/mman.h>
+
+static inline uint32_t hash(uint32_t parent, uint64_t addr)
+{
+	uint64_t h = addr * 0x9e3779b97f4a7c15ull ^ ((uint64_t)parent * 0xc2b2ae3d27d4eb4full);
+	h ^= h >> 29;
+	return (uint32_t)h;
+}
+
+int stacktab_init(struct stacktab *t, uint32_t max_nodes)
+{
+	if (max_nodes < 16 || max_nodes > (1u << 30))
+		return -EINVAL;
+	uint32_t nslots = 1;
+	while (nslots < 2 * max_nodes)
+		nslots <<= 1;
+	size_t nbytes = (size_t)max_nodes * sizeof(struct stacktab_node);
+	size_t sbytes = (size_t)nslots * sizeof(uint32_t);
+	void *n = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (n == MAP_FAILED)
+		return -errno;
+	void *s = mmap(NULL, sbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s == MAP_FAILED) {
+		int e = -errno;
+		munmap(n, nbytes);
+		return e;
+	}
+	t->nodes = n;
+	t->slots = s;
+	t->max_nodes = max_nodes;
+	t->nslots = nslots;
+	t->next_id = 1;
+	t->written = 1;
+	t->full = 0;
+	return 0;
+}
+
+void stacktab_destroy(struct stacktab *t)
+{
+	if (t->nodes)
+		munmap(t->nodes, (size_t)t->max_nodes * sizeof(struct stacktab_node));
+	if (t->slots)
+		munmap(t->slots, (size_t)t->nslots * sizeof(uint32_t));
+	t->nodes = NULL;
+	t->slots = NULL;
+}
+
+static inline int key_eq(const struct stacktab_node *n, uint32_t parent, uint64_t addr)
+{
+	return n->addr == addr && n->parent == parent;
+}
+
+uint32_t stacktab_find(const struct stacktab *t, uint32_t parent, uint64_t addr)
+{
+	uint32_t mask = t->nslots - 1;
+	for (uint32_t i = hash(parent, addr) & mask, probes = 0; probes < t->nslots;
+	     i = (i + 1) & mask, probes++) {
+		uint32_t id = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
+		if (id == 0)
+			return 0;
+		if (key_eq(&t->nodes[id], parent, addr))
+			return id;
+	}
+	return 0;
+}
+
+static uint32_t intern_one(struct stacktab *t, uint32_t parent, uint64_t addr)
+{
+	uint32_t mask = t->nslots - 1;
+	uint32_t mine = 0; /* id allocated by us, once we know we need one */
+	uint32_t i = hash(parent, addr) & mask;
+	for (uint32_t probes = 0; probes < t->nslots; i = (i + 1) & mask, probes++) {
+		uint32_t id = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
+		if (id != 0) {
+			if (key_eq(&t->nodes[id], parent, addr))
+				return id; /* mine (if any) becomes an orphan */
+			continue;
+		}
+		if (mine == 0) {
+			mine = __atomic_fetch_add(&t->next_id, 1, __ATOMIC_RELAXED);
+			if (mine >= t->max_nodes) {
+				/* Keep next_id from wrapping on repeated failures. */
+				__atomic_store_n(&t->next_id, t->max_nodes, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&t->full, 1, __ATOMIC_RELAXED);
+				return 0;
+			}
+			t->nodes[mine].addr = addr;
+			t->nodes[mine].parent = parent;
+			__atomic_store_n(&t->nodes[mine].ready, 1, __ATOMIC_RELEASE);
+		}
+		uint32_t expected = 0;
+		if (__atomic_compare_exchange_n(&t->slots[i], &expected, mine, 0,
+						__ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			return mine;
+		/* Lost the slot: look at who won it, then go on probing. */
+		if (key_eq(&t->nodes[expected], parent, addr))
+			return expected;
+	}
+	__atomic_fetch_add(&t->full, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+uint32_t stacktab_intern(struct stacktab *t, uint32_t parent,
+			 const uint64_t *addrs, int n, uint32_t *ids)
+{
+	for (int i = 0; i < n; i++) {
+		parent = intern_one(t, parent, addrs[i]);
+		if (parent == 0)
+			return 0;
+		if (ids)
+			ids[i] = parent;
+	}
+	return parent;
+}
+
+uint32_t stacktab_ready_upto(const struct stacktab *t, uint32_t from)
+{
+	uint32_t end = __atomic_load_n(&t->next_id, __ATOMIC_ACQUIRE);
+	if (end > t->max_nodes)
+		end = t->max_nodes;
+	uint32_t i = from;
+	while (i < end && __atomic_load_n(&t->nodes[i].ready, __ATOMIC_ACQUIRE))
+		i++;
+	return i;
+}
+
+void stacktab_after_fork(struct stacktab *t)
+{
+	uint32_t end = t->next_id < t->max_nodes ? t->next_id : t->max_nodes;
+	for (uint32_t i = 1; i < end; i++)
+		if (!t->nodes[i].ready)
+			t->nodes[i].ready = 1; /* orphan: never published */
+	t->written = 1; /* the child's file needs every node again */
+}

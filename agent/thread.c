@@ -1,0 +1,218 @@
+/*
+ * thread.c - the agent's thread registry.
+ *
+ * Every thread that enters a hook gets a slot the first time (lazily, so
+ * threads created before the agent was loaded, or by raw clone(), are
+ * covered too).  Slots live in one mmap'ed array so that other threads can
+ * reach them: the writer and the exit path flush a thread's pending merged
+ * sample, the sampler (later) reads its stack bounds.  TLS holds only a
+ * pointer and the recursion guard: small initial-exec TLS works both when
+ * preloaded and when injected later (glibc keeps some static TLS surplus
+ * for dlopen'ed libraries).
+ *
+ * Thread exit is seen through a pthread key destructor, which runs on every
+ * exit path of a pthread (return, pthread_exit, cancellation).  The main
+ * thread's end is the process's end, handled by agent.c.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MAX_THREADS 8192
+
+__thread int rhea_guard;
+__thread struct rhea_tstate *rhea_tls_self;
+static __thread int tls_dead; /* the thread is past its exit: pass through */
+
+static struct rhea_tstate *slots;
+static uint32_t nslots_used; /* atomic: high-water mark */
+static uint32_t serials;     /* atomic */
+static pthread_key_t exit_key;
+static int key_ok;
+
+uint32_t thread_gettid(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
+}
+
+static void on_thread_exit(void *arg)
+{
+	(void)arg;
+	thread_exit_current();
+}
+
+void thread_registry_init(void)
+{
+	if (slots)
+		return;
+	void *m = mmap(NULL, (size_t)MAX_THREADS * sizeof(struct rhea_tstate),
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		agent_disable("cannot map the thread registry", errno);
+		return;
+	}
+	slots = m;
+	key_ok = pthread_key_create(&exit_key, on_thread_exit) == 0;
+}
+
+/* Read this thread's name from the kernel (raw syscalls, guard is set). */
+static void read_comm(uint32_t tid, char name[16])
+{
+	char path[64] = "/proc/self/task/";
+	char num[12];
+	int n = 0;
+	for (uint32_t v = tid; v || n == 0; v /= 10)
+		num[n++] = (char)('0' + v % 10);
+	size_t p = strlen(path);
+	while (n)
+		path[p++] = num[--n];
+	memcpy(path + p, "/comm", 6);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[32];
+	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (r <= 0)
+		return;
+	if (buf[r - 1] == '\n')
+		r--;
+	if (r > 15)
+		r = 15;
+	memcpy(name, buf, (size_t)r);
+	name[r] = 0;
+}
+
+static void stack_bounds(struct rhea_tstate *t)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+	if (t->tid == (uint32_t)rhea_g.pid)
+		return; /* main thread: bounds set by agent.c from /proc/self/maps */
+	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+		return;
+	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+		t->stack_lo = (uint64_t)addr;
+		t->stack_hi = (uint64_t)addr + size;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+extern uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
+
+struct rhea_tstate *thread_register(void)
+{
+	if (!slots || tls_dead || !rhea_g.active)
+		return NULL;
+	rhea_guard++;
+	uint32_t tid = thread_gettid();
+	struct rhea_tstate *t = NULL;
+	for (uint32_t i = 0; i < MAX_THREADS; i++) {
+		uint32_t expected = TS_FREE;
+		if (__atomic_compare_exchange_n(&slots[i].state, &expected, TS_LIVE, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			t = &slots[i];
+			uint32_t hw = __atomic_load_n(&nslots_used, __ATOMIC_RELAXED);
+			while (hw < i + 1 && !__atomic_compare_exchange_n(&nslots_used, &hw, i + 1, 0,
+									  __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+				;
+			break;
+		}
+	}
+	if (!t) {
+		tls_dead = 1; /* no slot: this thread is not traced, say so once */
+		agent_warn("thread registry full; threads beyond it are not traced", MAX_THREADS);
+		rhea_guard--;
+		return NULL;
+	}
+	uint32_t state = t->state;
+	memset(t, 0, offsetof(struct rhea_tstate, cache_addrs));
+	memset(t->sites, 0, sizeof(t->sites));
+	t->state = state;
+	t->tid = tid;
+	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	t->last_epoch = rhea_g.epoch - 1; /* first hook captures */
+	if (tid == (uint32_t)rhea_g.pid) {
+		t->stack_lo = rhea_main_stack_lo;
+		t->stack_hi = rhea_main_stack_hi;
+	} else {
+		stack_bounds(t);
+	}
+	read_comm(tid, t->name);
+	rhea_tls_self = t;
+	if (key_ok)
+		pthread_setspecific(exit_key, t);
+	__atomic_fetch_add(&rhea_g.threads_seen, 1, __ATOMIC_RELAXED);
+	capture_emit_thread(t, RHEA_T_START, 0);
+	rhea_guard--;
+	return t;
+}
+
+void thread_set_name(struct rhea_tstate *t, const char *name)
+{
+	size_t n = strnlen(name, 15);
+	memcpy(t->name, name, n);
+	t->name[n] = 0;
+	capture_emit_thread(t, RHEA_T_NAME, 0);
+}
+
+void thread_exit_current(void)
+{
+	struct rhea_tstate *t = rhea_tls_self;
+	if (!t)
+		return;
+	rhea_guard++;
+	if (rhea_g.active) {
+		char name[16] = {0};
+		read_comm(t->tid, name);
+		if (name[0] && strcmp(name, t->name) != 0)
+			thread_set_name(t, name);
+		capture_flush_pending(t);
+		capture_emit_sites(t);
+		capture_emit_thread(t, RHEA_T_EXIT, 0);
+	}
+	rhea_tls_self = NULL;
+	tls_dead = 1;
+	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
+	rhea_guard--;
+}
+
+void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg)
+{
+	if (!slots)
+		return;
+	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE)
+			fn(&slots[i], arg);
+}
+
+void thread_after_fork(void)
+{
+	/* Only the forking thread survives; it starts a new life. */
+	if (!slots)
+		return;
+	struct rhea_tstate *self = rhea_tls_self;
+	uint32_t n = nslots_used;
+	for (uint32_t i = 0; i < n; i++)
+		if (&slots[i] != self)
+			slots[i].state = TS_FREE;
+	if (self) {
+		self->tid = thread_gettid();
+		self->has_pending = 0;
+		self->pending_busy = 0;
+		self->in_capture = 0;
+		self->alloc_count = self->alloc_bytes = 0;
+		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+		memset(self->sites, 0, sizeof(self->sites));
+		self->sites_overflow = 0;
+		self->last_epoch = rhea_g.epoch - 1;
+	}
+}

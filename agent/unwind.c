@@ -1,0 +1,300 @@
+/*
+ * unwind.c - frame-pointer and CFI stack walkers for any context.
+ *
+ * What.  The agent captures stacks inside hooks (malloc, locks, ...) and
+ * from a signal handler that interrupts arbitrary code, maybe in the middle
+ * of malloc, a prologue, or a program that has just smashed its stack.  So
+ * the walkers here call nothing but raw syscalls (no libc, no malloc, no
+ * locks, no errno) and survive any register values.
+ *
+ * Design.
+ *  - unwind_fp follows the rbp chain ([rbp] = caller's rbp, [rbp+8] =
+ *    return address).  Cheap, and right only for code built with frame
+ *    pointers, which Debian's is not.
+ *  - unwind_cfi uses the tables of cfi.c: per frame, find() gives the table
+ *    and load bias of the module, a binary search gives the row, the row
+ *    gives the CFA (rsp/rbp + offset, or the PLT formula), the return
+ *    address is at CFA-8 and the caller's rsp is the CFA.  For frames after
+ *    the first the row of (ra - 1) is used: a call may be the last
+ *    instruction of a noreturn function, and ra then points into the next
+ *    function.
+ *  - Memory safety: a read inside the thread's stack range is a plain load;
+ *    anything else (a stack we were not told about, the code bytes at a pc)
+ *    goes through process_vm_readv on our own pid, which returns EFAULT
+ *    instead of raising SIGSEGV.  Garbage cannot loop: rsp must grow
+ *    strictly from frame to frame (signal frames excepted: sigaltstack
+ *    moves to another stack), and the walk stops at pc 0, at CFI_OUTERMOST,
+ *    at a pc no module claims, and at max.
+ *  - Signal frames: the kernel makes a handler return into the libc
+ *    trampoline __restore_rt (mov $15,%rax; syscall).  glibc describes it
+ *    with DWARF expressions that the table does not keep, so the trampoline
+ *    is recognised by its 9 code bytes and the interrupted registers are
+ *    taken from the ucontext that the kernel's rt_sigframe puts right where
+ *    rsp points once the handler has returned (arch/x86/include/asm/
+ *    sigframe.h: pretcode, then struct ucontext).  The interrupted pc is
+ *    exact, so its row is looked up at pc, not pc - 1.
+ *
+ * Limits.  The pc of interrupted code is stored as is; a symbolizer that
+ * subtracts one from every frame but the first will be one byte off there
+ * (harmless unless the instruction is the first of a function).  Code with
+ * no CFI is walked by one frame-pointer guess per frame (see step_guess_fp),
+ * JIT code without a table stops the walk.  process_vm_readv may be denied
+ * by a seccomp policy; reads outside the stack range then fail and the walk
+ * just stops earlier (signal frames are no longer crossed).  The address of
+ * the last trampoline seen is cached: a libc unmapped and replaced by other
+ * code at the same address would fool it (libc is never unloaded).
+ */
+#include "unwind.h"
+
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+
+/* The reads below look at other frames' memory, redzones included; keep the
+ * sanitizers (make SANITIZE=1 builds tests with them) out of it. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define UNWIND_NOSAN __attribute__((no_sanitize("address", "undefined")))
+#endif
+#endif
+#ifndef UNWIND_NOSAN
+#define UNWIND_NOSAN
+#endif
+
+typedef uint64_t __attribute__((aligned(1), may_alias)) unaligned_u64;
+
+/* struct ucontext as the kernel writes it (glibc's ucontext_t starts the
+ * same way): uc_flags, uc_link, uc_stack (24 bytes), then the gregs. */
+#define UC_GREG(i) (offsetof(ucontext_t, uc_mcontext) + (size_t)(i) * sizeof(greg_t))
+_Static_assert(UC_GREG(REG_RBP) == 120 && UC_GREG(REG_RSP) == 160 && UC_GREG(REG_RIP) == 168,
+	       "x86-64 kernel ucontext layout");
+
+/* mov $0xf,%rax (rt_sigreturn); syscall */
+static const uint8_t sigreturn_code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+
+/* Address of the last trampoline recognised (0: none yet). */
+static uint64_t known_sigreturn;
+
+struct frame {
+	uint64_t pc, sp, bp;
+	int exact; /* pc is not a return address: look its row up at pc */
+};
+
+static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* Copy len bytes at addr of our own address space; -1 if any is unmapped. */
+static int guarded_read(uint64_t addr, void *buf, size_t len)
+{
+	if (addr < 4096 || addr + len < addr)
+		return -1;
+	struct iovec local = {buf, len};
+	struct iovec remote = {(void *)(uintptr_t)addr, len};
+	long pid = raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	long n = raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
+	return n == (long)len ? 0 : -1;
+}
+
+static inline int stack_known(const struct unwind_stack *st)
+{
+	return st && st->lo < st->hi;
+}
+
+static inline int in_stack(const struct unwind_stack *st, uint64_t addr, uint64_t len)
+{
+	return stack_known(st) && addr >= st->lo && addr < st->hi && st->hi - addr >= len;
+}
+
+UNWIND_NOSAN int unwind_read(const struct unwind_stack *st, uint64_t addr, uint64_t *val)
+{
+	if (in_stack(st, addr, 8)) {
+		*val = *(const volatile unaligned_u64 *)(uintptr_t)addr;
+		return 0;
+	}
+	return guarded_read(addr, val, 8);
+}
+
+void unwind_regs_from_ucontext(const void *ucontext, struct unwind_regs *r)
+{
+	const ucontext_t *uc = ucontext;
+
+	r->ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	r->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+	r->bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+}
+
+/* The stack range to read directly: nothing below the first sp is part of a
+ * live frame, and below it the main thread's stack may not be mapped yet. */
+static struct unwind_stack narrow(const struct unwind_stack *st, uint64_t sp)
+{
+	struct unwind_stack s = {0, 0};
+
+	if (stack_known(st)) {
+		s = *st;
+		if (sp > s.lo && sp < s.hi)
+			s.lo = sp & ~7ull;
+	}
+	return s;
+}
+
+static int is_sigreturn(uint64_t pc)
+{
+	uint8_t code[sizeof(sigreturn_code)];
+
+	if (pc == __atomic_load_n(&known_sigreturn, __ATOMIC_RELAXED) && pc)
+		return 1;
+	if (guarded_read(pc, code, sizeof(code)) < 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(code); i++)
+		if (code[i] != sigreturn_code[i])
+			return 0;
+	__atomic_store_n(&known_sigreturn, pc, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* At the trampoline rsp points at the ucontext: continue with the
+ * interrupted registers. */
+static int step_sigframe(const struct unwind_stack *st, struct frame *f)
+{
+	uint64_t pc, sp, bp;
+
+	if (unwind_read(st, f->sp + UC_GREG(REG_RIP), &pc) < 0 ||
+	    unwind_read(st, f->sp + UC_GREG(REG_RSP), &sp) < 0 ||
+	    unwind_read(st, f->sp + UC_GREG(REG_RBP), &bp) < 0 || sp == 0)
+		return -1;
+	*f = (struct frame){pc, sp, bp, 1};
+	return 0;
+}
+
+/*
+ * One frame-pointer step for a pc without CFI (hand-written asm, a gap
+ * between FDEs).  This is a guess: code built without frame pointers uses
+ * rbp as an ordinary register, and a value that happens to point into the
+ * stack above sp (a local array, a saved pointer) is taken for a frame
+ * record.  What keeps it cheap to be wrong: rbp must be aligned and inside
+ * the known stack, and the next step needs a pc some module claims and an
+ * rsp above this one.
+ */
+static int step_guess_fp(const struct unwind_stack *st, struct frame *f)
+{
+	uint64_t ra, bp;
+
+	if (f->bp <= f->sp || (f->bp & 7) || !in_stack(st, f->bp, 16))
+		return -1;
+	if (unwind_read(st, f->bp + 8, &ra) < 0 || unwind_read(st, f->bp, &bp) < 0)
+		return -1;
+	*f = (struct frame){ra, f->bp + 16, bp, 0};
+	return 0;
+}
+
+static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *arg,
+		    struct frame *f)
+{
+	uint64_t lpc = f->exact ? f->pc : f->pc - 1, bias = 0, cfa, ra, bp = f->bp;
+	const struct cfi_table *t = find(lpc, &bias, arg);
+	const struct cfi_row *row = t ? cfi_lookup(t, lpc - bias) : NULL;
+
+	if (!row || row->kind == CFI_NONE) {
+		if (is_sigreturn(f->pc))
+			return step_sigframe(st, f);
+		return t ? step_guess_fp(st, f) : -1;
+	}
+	switch (row->kind) {
+	case CFI_RSP:
+		cfa = f->sp + (uint64_t)(int64_t)row->cfa_off;
+		break;
+	case CFI_RBP:
+		cfa = f->bp + (uint64_t)(int64_t)row->cfa_off;
+		break;
+	case CFI_PLT: /* exact pc: a PLT entry never calls */
+		cfa = f->sp + 8 + ((f->pc & 15) >= (uint64_t)row->cfa_off ? 8 : 0);
+		break;
+	default: /* CFI_OUTERMOST */
+		return -1;
+	}
+	if (unwind_read(st, cfa - 8, &ra) < 0)
+		return -1;
+	if (row->rbp_off && unwind_read(st, cfa + (uint64_t)(int64_t)row->rbp_off, &bp) < 0)
+		return -1;
+	*f = (struct frame){ra, cfa, bp, 0};
+	return 0;
+}
+
+int unwind_cfi(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
+	       void *arg, uint64_t *out, int max, int *truncated)
+{
+	int n = 0;
+
+	if (truncated)
+		*truncated = 0;
+	if (!r || !out || !find || r->ip == 0)
+		return 0;
+	if (max <= 0) {
+		if (truncated)
+			*truncated = 1;
+		return 0;
+	}
+	struct unwind_stack s = narrow(st, r->sp);
+	struct frame f = {r->ip, r->sp, r->bp, 1};
+	out[n++] = f.pc;
+	for (;;) {
+		uint64_t prev_sp = f.sp;
+		if (step_cfi(&s, find, arg, &f) < 0 || f.pc == 0)
+			break;
+		if (f.sp <= prev_sp && !f.exact) /* only a signal frame may change stacks */
+			break;
+		if (n >= max) {
+			if (truncated)
+				*truncated = 1;
+			break;
+		}
+		out[n++] = f.pc;
+	}
+	return n;
+}
+
+int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64_t *out, int max,
+	      int *truncated)
+{
+	int n = 0;
+
+	if (truncated)
+		*truncated = 0;
+	if (!r || !out || r->ip == 0)
+		return 0;
+	if (max <= 0) {
+		if (truncated)
+			*truncated = 1;
+		return 0;
+	}
+	struct unwind_stack s = narrow(st, r->sp);
+	uint64_t sp = r->sp, bp = r->bp, ra, next;
+	out[n++] = r->ip;
+	/* The frame record [bp] must sit at or above sp, inside the stack when
+	 * we know it, and each record above the previous one. */
+	while (bp >= sp && !(bp & 7) && (!stack_known(&s) || in_stack(&s, bp, 16))) {
+		if (unwind_read(&s, bp + 8, &ra) < 0 || unwind_read(&s, bp, &next) < 0 || ra == 0)
+			break;
+		if (n >= max) {
+			if (truncated)
+				*truncated = 1;
+			break;
+		}
+		out[n++] = ra;
+		sp = bp + 16;
+		bp = next;
+	}
+	return n;
+}

@@ -1,0 +1,74 @@
+/*
+ * unwind.h - stack walking that is safe in any context, signal handlers
+ * included (x86-64).  Two walkers: frame pointers, and CFI tables compiled
+ * by cfi.c.  See unwind.c for the rules they follow.
+ *
+ * Output convention: out[0] is the exact pc of the first frame; every later
+ * entry is a return address as read from memory (not minus one), except the
+ * pc of code interrupted by a signal, which is exact too (see unwind.c).
+ */
+#ifndef RHEA_UNWIND_H
+#define RHEA_UNWIND_H
+
+#include <stdint.h>
+
+#include "cfi.h"
+
+struct unwind_regs {
+	uint64_t ip, sp, bp;
+};
+
+/* Readable stack range [lo, hi) of the thread being walked.  Words inside
+ * are read directly (the range must be mapped); anything else goes through
+ * a guarded read.  lo >= hi (or a NULL pointer) means unknown. */
+struct unwind_stack {
+	uint64_t lo, hi;
+};
+
+/* Find the CFI table and load bias (runtime address - ELF vaddr) of the
+ * module holding pc; NULL if unknown.  Called from the walker, so it must be
+ * async-signal-safe when the walk is (the agent provides it). */
+typedef const struct cfi_table *(*unwind_find_fn)(uint64_t pc, uint64_t *bias, void *arg);
+
+/* Walk the frame-pointer chain from r.  Fills out[0..max-1], returns the
+ * number of frames; *truncated (may be NULL) = 1 when max stopped a walk
+ * that would have gone on.  Async-signal-safe, never faults. */
+int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64_t *out, int max,
+	      int *truncated);
+
+/* Walk with CFI tables found through find(pc, &bias, arg); same output and
+ * guarantees as unwind_fp.  Continues through signal frames (the sigreturn
+ * trampoline) into the interrupted code. */
+int unwind_cfi(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
+	       void *arg, uint64_t *out, int max, int *truncated);
+
+/* Read the 8 bytes at addr without ever faulting: directly when inside st,
+ * else with process_vm_readv on ourselves.  0 and *val set, or -1. */
+int unwind_read(const struct unwind_stack *st, uint64_t addr, uint64_t *val);
+
+/* Registers of the code a signal interrupted, from the handler's third
+ * argument (a ucontext_t *). */
+void unwind_regs_from_ucontext(const void *ucontext, struct unwind_regs *r);
+
+/*
+ * UNWIND_HERE(struct unwind_regs *): the registers of the code using the
+ * macro, to walk the current thread synchronously.  ip is the address right
+ * after the asm, where rsp and rbp still hold the values read.  rbp is read
+ * first: the compiler may give one of the other outputs rbp itself.
+ */
+#define UNWIND_HERE(regsp)                                                          \
+	do {                                                                        \
+		struct unwind_regs *unwind_here_r_ = (regsp);                       \
+		uint64_t unwind_here_ip_, unwind_here_sp_, unwind_here_bp_;         \
+		__asm__ volatile("mov %%rbp, %2\n\t"                                \
+				 "mov %%rsp, %1\n\t"                                \
+				 "lea 0f(%%rip), %0\n"                              \
+				 "0:"                                               \
+				 : "=&r"(unwind_here_ip_), "=&r"(unwind_here_sp_),  \
+				   "=&r"(unwind_here_bp_));                         \
+		unwind_here_r_->ip = unwind_here_ip_;                               \
+		unwind_here_r_->sp = unwind_here_sp_;                               \
+		unwind_here_r_->bp = unwind_here_bp_;                               \
+	} while (0)
+
+#endif

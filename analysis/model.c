@@ -1,0 +1,298 @@
+/*
+ * model.c - samples to nested slices (DESIGN.md 1.5), the single model
+ * behind `rhea report` and every `rhea convert` format.
+ *
+ * Symbolization first: every distinct node address is resolved once
+ * (symbolize.c caches by address) and mapped to a function id, so that two
+ * samples at different lines of the same function continue the same slice.
+ * Unresolved addresses become functions named module+0xoffset.
+ *
+ * Then, per thread, consecutive samples are compared from the root:
+ *
+ *   - frames common to the open slices and the new sample continue;
+ *   - open slices beyond the common prefix end, new frames begin, at the new
+ *     sample's begin time (policy NEXT: the time between two samples belongs
+ *     to the earlier stack, as a sampling profiler weights a sample by the
+ *     interval after it) or at the end of the last sample that saw them
+ *     (policy LAST: never longer than observed);
+ *   - a change of message id (the thread came back from its event-loop wait)
+ *     ends every open slice even when the stack is the same, so that two
+ *     executions of the same handler are two slices, not one;
+ *   - a BLOCK sample (a lock wait, sleep, poll, blocking read...) adds a
+ *     pseudo-frame named after the call under its caller, from the call to
+ *     its return.
+ *
+ * Counters (CPU time, allocations, faults, switches) are read at slice
+ * boundaries from the samples' counter snapshots, so a slice's deltas are
+ * exact for the span the model gives it.
+ */
+#include "model.h"
+#include "hookfn.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRAMES 2048
+
+struct index {
+	uint32_t *slots;
+	uint32_t nslots;
+};
+
+static uint64_t hash_str(const char *a, const char *b)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *a; a++)
+		h = (h ^ (unsigned char)*a) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (; b && *b; b++)
+		h = (h ^ (unsigned char)*b) * 1099511628211ull;
+	return h;
+}
+
+static int same_func(const struct model_func *f, const char *name, const char *module)
+{
+	return strcmp(f->name, name) == 0 &&
+	       strcmp(f->module ? f->module : "", module ? module : "") == 0;
+}
+
+static void index_put(struct model *m, uint32_t id);
+
+static void index_grow(struct model *m)
+{
+	struct index *ix = m->index;
+	uint32_t n = ix->nslots ? ix->nslots * 2 : 1024;
+	free(ix->slots);
+	ix->slots = calloc(n, sizeof(uint32_t));
+	if (!ix->slots) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	ix->nslots = n;
+	for (uint32_t i = 1; i < m->nfuncs; i++)
+		index_put(m, i);
+}
+
+static void index_put(struct model *m, uint32_t id)
+{
+	struct index *ix = m->index;
+	const struct model_func *f = &m->funcs[id];
+	uint32_t mask = ix->nslots - 1;
+	for (uint32_t i = (uint32_t)hash_str(f->name, f->module) & mask;; i = (i + 1) & mask)
+		if (ix->slots[i] == 0) {
+			ix->slots[i] = id;
+			return;
+		}
+}
+
+uint32_t model_func_intern(struct model *m, const char *name, const char *module,
+			   const char *file, int line, int kind)
+{
+	struct index *ix = m->index;
+	if (ix->nslots) {
+		uint32_t mask = ix->nslots - 1;
+		for (uint32_t i = (uint32_t)hash_str(name, module) & mask; ix->slots[i]; i = (i + 1) & mask)
+			if (same_func(&m->funcs[ix->slots[i]], name, module))
+				return ix->slots[i];
+	}
+	if (m->nfuncs + 1 > m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 256;
+		m->funcs = realloc(m->funcs, m->cap * sizeof(*m->funcs));
+		if (!m->funcs) {
+			fprintf(stderr, "rhea: out of memory\n");
+			exit(1);
+		}
+	}
+	uint32_t id = m->nfuncs++;
+	struct model_func *f = &m->funcs[id];
+	memset(f, 0, sizeof(*f));
+	f->name = strdup(name);
+	f->module = module ? strdup(module) : NULL;
+	f->file = file ? strdup(file) : NULL;
+	f->line = line;
+	f->kind = kind;
+	static const char *const roots[] = {"main", "__libc_start_main", "__libc_start_call_main",
+					    "start_thread", "clone", "clone3", "_start"};
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++)
+		if (strcmp(name, roots[i]) == 0)
+			f->root = 1;
+	if (id == 0)
+		return 0;
+	if ((m->nfuncs) * 2 > ix->nslots)
+		index_grow(m);
+	else
+		index_put(m, id);
+	return id;
+}
+
+int model_build(struct model *m, struct recording *r, int policy)
+{
+	memset(m, 0, sizeof(*m));
+	m->rec = r;
+	m->policy = policy;
+	m->index = calloc(1, sizeof(struct index));
+	m->sym = sym_new();
+	if (!m->index || !m->sym)
+		return -ENOMEM;
+	model_func_intern(m, "[unknown]", NULL, NULL, 0, MODEL_SPECIAL);
+	for (size_t i = 0; i < r->nmods; i++) {
+		const struct rec_module *rm = &r->mods[i];
+		struct sym_module sm = {rm->path, rm->bias, rm->lo, rm->hi, rm->build_id, rm->build_id_len};
+		sym_add_module(m->sym, &sm);
+	}
+	m->node_func = calloc(r->nnodes ? r->nnodes : 1, sizeof(uint32_t));
+	if (!m->node_func)
+		return -ENOMEM;
+	uint32_t trunc = model_func_intern(m, "[truncated]", NULL, NULL, 0, MODEL_SPECIAL);
+	for (uint32_t id = 1; id < r->nnodes; id++) {
+		if (!r->nodes_known[id])
+			continue;
+		uint64_t addr = r->nodes[id].addr;
+		if (addr == 1) {
+			m->node_func[id] = trunc;
+			continue;
+		}
+		struct sym_frame f;
+		char buf[512];
+		sym_resolve(m->sym, addr, &f);
+		const char *name = sym_frame_name(&f, buf, sizeof(buf));
+		m->node_func[id] = model_func_intern(m, name, f.module, f.file, f.line, MODEL_CODE);
+	}
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT && fn < 256; fn++) {
+		if (!rhea_fn_blocking(fn))
+			continue;
+		uint32_t id = model_func_intern(m, rhea_fn_name(fn), "[blocked]", NULL, 0, MODEL_WAIT);
+		m->funcs[id].trigger = fn;
+		m->wait_func[fn] = id;
+	}
+	return 0;
+}
+
+void model_free(struct model *m)
+{
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		free(m->funcs[i].name);
+		free(m->funcs[i].module);
+		free(m->funcs[i].file);
+	}
+	free(m->funcs);
+	free(m->node_func);
+	if (m->index) {
+		free(((struct index *)m->index)->slots);
+		free(m->index);
+	}
+	if (m->sym)
+		sym_free(m->sym);
+	memset(m, 0, sizeof(*m));
+}
+
+int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *out, int max)
+{
+	const struct recording *r = m->rec;
+	int n = 0;
+	uint32_t id = s->stack;
+	int guard = 0;
+	/* Leaf to root into the tail of out, then to the front. */
+	while (id != 0 && n < max - 1) {
+		if (id >= r->nnodes || !r->nodes_known[id] || ++guard > MAX_FRAMES) {
+			out[max - 1 - n++] = 0; /* [unknown] root: the rest is missing */
+			break;
+		}
+		out[max - 1 - n++] = m->node_func[id];
+		id = r->nodes[id].parent;
+	}
+	memmove(out, out + (max - n), (size_t)n * sizeof(*out));
+	if ((s->h.flags & RHEA_S_BLOCK) && n < max && s->trigger < 256 && m->wait_func[s->trigger])
+		out[n++] = m->wait_func[s->trigger];
+	return n;
+}
+
+struct walk {
+	struct model_slice open[MAX_FRAMES];
+	int depth;
+	uint32_t *active; /* per func: open slices of it */
+	const struct rec_thread *t;
+	const struct model_cb *cb;
+};
+
+static void close_to(struct walk *w, int depth, uint64_t t, const struct rhea_counters *c)
+{
+	while (w->depth > depth) {
+		struct model_slice *s = &w->open[--w->depth];
+		s->end_ns = t < s->begin_ns ? s->begin_ns : t;
+		s->ce = *c;
+		w->active[s->func]--;
+		if (w->depth > 0) {
+			w->open[w->depth - 1].child_ns += s->end_ns - s->begin_ns;
+			w->open[w->depth - 1].child_cpu_ns += s->ce.cpu_ns - s->cb.cpu_ns;
+		}
+		if (w->cb->end)
+			w->cb->end(w->cb->arg, w->t, s);
+	}
+}
+
+static void open_frame(struct walk *w, uint32_t func, uint64_t t, const struct rhea_counters *c,
+		       const struct rhea_sample *sample)
+{
+	struct model_slice *s = &w->open[w->depth];
+	memset(s, 0, sizeof(*s));
+	s->func = func;
+	s->depth = w->depth;
+	s->begin_ns = t;
+	s->cb = *c;
+	s->msgid = sample->msgid;
+	s->sample = sample;
+	s->outermost = w->active[func] == 0;
+	w->active[func]++;
+	w->depth++;
+	if (w->cb->begin)
+		w->cb->begin(w->cb->arg, w->t, s);
+}
+
+void model_walk_thread(struct model *m, const struct rec_thread *t, const struct model_cb *cb)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+	uint32_t *frames = malloc(MAX_FRAMES * sizeof(uint32_t));
+	if (!w || !frames) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	w->active = calloc(m->nfuncs, sizeof(uint32_t));
+	w->t = t;
+	w->cb = cb;
+	uint64_t cursor = 0;                 /* time of the last boundary */
+	const struct rhea_sample *prev = NULL;
+	for (size_t i = 0; i < t->nsamples; i++) {
+		const struct rhea_sample *s = &t->samples[i];
+		int n = model_frames(m, s, frames, MAX_FRAMES);
+		uint64_t at = s->begin_ns < cursor ? cursor : s->begin_ns;
+		if (prev && prev->msgid != s->msgid) {
+			uint64_t end = m->policy == MODEL_END_LAST ? prev->end_ns : at;
+			close_to(w, 0, end, m->policy == MODEL_END_LAST ? &prev->c_end : &s->c_begin);
+		}
+		int k = 0;
+		int cont = (s->h.flags & RHEA_S_BLOCK) ? n - 1 : n; /* a wait never continues */
+		while (k < w->depth && k < cont && w->open[k].func == frames[k])
+			k++;
+		if (w->depth > k) {
+			if (m->policy == MODEL_END_LAST && prev)
+				close_to(w, k, prev->end_ns, &prev->c_end);
+			else
+				close_to(w, k, at, &s->c_begin);
+		}
+		for (int j = k; j < n; j++)
+			open_frame(w, frames[j], at, &s->c_begin, s);
+		cursor = s->end_ns > at ? s->end_ns : at;
+		if ((s->h.flags & RHEA_S_BLOCK) && n > 0)
+			close_to(w, n - 1, s->end_ns, &s->c_end);
+		prev = s;
+	}
+	if (prev)
+		close_to(w, 0, cursor, &prev->c_end);
+	free(w->active);
+	free(w);
+	free(frames);
+}

@@ -1,0 +1,80 @@
+/*
+ * model.h - the one model of how samples become nested function slices over
+ * time (DESIGN.md 1.5).  The report and every converter read it.
+ */
+#ifndef RHEA_MODEL_H
+#define RHEA_MODEL_H
+
+#include <stdint.h>
+
+#include "recording.h"
+
+struct symbolizer;
+
+enum model_func_kind {
+	MODEL_CODE = 0,    /* a function of the program or a library */
+	MODEL_WAIT = 1,    /* a blocking call (pseudo-frame under its caller) */
+	MODEL_SPECIAL = 2, /* [truncated], [unknown] */
+};
+
+struct model_func {
+	char *name;   /* demangled name, or module+0xoffset */
+	char *module; /* basename */
+	char *file;   /* source file or NULL */
+	int line;     /* line of the first address seen in it, 0 unknown */
+	int kind;     /* enum model_func_kind */
+	unsigned trigger; /* MODEL_WAIT: the hooked function (enum rhea_fn) */
+	int root;     /* main, start_thread, ...: a stack that reaches it is whole */
+};
+
+enum model_end_policy {
+	MODEL_END_NEXT = 0, /* a vanished frame ends when the next sample starts */
+	MODEL_END_LAST = 1, /* ... when the last sample that saw it ended */
+};
+
+struct model {
+	struct recording *rec;
+	struct symbolizer *sym;
+	struct model_func *funcs; /* funcs[0] = [unknown] */
+	uint32_t nfuncs, cap;
+	uint32_t *node_func; /* node id -> func id */
+	uint32_t wait_func[256]; /* trigger -> func id of its wait pseudo-frame */
+	void *index;         /* name -> func id */
+	int policy;
+};
+
+struct model_slice {
+	uint32_t func;
+	int depth;
+	uint64_t begin_ns, end_ns;
+	struct rhea_counters cb, ce; /* thread counters at begin and end */
+	uint64_t child_ns, child_cpu_ns; /* time of the direct children */
+	uint32_t msgid;
+	int outermost; /* no other open slice of the same function below it */
+	const struct rhea_sample *sample; /* the sample that opened it */
+};
+
+struct model_cb {
+	void (*begin)(void *arg, const struct rec_thread *t, const struct model_slice *s);
+	void (*end)(void *arg, const struct rec_thread *t, const struct model_slice *s);
+	void *arg;
+};
+
+/* Symbolize the recording's stacks (one batch over distinct addresses) and
+ * prepare the function table.  0 or -errno. */
+int model_build(struct model *m, struct recording *r, int policy);
+void model_free(struct model *m);
+
+/* Function ids of a sample's frames, root first (a BLOCK sample ends with
+ * its wait pseudo-frame).  Returns the depth (<= max). */
+int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *out, int max);
+
+/* Walk one thread's samples, calling cb as slices begin and end (ends in
+ * order, innermost first). */
+void model_walk_thread(struct model *m, const struct rec_thread *t, const struct model_cb *cb);
+
+/* Find or add a function by name (used for pseudo-frames). */
+uint32_t model_func_intern(struct model *m, const char *name, const char *module,
+			   const char *file, int line, int kind);
+
+#endif

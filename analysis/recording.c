@@ -1,0 +1,366 @@
+/*
+ * recording.c - read a .rhea file into memory: modules, threads with their
+ * samples sorted by time, the call-stack table, allocation sites, metadata,
+ * statistics and the END entry.
+ *
+ * Entries arrive in chunk order, which is not time order (the agent's
+ * shards fill chunks independently); each thread's samples are sorted once
+ * everything is read.  Unknown entry kinds are skipped (forward
+ * compatibility inside a major version); malformed entries make the chunk
+ * corrupt.  Allocation sites are cumulative snapshots: the largest count
+ * per (thread serial, pc) is kept.
+ */
+#include "recording.h"
+#include "rfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(p, n * elem);
+	if (!q) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	*cap = n;
+	return q;
+}
+
+struct rec_thread *recording_thread(struct recording *r, uint32_t tid)
+{
+	/* Threads are few; a linear scan with a one-entry cache. */
+	static struct recording *last_r;
+	static size_t last_i;
+	if (last_r == r && last_i < r->nthreads && r->threads[last_i].tid == tid)
+		return &r->threads[last_i];
+	for (size_t i = 0; i < r->nthreads; i++)
+		if (r->threads[i].tid == tid) {
+			last_r = r;
+			last_i = i;
+			return &r->threads[i];
+		}
+	return NULL;
+}
+
+static size_t threads_cap;
+
+static struct rec_thread *thread_get(struct recording *r, uint32_t tid)
+{
+	struct rec_thread *t = recording_thread(r, tid);
+	if (t)
+		return t;
+	r->threads = grow(r->threads, &threads_cap, r->nthreads + 1, sizeof(*r->threads));
+	t = &r->threads[r->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	return t;
+}
+
+static size_t mods_cap, sites_cap, meta_cap;
+
+static int take_entry(struct recording *r, const struct rhea_entry *e)
+{
+	const char *p = (const char *)e;
+	switch (e->kind) {
+	case RHEA_E_SAMPLE: {
+		if (e->size < sizeof(struct rhea_sample))
+			return -1;
+		const struct rhea_sample *s = (const void *)p;
+		struct rec_thread *t = thread_get(r, s->tid);
+		t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
+		t->samples[t->nsamples++] = *s;
+		r->nsamples++;
+		r->nmerged += s->merged;
+		if (!r->first_ns || s->begin_ns < r->first_ns)
+			r->first_ns = s->begin_ns;
+		if (s->end_ns > r->last_ns)
+			r->last_ns = s->end_ns;
+		break;
+	}
+	case RHEA_E_THREAD: {
+		if (e->size < sizeof(struct rhea_thread))
+			return -1;
+		const struct rhea_thread *th = (const void *)p;
+		struct rec_thread *t = thread_get(r, th->tid);
+		if (th->name[0]) {
+			memcpy(t->name, th->name, 15);
+			t->name[15] = 0;
+		}
+		if (e->flags == RHEA_T_START) {
+			if (!t->start_ns || th->time_ns < t->start_ns)
+				t->start_ns = th->time_ns;
+			if (th->parent_tid)
+				t->parent_tid = th->parent_tid;
+		} else if (e->flags == RHEA_T_EXIT) {
+			t->exit_ns = th->time_ns;
+		}
+		break;
+	}
+	case RHEA_E_MODULE: {
+		if (e->size < sizeof(struct rhea_module))
+			return -1;
+		const struct rhea_module *m = (const void *)p;
+		if (m->path_len == 0 || m->path_len > e->size - sizeof(*m) ||
+		    m->build_id_len > sizeof(m->build_id))
+			return -1;
+		const char *path = p + sizeof(*m);
+		if (memchr(path, 0, m->path_len) == NULL)
+			return -1;
+		if (e->flags == 2) {
+			for (size_t i = 0; i < r->nmods; i++)
+				if (r->mods[i].lo == m->lo && r->mods[i].bias == m->bias && !r->mods[i].unload_ns)
+					r->mods[i].unload_ns = m->time_ns;
+			break;
+		}
+		for (size_t i = 0; i < r->nmods; i++)
+			if (r->mods[i].lo == m->lo && r->mods[i].bias == m->bias &&
+			    strcmp(r->mods[i].path, path) == 0)
+				return 0; /* re-announced (after fork) */
+		r->mods = grow(r->mods, &mods_cap, r->nmods + 1, sizeof(*r->mods));
+		struct rec_module *rm = &r->mods[r->nmods++];
+		memset(rm, 0, sizeof(*rm));
+		rm->bias = m->bias;
+		rm->lo = m->lo;
+		rm->hi = m->hi;
+		rm->path = strdup(path);
+		rm->build_id_len = m->build_id_len;
+		memcpy(rm->build_id, m->build_id, m->build_id_len);
+		rm->load_ns = m->time_ns;
+		break;
+	}
+	case RHEA_E_NODES: {
+		if (e->size < sizeof(struct rhea_nodes))
+			return -1;
+		const struct rhea_nodes *n = (const void *)p;
+		if ((uint64_t)n->count * sizeof(struct rhea_node) > e->size - sizeof(*n))
+			return -1;
+		uint64_t end = (uint64_t)n->first_id + n->count;
+		if (end > (1u << 31))
+			return -1;
+		if (end > r->nnodes) {
+			uint32_t cap = r->nnodes ? r->nnodes : 1024;
+			while (cap < end)
+				cap *= 2;
+			r->nodes = realloc(r->nodes, (size_t)cap * sizeof(*r->nodes));
+			r->nodes_known = realloc(r->nodes_known, cap);
+			if (!r->nodes || !r->nodes_known) {
+				fprintf(stderr, "rhea: out of memory\n");
+				exit(1);
+			}
+			memset(r->nodes_known + r->nnodes, 0, cap - r->nnodes);
+			r->nnodes = cap;
+		}
+		const struct rhea_node *src = (const void *)(n + 1);
+		memcpy(&r->nodes[n->first_id], src, (size_t)n->count * sizeof(*src));
+		memset(&r->nodes_known[n->first_id], 1, n->count);
+		break;
+	}
+	case RHEA_E_SITES: {
+		if (e->size < sizeof(struct rhea_sites))
+			return -1;
+		const struct rhea_sites *s = (const void *)p;
+		if ((uint64_t)s->count * sizeof(struct rhea_site) > e->size - sizeof(*s))
+			return -1;
+		const struct rhea_site *in = (const void *)(s + 1);
+		for (uint32_t i = 0; i < s->count; i++) {
+			r->sites = grow(r->sites, &sites_cap, r->nsites + 1, sizeof(*r->sites));
+			struct rec_site *o = &r->sites[r->nsites++];
+			o->pc = in[i].pc;
+			o->count = in[i].count;
+			o->bytes = in[i].bytes;
+			o->tid = in[i].tid;
+			o->serial = in[i].serial;
+		}
+		break;
+	}
+	case RHEA_E_META: {
+		size_t len = e->size - sizeof(struct rhea_meta);
+		const char *k = p + sizeof(struct rhea_meta);
+		const char *kend = memchr(k, 0, len);
+		if (!kend)
+			return -1;
+		const char *v = kend + 1;
+		const char *vend = memchr(v, 0, len - (size_t)(v - k));
+		if (!vend)
+			return -1;
+		r->meta = grow(r->meta, &meta_cap, r->nmeta + 1, sizeof(*r->meta));
+		r->meta[r->nmeta].key = strdup(k);
+		r->meta[r->nmeta].value = strdup(v);
+		r->nmeta++;
+		break;
+	}
+	case RHEA_E_STATS:
+		if (e->size < sizeof(struct rhea_stats))
+			return -1;
+		memcpy(&r->stats, p, sizeof(r->stats));
+		r->have_stats = 1;
+		break;
+	case RHEA_E_END:
+		if (e->size < sizeof(struct rhea_end))
+			return -1;
+		memcpy(&r->end, p, sizeof(r->end));
+		r->have_end = 1;
+		break;
+	default:
+		break; /* a newer kind: skip */
+	}
+	return 0;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+	const struct rhea_sample *x = a, *y = b;
+	if (x->begin_ns != y->begin_ns)
+		return x->begin_ns < y->begin_ns ? -1 : 1;
+	return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+	const struct rec_site *x = a, *y = b;
+	if (x->serial != y->serial)
+		return x->serial < y->serial ? -1 : 1;
+	if (x->pc != y->pc)
+		return x->pc < y->pc ? -1 : 1;
+	return (x->count > y->count) - (x->count < y->count);
+}
+
+/* Keep the largest (latest) snapshot per (serial, pc). */
+static void reduce_sites(struct recording *r)
+{
+	if (!r->nsites)
+		return;
+	qsort(r->sites, r->nsites, sizeof(*r->sites), cmp_site);
+	size_t o = 0;
+	for (size_t i = 0; i < r->nsites; i++) {
+		if (o > 0 && r->sites[o - 1].serial == r->sites[i].serial &&
+		    r->sites[o - 1].pc == r->sites[i].pc)
+			r->sites[o - 1] = r->sites[i]; /* sorted by count: the last is largest */
+		else
+			r->sites[o++] = r->sites[i];
+	}
+	r->nsites = o;
+}
+
+int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	threads_cap = mods_cap = sites_cap = meta_cap = 0;
+	r->path = strdup(path);
+	struct rfile_reader *rd = NULL;
+	int st = rfile_open(path, &rd);
+	if (st != RFILE_OK) {
+		snprintf(err, errlen, "%s", rd ? rfile_error(rd) : strerror(ENOMEM));
+		rfile_close(rd);
+		return st < 0 ? st : RFILE_ERR_IO;
+	}
+	r->hdr = *rfile_header(rd);
+	for (;;) {
+		const void *payload;
+		size_t len;
+		st = rfile_next_chunk(rd, &payload, &len);
+		if (st == RFILE_END_OF_FILE)
+			break;
+		if (st != RFILE_OK) {
+			if (!salvage || st == RFILE_ERR_IO) {
+				snprintf(err, errlen, "%s", rfile_error(rd));
+				rfile_close(rd);
+				return st;
+			}
+			snprintf(r->problem, sizeof(r->problem), "%s", rfile_error(rd));
+			r->salvaged = 1;
+			break;
+		}
+		r->nchunks++;
+		size_t off = 0;
+		const struct rhea_entry *e;
+		int k;
+		while ((k = rfile_next_entry(payload, len, &off, &e)) == 1) {
+			if (take_entry(r, e) < 0) {
+				k = -1;
+				break;
+			}
+		}
+		if (k < 0) {
+			char msg[256];
+			snprintf(msg, sizeof(msg), "corrupt: malformed entry in chunk %llu",
+				 (unsigned long long)(r->nchunks - 1));
+			if (!salvage) {
+				snprintf(err, errlen, "%s", msg);
+				rfile_close(rd);
+				return RFILE_ERR_CORRUPT;
+			}
+			snprintf(r->problem, sizeof(r->problem), "%s", msg);
+			r->salvaged = 1;
+			break;
+		}
+	}
+	r->file_bytes = rfile_offset(rd);
+	rfile_close(rd);
+	for (size_t i = 0; i < r->nthreads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
+	}
+	reduce_sites(r);
+	return 0;
+}
+
+void recording_free(struct recording *r)
+{
+	for (size_t i = 0; i < r->nmods; i++)
+		free(r->mods[i].path);
+	free(r->mods);
+	for (size_t i = 0; i < r->nthreads; i++)
+		free(r->threads[i].samples);
+	free(r->threads);
+	free(r->nodes);
+	free(r->nodes_known);
+	free(r->sites);
+	for (size_t i = 0; i < r->nmeta; i++) {
+		free(r->meta[i].key);
+		free(r->meta[i].value);
+	}
+	free(r->meta);
+	free(r->path);
+	memset(r, 0, sizeof(*r));
+}
+
+int recording_stack(const struct recording *r, uint32_t leaf, uint64_t *out, int max, int *broken)
+{
+	int n = 0;
+	*broken = 0;
+	/* Walk leaf to root into the end of out, then move to the front. */
+	uint32_t id = leaf;
+	int guard = 0;
+	while (id != 0) {
+		if (id >= r->nnodes || !r->nodes_known[id] || ++guard > 100000) {
+			*broken = 1;
+			break;
+		}
+		if (n < max)
+			out[max - 1 - n] = r->nodes[id].addr;
+		n++;
+		id = r->nodes[id].parent;
+	}
+	if (n > max)
+		n = max;
+	memmove(out, out + (max - n), (size_t)n * sizeof(*out));
+	return n;
+}
+
+const char *recording_meta(const struct recording *r, const char *key)
+{
+	const char *v = NULL;
+	for (size_t i = 0; i < r->nmeta; i++)
+		if (strcmp(r->meta[i].key, key) == 0)
+			v = r->meta[i].value;
+	return v;
+}

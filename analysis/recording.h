@@ -1,0 +1,78 @@
+/*
+ * recording.h - a .rhea recording loaded into memory for analysis.
+ */
+#ifndef RHEA_RECORDING_H
+#define RHEA_RECORDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+struct rec_module {
+	uint64_t bias, lo, hi;
+	char *path;
+	uint8_t build_id[36];
+	uint32_t build_id_len;
+	uint64_t load_ns, unload_ns; /* unload_ns 0: still loaded at the end */
+};
+
+struct rec_thread {
+	uint32_t tid;
+	uint32_t parent_tid;
+	char name[16];
+	uint64_t start_ns, exit_ns; /* 0 when not seen */
+	struct rhea_sample *samples; /* sorted by begin_ns */
+	size_t nsamples, cap;
+};
+
+struct rec_site {
+	uint64_t pc, count, bytes;
+	uint32_t tid, serial;
+};
+
+struct rec_meta {
+	char *key, *value;
+};
+
+struct recording {
+	char *path;
+	struct rhea_file_header hdr;
+	struct rec_module *mods;
+	size_t nmods;
+	struct rec_thread *threads;
+	size_t nthreads;
+	struct rhea_node *nodes; /* indexed by id; nodes_known[id] says set */
+	uint8_t *nodes_known;
+	uint32_t nnodes;
+	struct rec_site *sites;
+	size_t nsites;
+	struct rec_meta *meta;
+	size_t nmeta;
+	struct rhea_stats stats;
+	int have_stats;
+	struct rhea_end end;
+	int have_end;       /* 0: the recording was cut short */
+	int salvaged;       /* stopped at a bad chunk (salvage mode) */
+	char problem[512];  /* what stopped the reading early, if anything */
+	uint64_t nsamples, nmerged, nchunks, file_bytes;
+	uint64_t missing_nodes; /* samples whose stack refers to unknown nodes */
+	uint64_t first_ns, last_ns;
+};
+
+/*
+ * Load path.  Returns 0, or a negative rfile status with a one-line message
+ * in err.  With salvage, a truncated or corrupt chunk ends the reading with
+ * what came before it (r->problem says what happened) instead of failing.
+ */
+int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen);
+void recording_free(struct recording *r);
+
+/* Root-first addresses of the stack whose leaf node is `leaf`; returns the
+ * depth (<= max), 0 for no stack.  Sets *broken when a node is missing. */
+int recording_stack(const struct recording *r, uint32_t leaf, uint64_t *out, int max, int *broken);
+
+const char *recording_meta(const struct recording *r, const char *key);
+struct rec_thread *recording_thread(struct recording *r, uint32_t tid);
+
+#endif

@@ -1,0 +1,23 @@
+/* cli.h - shared helpers of the rhea command's subcommands. */
+#ifndef RHEA_CLI_H
+#define RHEA_CLI_H
+
+#include <stdint.h>
+
+#define EXIT_BADINPUT 2
+
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+
+/* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
+int64_t cli_parse_duration(const char *s);
+/* "8M", "64k", "1G", plain bytes -> bytes; -1 on error. */
+int64_t cli_parse_size(const char *s);
+/* Print "rhea: " + formatted message to stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Load a recording or print one line and return EXIT_BADINPUT. */
+struct recording;
+int cli_load(const char *path, struct recording *r, int salvage);
+
+#endif

@@ -1,0 +1,426 @@
+/*
+ * cmd_record.c - `rhea record [options] -- program [args]`: run a program
+ * with librhea.so preloaded and report where its recordings went.
+ *
+ * The CLI passes the configuration to the agent through RHEA_* environment
+ * variables (they survive fork and exec, so children get the same
+ * settings).  The program's own LD_PRELOAD is kept, after the agent, so
+ * that a preloaded allocator is what the agent's dlsym(RTLD_NEXT) finds.
+ * The program's exit status is passed through (128+N when killed by signal
+ * N, as shells do).
+ */
+#include "cli.h"
+#include "hookfn.h"
+#include "recording.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rhea record [options] [--] program [args...]\n"
+		"\n"
+		"Runs program with the rhea agent and writes a recording (default\n"
+		"rhea-<program>-<pid>.rhea).  Children it forks or execs are traced too,\n"
+		"each into <output>.<pid>.rhea.\n"
+		"\n"
+		"  -o, --output FILE    recording to write (an existing one is kept as FILE.old)\n"
+		"  -i, --interval DUR   at most one capture per thread per DUR (default 1ms)\n"
+		"      --hooks LIST     hook classes: alloc,lock,io,net,wait,mmap,time, 'all',\n"
+		"                       or +class/-class to change the default (all but time)\n"
+		"      --unwind MODE    dwarf (default: CFI, works without frame pointers) or fp\n"
+		"      --depth N        deepest stack kept (default 256; deeper ones are\n"
+		"                       truncated at the root and marked)\n"
+		"      --min-block DUR  record blocking calls at least this long (default: interval)\n"
+		"      --buffer SIZE    agent buffer memory (default 8M)\n"
+		"      --no-follow      do not trace child processes\n"
+		"  -q, --quiet          no summary line\n");
+}
+
+static int parse_hooks(const char *s, uint32_t *mask)
+{
+	uint32_t def = 0;
+	for (int c = RHEA_C_ALLOC; c <= RHEA_C_MMAP; c++)
+		def |= 1u << c;
+	char *copy = strdup(s), *save = NULL;
+	uint32_t m = (s[0] == '+' || s[0] == '-') ? def : 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int add = 1;
+		if (*tok == '+' || *tok == '-')
+			add = *tok++ == '+';
+		uint32_t bits;
+		if (strcmp(tok, "all") == 0)
+			bits = def | (1u << RHEA_C_TIME);
+		else if (strcmp(tok, "none") == 0)
+			bits = 0, m = 0;
+		else {
+			int c = rhea_class_parse(tok);
+			if (c < RHEA_C_ALLOC || c > RHEA_C_TIME) {
+				cli_err("--hooks: unknown hook class '%s' (alloc, lock, io, net, wait, mmap, time)", tok);
+				free(copy);
+				return -1;
+			}
+			bits = 1u << c;
+		}
+		m = add ? (m | bits) : (m & ~bits);
+	}
+	free(copy);
+	*mask = m;
+	return 0;
+}
+
+/* librhea.so next to the rhea binary, or in ../lib/rhea/. */
+static int find_agent(char *out, size_t cap)
+{
+	const char *env = getenv("RHEA_AGENT");
+	if (env && *env) {
+		if (realpath(env, out) && access(out, R_OK) == 0)
+			return 0;
+		cli_err("RHEA_AGENT=%s: %s", env, strerror(errno));
+		return -1;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = 0;
+	char *dir = dirname(self);
+	const char *cands[] = {"%s/librhea.so", "%s/../lib/rhea/librhea.so"};
+	for (size_t i = 0; i < 2; i++) {
+		char path[PATH_MAX + 64];
+		snprintf(path, sizeof(path), cands[i], dir);
+		if (access(path, R_OK) == 0 && realpath(path, out)) {
+			(void)cap;
+			return 0;
+		}
+	}
+	cli_err("cannot find librhea.so next to %s (set RHEA_AGENT=/path/to/librhea.so)", self);
+	return -1;
+}
+
+/* Is prog runnable: a path to an executable file, or a name in PATH? */
+static int find_program(const char *prog, char *why, size_t whylen)
+{
+	struct stat st;
+	if (strchr(prog, '/')) {
+		if (stat(prog, &st) != 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			return -1;
+		}
+		if (S_ISDIR(st.st_mode) || access(prog, X_OK) != 0) {
+			snprintf(why, whylen, "not an executable file");
+			return -1;
+		}
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	char *copy = strdup(path), *save = NULL;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char full[PATH_MAX];
+		snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", prog);
+		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode) && access(full, X_OK) == 0) {
+			free(copy);
+			return 0;
+		}
+	}
+	free(copy);
+	snprintf(why, whylen, "no such program in PATH");
+	return -1;
+}
+
+static void absolute(const char *path, char *out, size_t cap)
+{
+	if (path[0] == '/') {
+		snprintf(out, cap, "%s", path);
+		return;
+	}
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	if (snprintf(out, cap, "%s/%s", cwd, path) >= (int)cap)
+		out[cap - 1] = 0;
+}
+
+static volatile pid_t child_pid;
+
+static void forward(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
+/* One summary line for a recording. */
+static void summarize(const char *path, int child)
+{
+	struct recording r;
+	char err[512];
+	if (recording_load(path, &r, 1, err, sizeof(err)) != 0) {
+		cli_err("%s: %s", path, err);
+		recording_free(&r);
+		return;
+	}
+	uint64_t captures = 0;
+	for (size_t i = 0; i < r.nthreads; i++)
+		for (size_t k = 0; k < r.threads[i].nsamples; k++)
+			captures += 1u + r.threads[i].samples[k].merged;
+	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s\n",
+		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
+		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped,
+		r.have_end ? "" : ", cut short");
+	recording_free(&r);
+}
+
+/* Recordings of children: <base>.<pid>[.<n>].rhea written since `since`. */
+static void summarize_children(const char *base_path, time_t since)
+{
+	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
+	snprintf(dir, sizeof(dir), "%s", base_path);
+	snprintf(file, sizeof(file), "%s", base_path);
+	char *d = dirname(dir), *b = basename(file);
+	size_t bl = strlen(b);
+	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
+		b[bl -= 5] = 0;
+	DIR *dp = opendir(d);
+	if (!dp)
+		return;
+	struct dirent *de;
+	int n = 0;
+	while ((de = readdir(dp)) != NULL) {
+		const char *name = de->d_name;
+		size_t nl = strlen(name);
+		if (nl <= bl + 6 || strncmp(name, b, bl) != 0 || name[bl] != '.' ||
+		    strcmp(name + nl - 5, ".rhea") != 0)
+			continue;
+		int digits = 1;
+		for (const char *p = name + bl + 1; p < name + nl - 5; p++)
+			if (!(*p >= '0' && *p <= '9') && *p != '.')
+				digits = 0;
+		char full[PATH_MAX + 300];
+		snprintf(full, sizeof(full), "%s/%s", d, name);
+		struct stat st;
+		if (!digits || stat(full, &st) != 0 || st.st_mtime < since)
+			continue;
+		if (n++ > 20)
+			continue;
+		summarize(full, 1);
+	}
+	if (n > 21)
+		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
+	closedir(dp);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},   {"interval", required_argument, NULL, 'i'},
+		{"hooks", required_argument, NULL, 'H'},    {"unwind", required_argument, NULL, 'U'},
+		{"depth", required_argument, NULL, 'D'},    {"min-block", required_argument, NULL, 'B'},
+		{"buffer", required_argument, NULL, 'b'},   {"no-follow", no_argument, NULL, 'F'},
+		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *output = NULL, *unwind = "dwarf";
+	int64_t interval = 1000000, min_block = -1, buffer = 8 << 20;
+	long depth = 256;
+	uint32_t mask;
+	parse_hooks("+alloc", &mask);
+	int follow = 1, quiet = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': output = optarg; break;
+		case 'i':
+			if ((interval = cli_parse_duration(optarg)) < 10000) {
+				cli_err("--interval %s: want a duration of at least 10us, like 1ms or 500us", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'H':
+			if (parse_hooks(optarg, &mask) < 0)
+				return EXIT_BADINPUT;
+			break;
+		case 'U':
+			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf")) {
+				cli_err("--unwind %s: want fp or dwarf", optarg);
+				return EXIT_BADINPUT;
+			}
+			unwind = optarg;
+			break;
+		case 'D': {
+			char *end;
+			depth = strtol(optarg, &end, 10);
+			if (*end || depth < 4 || depth > 1024) {
+				cli_err("--depth %s: want a number from 4 to 1024", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		}
+		case 'B':
+			if ((min_block = cli_parse_duration(optarg)) < 0) {
+				cli_err("--min-block %s: want a duration like 1ms", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'b':
+			if ((buffer = cli_parse_size(optarg)) < (1 << 20)) {
+				cli_err("--buffer %s: want a size of at least 1M", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'F': follow = 0; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EXIT_BADINPUT;
+		}
+	}
+	if (optind >= argc) {
+		cli_err("record: no program given (rhea record -- program [args])");
+		return EXIT_BADINPUT;
+	}
+	char **prog = argv + optind;
+	char why[256];
+	if (find_program(prog[0], why, sizeof(why)) < 0) {
+		cli_err("%s: %s", prog[0], why);
+		return EXIT_BADINPUT;
+	}
+	char agent[PATH_MAX];
+	if (find_agent(agent, sizeof(agent)) < 0)
+		return EXIT_BADINPUT;
+
+	char out_abs[PATH_MAX];
+	if (output) {
+		absolute(output, out_abs, sizeof(out_abs));
+		char dirbuf[PATH_MAX];
+		snprintf(dirbuf, sizeof(dirbuf), "%s", out_abs);
+		const char *dir = dirname(dirbuf);
+		struct stat st;
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0) {
+			cli_err("%s: cannot write a recording in %s (%s)", output, dir,
+				stat(dir, &st) != 0 ? strerror(errno) : "not a writable directory");
+			return EXIT_BADINPUT;
+		}
+		if (stat(out_abs, &st) == 0) {
+			if (S_ISDIR(st.st_mode)) {
+				cli_err("%s: is a directory", output);
+				return EXIT_BADINPUT;
+			}
+			char old[PATH_MAX + 8];
+			snprintf(old, sizeof(old), "%s.old", out_abs);
+			if (rename(out_abs, old) != 0) {
+				cli_err("%s: exists and cannot be moved to %s: %s", output, old, strerror(errno));
+				return EXIT_BADINPUT;
+			}
+			if (!quiet)
+				fprintf(stderr, "rhea: kept the previous %s as %s.old\n", output, output);
+		}
+	} else if (access(".", W_OK) != 0) {
+		cli_err("cannot write a recording in the current directory (use -o)");
+		return EXIT_BADINPUT;
+	}
+
+	char preload[PATH_MAX * 2];
+	const char *old = getenv("LD_PRELOAD");
+	snprintf(preload, sizeof(preload), "%s%s%s", agent, old && *old ? ":" : "", old ? old : "");
+	char buf[64];
+	setenv("LD_PRELOAD", preload, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)interval);
+	setenv("RHEA_INTERVAL_NS", buf, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)(min_block >= 0 ? min_block : interval));
+	setenv("RHEA_MIN_BLOCK_NS", buf, 1);
+	snprintf(buf, sizeof(buf), "%u", mask);
+	setenv("RHEA_HOOKS_MASK", buf, 1);
+	snprintf(buf, sizeof(buf), "%ld", depth);
+	setenv("RHEA_DEPTH", buf, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)buffer);
+	setenv("RHEA_BUFFER", buf, 1);
+	setenv("RHEA_UNWIND", unwind, 1);
+	setenv("RHEA_FOLLOW", follow ? "1" : "0", 1);
+	unsetenv("RHEA_DISABLE");
+
+	time_t started = time(NULL);
+	int sync_pipe[2];
+	if (pipe2(sync_pipe, O_CLOEXEC) != 0) {
+		cli_err("pipe: %s", strerror(errno));
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		cli_err("fork: %s", strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		char path[PATH_MAX + 64];
+		if (output) {
+			snprintf(path, sizeof(path), "%s", out_abs);
+		} else {
+			char p0[PATH_MAX], cwd[PATH_MAX];
+			snprintf(p0, sizeof(p0), "%s", prog[0]);
+			if (!getcwd(cwd, sizeof(cwd)))
+				snprintf(cwd, sizeof(cwd), ".");
+			snprintf(path, sizeof(path), "%s/rhea-%s-%d.rhea", cwd, basename(p0), (int)getpid());
+		}
+		setenv("RHEA_OUTPUT", path, 1);
+		snprintf(buf, sizeof(buf), "%d", (int)getpid());
+		setenv("RHEA_ROOT_PID", buf, 1);
+		execvp(prog[0], prog);
+		int e = errno;
+		if (write(sync_pipe[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(sync_pipe[1]);
+	child_pid = pid;
+	int exec_errno = 0;
+	if (read(sync_pipe[0], &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno)) {
+		waitpid(pid, NULL, 0);
+		cli_err("%s: cannot run: %s", prog[0], strerror(exec_errno));
+		return EXIT_BADINPUT;
+	}
+	close(sync_pipe[0]);
+	signal(SIGINT, SIG_IGN); /* the terminal sends it to the program too */
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGTERM, forward);
+	signal(SIGHUP, forward);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	char path[PATH_MAX + 64];
+	if (output) {
+		snprintf(path, sizeof(path), "%s", out_abs);
+	} else {
+		char p0[PATH_MAX], cwd[PATH_MAX];
+		snprintf(p0, sizeof(p0), "%s", prog[0]);
+		if (!getcwd(cwd, sizeof(cwd)))
+			snprintf(cwd, sizeof(cwd), ".");
+		snprintf(path, sizeof(path), "%s/rhea-%s-%d.rhea", cwd, basename(p0), (int)pid);
+	}
+	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (!quiet) {
+		if (WIFSIGNALED(status))
+			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
+				strsignal(WTERMSIG(status)));
+		if (access(path, F_OK) == 0)
+			summarize(path, 0);
+		else
+			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
+				path);
+		if (follow)
+			summarize_children(path, started);
+	}
+	return rc;
+}

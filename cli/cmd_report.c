@@ -1,0 +1,90 @@
+/*
+ * cmd_report.c - `rhea report [--json] FILE`.
+ */
+#include "cli.h"
+#include "model.h"
+#include "report.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rhea report [options] FILE.rhea\n"
+		"\n"
+		"  --json          the same data, machine-readable\n"
+		"  --top N         rows per table (default 15)\n"
+		"  --end next|last when a function's slice ends: at the next sample (default)\n"
+		"                  or after the last sample that saw it\n"
+		"  --salvage       read a damaged recording up to the damage\n");
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'}, {"top", required_argument, NULL, 't'},
+		{"salvage", no_argument, NULL, 's'}, {"end", required_argument, NULL, 'e'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	};
+	struct report_opts o = {0, 15, 80};
+	int salvage = 0, policy = MODEL_END_NEXT, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': o.json = 1; break;
+		case 't': o.top = atoi(optarg); break;
+		case 's': salvage = 1; break;
+		case 'e':
+			if (strcmp(optarg, "next") == 0)
+				policy = MODEL_END_NEXT;
+			else if (strcmp(optarg, "last") == 0)
+				policy = MODEL_END_LAST;
+			else {
+				cli_err("--end %s: want next or last", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EXIT_BADINPUT;
+		}
+	}
+	if (optind != argc - 1) {
+		cli_err("report: want one recording (rhea report FILE.rhea)");
+		return EXIT_BADINPUT;
+	}
+	struct winsize ws;
+	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 60)
+		o.width = ws.ws_col;
+	struct recording r;
+	int rc = cli_load(argv[optind], &r, salvage);
+	if (rc)
+		return rc;
+	struct model m;
+	if (model_build(&m, &r, policy) < 0) {
+		cli_err("out of memory");
+		return 1;
+	}
+	rc = report_write(&m, stdout, &o);
+	model_free(&m);
+	recording_free(&r);
+	if (rc < 0 || fflush(stdout) != 0) {
+		cli_err("cannot write the report to standard output");
+		return 1;
+	}
+	return 0;
+}
+
+/* Until the converters land (issue: rhea convert). */
+int cmd_convert(int argc, char **argv) __attribute__((weak));
+int cmd_convert(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	cli_err("convert: not available in this build");
+	return EXIT_BADINPUT;
+}

@@ -1,0 +1,549 @@
+/*
+ * report.c - `rhea report`: what every thread did and where the time went,
+ * from the slice model (model.c), in an 80-column text layout or as JSON
+ * carrying the same data (tests assert on the JSON).
+ *
+ * Tables: threads; functions by inclusive and by self time (wall, CPU,
+ * allocations inside); exact allocation sites (the agent counts every
+ * allocation per calling site); time per hook class (captures, blocked
+ * time); blocking calls; recording statistics (samples, merges, drops,
+ * truncated stacks, unwind failures, how many stacks reach a root such as
+ * main or start_thread).
+ */
+#include "report.h"
+#include "hookfn.h"
+#include "json.h"
+#include "symbolize.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fstat {
+	uint64_t incl_ns, self_ns, incl_cpu, self_cpu;
+	uint64_t alloc_count, alloc_bytes, slices;
+	uint64_t minflt, majflt, nvcsw, nivcsw;
+};
+
+struct tstat {
+	uint64_t captures, first_ns, last_ns, cpu_ns, alloc_count, alloc_bytes;
+};
+
+struct site_row {
+	char *name;
+	const char *module, *file;
+	int line;
+	uint64_t count, bytes;
+};
+
+struct agg {
+	struct model *m;
+	struct fstat *f;
+};
+
+static void on_end(void *arg, const struct rec_thread *t, const struct model_slice *s)
+{
+	(void)t;
+	struct agg *a = arg;
+	struct fstat *f = &a->f[s->func];
+	uint64_t dur = s->end_ns - s->begin_ns;
+	uint64_t cpu = s->ce.cpu_ns >= s->cb.cpu_ns ? s->ce.cpu_ns - s->cb.cpu_ns : 0;
+	uint64_t self = dur >= s->child_ns ? dur - s->child_ns : 0;
+	uint64_t self_cpu = cpu >= s->child_cpu_ns ? cpu - s->child_cpu_ns : 0;
+	f->self_ns += self;
+	f->self_cpu += self_cpu;
+	if (s->outermost) {
+		f->incl_ns += dur;
+		f->incl_cpu += cpu;
+		f->alloc_count += s->ce.alloc_count - s->cb.alloc_count;
+		f->alloc_bytes += s->ce.alloc_bytes - s->cb.alloc_bytes;
+		f->minflt += s->ce.minflt - s->cb.minflt;
+		f->majflt += s->ce.majflt - s->cb.majflt;
+		f->nvcsw += s->ce.nvcsw - s->cb.nvcsw;
+		f->nivcsw += s->ce.nivcsw - s->cb.nivcsw;
+		f->slices++;
+	}
+}
+
+static const struct fstat *sort_f;
+static int by_incl(const void *a, const void *b)
+{
+	uint64_t x = sort_f[*(const uint32_t *)a].incl_ns, y = sort_f[*(const uint32_t *)b].incl_ns;
+	return (x < y) - (x > y);
+}
+static int by_self(const void *a, const void *b)
+{
+	uint64_t x = sort_f[*(const uint32_t *)a].self_ns, y = sort_f[*(const uint32_t *)b].self_ns;
+	return (x < y) - (x > y);
+}
+static int by_site(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+	if (x->count != y->count)
+		return (x->count < y->count) - (x->count > y->count);
+	return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+static int by_site_bytes(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+	return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+
+/* "1.23 s", "45.6 ms", "789 us", "12 ns": 4 significant-ish digits. */
+static const char *fmt_ns(uint64_t ns, char *buf)
+{
+	if (ns >= 10000000000ull)
+		sprintf(buf, "%.1f s", ns / 1e9);
+	else if (ns >= 1000000000ull)
+		sprintf(buf, "%.2f s", ns / 1e9);
+	else if (ns >= 1000000)
+		sprintf(buf, "%.1f ms", ns / 1e6);
+	else if (ns >= 1000)
+		sprintf(buf, "%.1f us", ns / 1e3);
+	else
+		sprintf(buf, "%" PRIu64 " ns", ns);
+	return buf;
+}
+
+static const char *fmt_count(uint64_t v, char *buf)
+{
+	if (v >= 10000000000ull)
+		sprintf(buf, "%.1fG", v / 1e9);
+	else if (v >= 10000000)
+		sprintf(buf, "%.1fM", v / 1e6);
+	else if (v >= 100000)
+		sprintf(buf, "%.1fk", v / 1e3);
+	else
+		sprintf(buf, "%" PRIu64, v);
+	return buf;
+}
+
+static const char *fmt_bytes(uint64_t v, char *buf)
+{
+	if (v >= (10ull << 30))
+		sprintf(buf, "%.1f GiB", v / 1073741824.0);
+	else if (v >= (10ull << 20))
+		sprintf(buf, "%.1f MiB", v / 1048576.0);
+	else if (v >= (10ull << 10))
+		sprintf(buf, "%.1f KiB", v / 1024.0);
+	else
+		sprintf(buf, "%" PRIu64 " B", v);
+	return buf;
+}
+
+/* Fit a name into w columns, eliding the middle. */
+static const char *fit(const char *s, int w, char *buf)
+{
+	int n = (int)strlen(s);
+	if (n <= w || w < 8)
+		return s;
+	int head = (w - 3) / 2, tail = w - 3 - head;
+	memcpy(buf, s, (size_t)head);
+	memcpy(buf + head, "...", 3);
+	memcpy(buf + head + 3, s + n - tail, (size_t)tail + 1);
+	return buf;
+}
+
+static void thread_stats(const struct rec_thread *t, struct tstat *ts)
+{
+	memset(ts, 0, sizeof(*ts));
+	for (size_t i = 0; i < t->nsamples; i++) {
+		const struct rhea_sample *s = &t->samples[i];
+		ts->captures += 1u + s->merged;
+		if (!ts->first_ns || s->begin_ns < ts->first_ns)
+			ts->first_ns = s->begin_ns;
+		if (s->end_ns > ts->last_ns)
+			ts->last_ns = s->end_ns;
+		if (s->c_end.cpu_ns > ts->cpu_ns)
+			ts->cpu_ns = s->c_end.cpu_ns;
+		if (s->c_end.alloc_count > ts->alloc_count) {
+			ts->alloc_count = s->c_end.alloc_count;
+			ts->alloc_bytes = s->c_end.alloc_bytes;
+		}
+	}
+	if (t->start_ns && (!ts->first_ns || t->start_ns < ts->first_ns))
+		ts->first_ns = t->start_ns;
+	if (t->exit_ns > ts->last_ns)
+		ts->last_ns = t->exit_ns;
+}
+
+static size_t build_sites(struct model *m, struct site_row **out, uint64_t *total_count,
+			  uint64_t *total_bytes)
+{
+	struct recording *r = m->rec;
+	struct site_row *rows = calloc(r->nsites + 1, sizeof(*rows));
+	size_t n = 0;
+	*total_count = *total_bytes = 0;
+	for (size_t i = 0; i < r->nsites; i++) {
+		const struct rec_site *s = &r->sites[i];
+		char buf[600], nb[512];
+		struct sym_frame f = {0};
+		if (s->pc == 0) {
+			snprintf(buf, sizeof(buf), "[other sites]");
+		} else {
+			sym_resolve(m->sym, s->pc, &f);
+			sym_frame_name(&f, nb, sizeof(nb));
+			snprintf(buf, sizeof(buf), "%s", nb);
+		}
+		*total_count += s->count;
+		*total_bytes += s->bytes;
+		size_t j;
+		for (j = 0; j < n; j++)
+			if (strcmp(rows[j].name, buf) == 0 && rows[j].line == f.line)
+				break;
+		if (j == n) {
+			rows[n].name = strdup(buf);
+			rows[n].module = f.module;
+			rows[n].file = f.file;
+			rows[n].line = f.line;
+			n++;
+		}
+		rows[j].count += s->count;
+		rows[j].bytes += s->bytes;
+	}
+	qsort(rows, n, sizeof(*rows), by_site);
+	*out = rows;
+	return n;
+}
+
+static const char *base(const char *p)
+{
+	const char *s = p ? strrchr(p, '/') : NULL;
+	return s ? s + 1 : p;
+}
+
+static const char *end_text(const struct recording *r, char *buf)
+{
+	if (!r->have_end)
+		return "cut short: no end marker (the program was killed, or is still running)";
+	switch (r->end.reason) {
+	case RHEA_END_EXIT:
+		sprintf(buf, "exit, status %d", r->end.status);
+		return buf;
+	case RHEA_END_SIGNAL:
+		sprintf(buf, "killed by signal %d (%s)", r->end.status, strsignal(r->end.status));
+		return buf;
+	case RHEA_END_EXEC:
+		return "exec (the process went on as another program)";
+	case RHEA_END_DETACH:
+		return "detached";
+	case RHEA_END_DISABLED:
+		return "agent switched itself off";
+	}
+	return "unknown";
+}
+
+static const char *end_reason_key(const struct recording *r)
+{
+	if (!r->have_end)
+		return NULL;
+	switch (r->end.reason) {
+	case RHEA_END_EXIT: return "exit";
+	case RHEA_END_SIGNAL: return "signal";
+	case RHEA_END_EXEC: return "exec";
+	case RHEA_END_DETACH: return "detach";
+	default: return "disabled";
+	}
+}
+
+struct cls {
+	uint64_t captures, blocks, blocked_ns;
+};
+struct blk {
+	uint64_t count, total, max;
+};
+
+int report_write(struct model *m, FILE *out, const struct report_opts *o)
+{
+	struct recording *r = m->rec;
+	struct agg a = {m, calloc(m->nfuncs, sizeof(struct fstat))};
+	struct model_cb cb = {NULL, on_end, &a};
+	struct cls cls[RHEA_C_COUNT] = {{0}};
+	struct blk blk[RHEA_FN_COUNT] = {{0}};
+	uint64_t stacks_total = 0, stacks_rooted = 0, captures = 0;
+	uint32_t *frames = malloc(4096 * sizeof(uint32_t));
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		model_walk_thread(m, t, &cb);
+		for (size_t k = 0; k < t->nsamples; k++) {
+			const struct rhea_sample *s = &t->samples[k];
+			unsigned c = rhea_fn_class(s->trigger);
+			cls[c].captures += 1u + s->merged;
+			captures += 1u + s->merged;
+			if ((s->h.flags & RHEA_S_BLOCK) && s->trigger < RHEA_FN_COUNT) {
+				uint64_t d = s->end_ns - s->begin_ns;
+				cls[c].blocks++;
+				cls[c].blocked_ns += d;
+				blk[s->trigger].count++;
+				blk[s->trigger].total += d;
+				if (d > blk[s->trigger].max)
+					blk[s->trigger].max = d;
+			}
+			if (s->stack) {
+				stacks_total++;
+				int n = model_frames(m, s, frames, 4096);
+				for (int j = 0; j < n; j++)
+					if (m->funcs[frames[j]].root) {
+						stacks_rooted++;
+						break;
+					}
+			}
+		}
+	}
+	free(frames);
+	uint32_t *order = malloc(m->nfuncs * sizeof(uint32_t));
+	uint32_t nf = 0;
+	for (uint32_t i = 0; i < m->nfuncs; i++)
+		if (a.f[i].incl_ns || a.f[i].self_ns || a.f[i].alloc_count)
+			order[nf++] = i;
+	sort_f = a.f;
+	struct site_row *sites;
+	uint64_t site_count, site_bytes;
+	size_t nsites = build_sites(m, &sites, &site_count, &site_bytes);
+	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
+	const char *cmd = recording_meta(r, "cmdline");
+	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
+	uint64_t nodes = 0;
+	for (uint32_t i = 0; i < r->nnodes; i++)
+		nodes += r->nodes_known[i];
+
+	if (o->json) {
+		struct json j;
+		json_init(&j, out, 1);
+		json_obj_begin(&j, NULL);
+		json_obj_begin(&j, "recording");
+		json_str(&j, "path", r->path);
+		json_u64(&j, "pid", r->hdr.pid);
+		json_u64(&j, "ppid", r->hdr.ppid);
+		json_str(&j, "command", cmd);
+		json_str(&j, "exe", recording_meta(r, "exe"));
+		json_bool(&j, "complete", r->have_end && !r->salvaged);
+		json_bool(&j, "cut_short", !r->have_end);
+		json_str(&j, "problem", r->problem[0] ? r->problem : NULL);
+		json_str(&j, "end_reason", end_reason_key(r));
+		json_i64(&j, "end_status", r->have_end ? r->end.status : 0);
+		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);
+		json_u64(&j, "duration_ns", duration);
+		json_u64(&j, "interval_ns", r->hdr.interval_ns);
+		json_str(&j, "unwind", recording_meta(r, "unwind"));
+		json_str(&j, "hooks", recording_meta(r, "hooks"));
+		json_obj_end(&j);
+		json_obj_begin(&j, "stats");
+		json_u64(&j, "samples", r->nsamples);
+		json_u64(&j, "captures", captures);
+		json_u64(&j, "merged", r->nmerged);
+		json_u64(&j, "dropped", r->stats.dropped);
+		json_u64(&j, "truncated", r->stats.truncated);
+		json_u64(&j, "unwind_errors", r->stats.unwind_errors);
+		json_u64(&j, "stack_full", r->stats.stack_full);
+		json_u64(&j, "write_errors", r->stats.write_errors);
+		json_u64(&j, "chunks", r->nchunks);
+		json_u64(&j, "file_bytes", r->file_bytes);
+		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
+		json_u64(&j, "stack_nodes", nodes);
+		json_u64(&j, "stacks", stacks_total);
+		json_u64(&j, "stacks_reaching_root", stacks_rooted);
+		json_obj_end(&j);
+		json_arr_begin(&j, "threads");
+		for (size_t i = 0; i < r->nthreads; i++) {
+			const struct rec_thread *t = &r->threads[i];
+			struct tstat ts;
+			thread_stats(t, &ts);
+			json_obj_begin(&j, NULL);
+			json_u64(&j, "tid", t->tid);
+			json_str(&j, "name", t->name);
+			json_u64(&j, "parent_tid", t->parent_tid);
+			json_u64(&j, "start_ns", ts.first_ns ? ts.first_ns - r->hdr.start_ns : 0);
+			json_u64(&j, "end_ns", ts.last_ns ? ts.last_ns - r->hdr.start_ns : 0);
+			json_u64(&j, "wall_ns", ts.last_ns - ts.first_ns);
+			json_u64(&j, "cpu_ns", ts.cpu_ns);
+			json_u64(&j, "samples", t->nsamples);
+			json_u64(&j, "captures", ts.captures);
+			json_u64(&j, "alloc_count", ts.alloc_count);
+			json_u64(&j, "alloc_bytes", ts.alloc_bytes);
+			json_bool(&j, "exited", t->exit_ns != 0);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		qsort(order, nf, sizeof(uint32_t), by_incl);
+		json_arr_begin(&j, "functions");
+		for (uint32_t i = 0; i < nf; i++) {
+			const struct model_func *f = &m->funcs[order[i]];
+			const struct fstat *s = &a.f[order[i]];
+			json_obj_begin(&j, NULL);
+			json_str(&j, "name", f->name);
+			json_str(&j, "module", f->module);
+			json_str(&j, "file", f->file);
+			json_i64(&j, "line", f->line);
+			json_str(&j, "kind", f->kind == MODEL_WAIT ? "wait" : f->kind == MODEL_SPECIAL ? "special" : "code");
+			json_u64(&j, "inclusive_ns", s->incl_ns);
+			json_u64(&j, "self_ns", s->self_ns);
+			json_u64(&j, "cpu_ns", s->incl_cpu);
+			json_u64(&j, "self_cpu_ns", s->self_cpu);
+			json_u64(&j, "alloc_count", s->alloc_count);
+			json_u64(&j, "alloc_bytes", s->alloc_bytes);
+			json_u64(&j, "minflt", s->minflt);
+			json_u64(&j, "majflt", s->majflt);
+			json_u64(&j, "nvcsw", s->nvcsw);
+			json_u64(&j, "nivcsw", s->nivcsw);
+			json_u64(&j, "slices", s->slices);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_obj_begin(&j, "alloc_totals");
+		json_u64(&j, "count", site_count);
+		json_u64(&j, "bytes", site_bytes);
+		json_obj_end(&j);
+		json_arr_begin(&j, "alloc_sites");
+		for (size_t i = 0; i < nsites; i++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "function", sites[i].name);
+			json_str(&j, "module", sites[i].module);
+			json_str(&j, "file", sites[i].file);
+			json_i64(&j, "line", sites[i].line);
+			json_u64(&j, "count", sites[i].count);
+			json_u64(&j, "bytes", sites[i].bytes);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_arr_begin(&j, "classes");
+		for (int c = 1; c < RHEA_C_COUNT; c++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "class", rhea_class_name(c));
+			json_u64(&j, "captures", cls[c].captures);
+			json_u64(&j, "waits", cls[c].blocks);
+			json_u64(&j, "blocked_ns", cls[c].blocked_ns);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_arr_begin(&j, "blocking");
+		for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) {
+			if (!blk[fn].count)
+				continue;
+			json_obj_begin(&j, NULL);
+			json_str(&j, "function", rhea_fn_name(fn));
+			json_str(&j, "class", rhea_class_name(rhea_fn_class(fn)));
+			json_u64(&j, "count", blk[fn].count);
+			json_u64(&j, "total_ns", blk[fn].total);
+			json_u64(&j, "max_ns", blk[fn].max);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_arr_begin(&j, "warnings");
+		const char *w;
+		for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
+			json_str(&j, NULL, w);
+		json_arr_end(&j);
+		json_obj_end(&j);
+		goto out;
+	}
+
+	int W = o->width > 40 ? o->width : 80;
+	int top = o->top > 0 ? o->top : 15;
+	fprintf(out, "rhea report: %s\n", r->path);
+	if (cmd)
+		fprintf(out, "  command:  %s\n", fit(cmd, W - 12, nb));
+	fprintf(out, "  process:  pid %u, %s recorded, interval %s, unwind %s\n", r->hdr.pid,
+		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
+		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
+	fprintf(out, "  ended:    %s\n", end_text(r, eb));
+	if (r->problem[0])
+		fprintf(out, "  warning:  %s (the report shows what precedes it)\n", r->problem);
+	const char *w;
+	for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
+		fprintf(out, "  warning:  %s\n", w);
+
+	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
+		"SAMPLES", "ALLOCS");
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		struct tstat ts;
+		thread_stats(t, &ts);
+		fprintf(out, "  %-8u %-16s %10s %10s %9s %10s\n", t->tid, t->name[0] ? t->name : "?",
+			fmt_ns(ts.last_ns - ts.first_ns, b1), fmt_ns(ts.cpu_ns, b2),
+			fmt_count(ts.captures, b3), fmt_count(ts.alloc_count, b4));
+	}
+
+	int namew = W - 2 - 4 * 11;
+	qsort(order, nf, sizeof(uint32_t), by_incl);
+	fprintf(out, "\nTop functions by inclusive time (all threads)\n  %10s %10s %10s %10s %s\n",
+		"INCL", "SELF", "CPU", "ALLOCS", "FUNCTION");
+	for (uint32_t i = 0, shown = 0; i < nf && shown < (uint32_t)top; i++) {
+		const struct model_func *f = &m->funcs[order[i]];
+		const struct fstat *s = &a.f[order[i]];
+		if (f->kind == MODEL_SPECIAL && s->incl_ns == 0)
+			continue;
+		shown++;
+		fprintf(out, "  %10s %10s %10s %10s %s\n", fmt_ns(s->incl_ns, b1), fmt_ns(s->self_ns, b2),
+			fmt_ns(s->incl_cpu, b3), fmt_count(s->alloc_count, b4), fit(f->name, namew, nb));
+	}
+	qsort(order, nf, sizeof(uint32_t), by_self);
+	fprintf(out, "\nTop functions by self time\n  %10s %10s %10s %10s %s\n", "SELF", "SELF CPU",
+		"INCL", "CPU/WALL", "FUNCTION");
+	for (uint32_t i = 0; i < nf && i < (uint32_t)top; i++) {
+		const struct model_func *f = &m->funcs[order[i]];
+		const struct fstat *s = &a.f[order[i]];
+		if (!s->self_ns)
+			break;
+		sprintf(b4, "%.0f%%", s->self_ns ? 100.0 * (double)s->self_cpu / (double)s->self_ns : 0.0);
+		fprintf(out, "  %10s %10s %10s %10s %s\n", fmt_ns(s->self_ns, b1), fmt_ns(s->self_cpu, b2),
+			fmt_ns(s->incl_ns, b3), b4, fit(f->name, namew, nb));
+	}
+
+	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",
+		fmt_count(site_count, b1), fmt_bytes(site_bytes, b2));
+	fprintf(out, "  by count:\n  %10s %12s  %s\n", "COUNT", "BYTES", "CALLER");
+	for (size_t i = 0; i < nsites && i < (size_t)top; i++) {
+		char loc[700];
+		if (sites[i].file)
+			snprintf(loc, sizeof(loc), "%s (%s:%d)", sites[i].name, base(sites[i].file), sites[i].line);
+		else
+			snprintf(loc, sizeof(loc), "%s", sites[i].name);
+		fprintf(out, "  %10s %12s  %s\n", fmt_count(sites[i].count, b1), fmt_bytes(sites[i].bytes, b2),
+			fit(loc, W - 28, nb));
+	}
+	qsort(sites, nsites, sizeof(*sites), by_site_bytes);
+	fprintf(out, "  by bytes:\n  %10s %12s  %s\n", "COUNT", "BYTES", "CALLER");
+	for (size_t i = 0; i < nsites && i < (size_t)(top < 8 ? top : 8); i++) {
+		char loc[700];
+		if (sites[i].file)
+			snprintf(loc, sizeof(loc), "%s (%s:%d)", sites[i].name, base(sites[i].file), sites[i].line);
+		else
+			snprintf(loc, sizeof(loc), "%s", sites[i].name);
+		fprintf(out, "  %10s %12s  %s\n", fmt_count(sites[i].count, b1), fmt_bytes(sites[i].bytes, b2),
+			fit(loc, W - 28, nb));
+	}
+
+	fprintf(out, "\nTime per hook class\n  %-8s %10s %10s %12s\n", "CLASS", "CAPTURES", "WAITS", "BLOCKED");
+	for (int c = 1; c < RHEA_C_COUNT; c++)
+		if (cls[c].captures)
+			fprintf(out, "  %-8s %10s %10s %12s\n", rhea_class_name(c), fmt_count(cls[c].captures, b1),
+				fmt_count(cls[c].blocks, b2), fmt_ns(cls[c].blocked_ns, b3));
+	int any = 0;
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
+		if (blk[fn].count) {
+			if (!any++)
+				fprintf(out, "\nBlocking calls\n  %-24s %8s %12s %12s\n", "CALL", "COUNT", "TOTAL", "MAX");
+			fprintf(out, "  %-24s %8s %12s %12s\n", rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
+				fmt_ns(blk[fn].total, b2), fmt_ns(blk[fn].max, b3));
+		}
+
+	fprintf(out, "\nRecording\n");
+	fprintf(out, "  samples %s (%s captures, %s merged away), dropped %s\n", fmt_count(r->nsamples, b1),
+		fmt_count(captures, b2), fmt_count(r->nmerged, b3), fmt_count(r->stats.dropped, b4));
+	fprintf(out, "  stacks: %s truncated, %s unwind failures, %s reach main/start_thread of %s\n",
+		fmt_count(r->stats.truncated, b1), fmt_count(r->stats.unwind_errors, b2),
+		fmt_count(stacks_rooted, b3), fmt_count(stacks_total, b4));
+	fprintf(out, "  file: %s in %s chunks, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),
+		fmt_count(r->nchunks, b2), fmt_count(nodes, b5),
+		r->stats.stack_full ? " (stack table full: some stacks missing)" : "");
+	if (r->stats.write_errors)
+		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
+out:
+	for (size_t i = 0; i < nsites; i++)
+		free(sites[i].name);
+	free(sites);
+	free(order);
+	free(a.f);
+	return ferror(out) ? -1 : 0;
+}

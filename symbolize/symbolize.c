@@ -1,0 +1,908 @@
+/*
+ * symbolize.c - batch symbolization of recorded code addresses with libdwfl.
+ *
+ * What: after a recording, the CLI hands over the module map of the traced
+ * process (path, load bias, executable range, build-id per module) and then
+ * asks for every distinct address once.  Each address becomes a function
+ * name (demangled), a source file and line when debug info exists, and
+ * always a module name and an offset that `addr2line -e module` understands.
+ *
+ * Design:
+ * - One Dwfl in offline mode (dwfl_standard_find_debuginfo,
+ *   dwfl_offline_section_address).  Every module is reported with
+ *   dwfl_report_elf at its recorded bias, so the Dwfl's address space is the
+ *   traced process's.  Addresses are translated through the ELF vaddr
+ *   (addr - recorded bias + the bias libdwfl chose), which also covers an
+ *   ET_EXEC whose base libdwfl ignores.
+ * - Module lookup uses our own table sorted by start address, not
+ *   dwfl_addrmodule: it also holds the modules libdwfl does not know (vdso,
+ *   missing files, build-id mismatches, which all resolve to module+offset)
+ *   and it copes with overlapping ranges (a library unloaded and another
+ *   loaded at the same place during the recording; the module with the
+ *   highest start, then the last added, wins).
+ * - Symbol lookup uses a per-module index sorted by address, built once from
+ *   dwfl_module_getsym_info, instead of dwfl_module_addrinfo: in elfutils
+ *   0.188 that function scans the whole symbol table on every call (10,000
+ *   symbols for libc with debug info), which measured at about 4,000
+ *   lookups/s; the index answers in a binary search.  libdwfl still decides
+ *   which table is used (.symtab of the file or of its separate debug file,
+ *   .dynsym otherwise, plus MiniDebugInfo) and the index keeps the same
+ *   rules as dwfl_module_addrinfo: a symbol with a size covers only
+ *   [value, value + size); among covering symbols the closest start wins,
+ *   then GLOBAL over WEAK over LOCAL, then the smaller size, then table order.
+ * - Symbols of size 0 (assembly labels, hand-written functions) are the
+ *   trap in stripped binaries: the nearest one below an address may be far
+ *   away, past many internal functions that the stripped table no longer
+ *   names.  As libdwfl does, a sizeless symbol is used only when no sized
+ *   symbol covers the address, when no symbol ends above it before the
+ *   address, and when it lies in the address's section.  On top of that the
+ *   .eh_frame FDE covering the address (present for nearly all code, stripped
+ *   or not) must not start above the symbol: if it does, the address is in
+ *   another function that begins after the label, and the address stays
+ *   unresolved rather than misattributed.
+ * - File and line come from dwfl_module_getsrc.  When the address is inside
+ *   inlined code, the reported line is the call site in the function that
+ *   the symbol names (from the DWARF inlined_subroutine's DW_AT_call_file/
+ *   call_line), so func and file:line always agree; inlined_depth says how
+ *   many inlined calls were folded.  When the symbol table has no name but
+ *   DWARF has the enclosing subprogram, its name is used.
+ * - Caches: results by address (open addressing hash, the same addresses
+ *   come back many times), the Dwfl_Module and symbol index per module,
+ *   demangled names per mangled name.
+ * - Names: __cxa_demangle for "_Z" names (C++, Rust legacy); anything it
+ *   rejects (Rust v0 "_R" names) is shown as is.
+ *
+ * Limits:
+ * - Addresses are resolved as given (the caller subtracts 1 from return
+ *   addresses).  One frame per address: inlined frames are not expanded.
+ * - A module whose file is missing, unreadable or has another build-id than
+ *   recorded is shown as module+offset; a warning says so.  Files are not
+ *   searched by build-id elsewhere (no /usr/lib/debug/.build-id/xx/yyy
+ *   executables, no debuginfod for the binary itself).
+ * - The vdso is never read: "[vdso]+0x..".
+ * - debuginfod: see symbolize.h.  Not thread-safe; no global state.
+ */
+#include "symbolize.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* From libstdc++ (the CLI links -lstdc++); declared here to stay a C file. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+#define MAX_BUILD_ID 64
+
+/* One entry of a module's symbol index. */
+struct ksym {
+	uint64_t lo;     /* start, in Dwfl addresses */
+	uint64_t size;   /* 0: sizeless */
+	uint64_t secend; /* sizeless only: end of its section, Dwfl addresses */
+	const char *name;
+	uint32_t order;  /* dwfl's search order: globals first, then locals */
+	uint8_t bind;    /* 3 GLOBAL, 2 WEAK, 1 other */
+};
+
+struct symidx {
+	struct ksym *v;
+	uint64_t *maxend; /* maxend[i] = max(v[0..i].lo + size) */
+	size_t n;
+	bool built;
+};
+
+struct mod {
+	char *path;       /* owned copy */
+	const char *name; /* basename of path, or a static string */
+	uint64_t bias, lo, hi;
+	Dwfl_Module *file_dm; /* as reported to libdwfl, even if refused */
+	Dwfl_Module *dm;  /* NULL: shown as module+offset */
+	uint64_t dwbias;  /* Dwfl address = ELF vaddr + dwbias */
+	size_t seq;       /* order of addition */
+	struct symidx idx;
+	struct cuidx *cus; /* hash by CU offset */
+	size_t ncus, cucap;
+};
+
+struct entry {
+	uint64_t addr;
+	bool used;
+	struct sym_frame f;
+};
+
+struct dmentry {
+	const char *key; /* mangled name, pointer into ELF string data */
+	char *val;       /* demangled, NULL when demangling failed */
+};
+
+struct symbolizer {
+	Dwfl_Callbacks cb; /* must outlive dwfl */
+	Dwfl *dwfl;
+	bool reporting;    /* modules reported since the last dwfl_report_end */
+
+	struct mod *mods;
+	size_t nmods, capmods;
+	uint64_t *maxhi;   /* prefix max of mods[].hi, valid when sorted */
+	bool sorted;
+
+	struct entry *tab; /* address cache, capacity a power of two */
+	size_t tabcap, tabn;
+
+	struct dmentry *dmtab;
+	size_t dmcap, dmn;
+
+	char **warn;
+	size_t nwarn, capwarn;
+};
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* Keep a warning once per distinct text.  Allocation failure drops it. */
+static void add_warning(struct symbolizer *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void add_warning(struct symbolizer *s, const char *fmt, ...)
+{
+	char *w;
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vasprintf(&w, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return;
+	for (size_t i = 0; i < s->nwarn; i++) {
+		if (!strcmp(s->warn[i], w)) {
+			free(w);
+			return;
+		}
+	}
+	if (grow((void **)&s->warn, &s->capwarn, s->nwarn + 1, sizeof(*s->warn))) {
+		free(w);
+		return;
+	}
+	s->warn[s->nwarn++] = w;
+}
+
+struct symbolizer *sym_new(void)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cb.find_elf = dwfl_build_id_find_elf;
+	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->cb.section_address = dwfl_offline_section_address;
+	s->cb.debuginfo_path = NULL; /* default: ":.debug:/usr/lib/debug" */
+	s->dwfl = dwfl_begin(&s->cb);
+	if (!s->dwfl) {
+		free(s);
+		return NULL;
+	}
+	s->sorted = true;
+	return s;
+}
+
+static void clear_cache(struct symbolizer *s)
+{
+	if (s->tabn) {
+		memset(s->tab, 0, s->tabcap * sizeof(*s->tab));
+		s->tabn = 0;
+	}
+}
+
+static bool is_vdso(const char *path)
+{
+	return !strcmp(path, "[vdso]") || !strcmp(path, "linux-vdso.so.1") ||
+	       !strcmp(path, "linux-vdso.so");
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+/*
+ * Report m's file to libdwfl (or reuse prev, the same file at the same bias
+ * added before: libdwfl refuses a second report of it) and check its
+ * build-id.  NULL when unusable.
+ */
+static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md,
+				const struct sym_module *m, const struct mod *prev)
+{
+	Dwfl_Module *dm;
+	if (prev) {
+		dm = prev->file_dm;
+		if (!dm)
+			return NULL; /* could not be opened: warned already */
+	} else {
+		if (!s->reporting) {
+			dwfl_report_begin_add(s->dwfl);
+			s->reporting = true;
+		}
+		/* ET_DYN with add_p_vaddr: base is the load bias.  ET_EXEC: ignored. */
+		dm = dwfl_report_elf(s->dwfl, md->path, md->path, -1, m->bias, true);
+		if (!dm) {
+			add_warning(s, "%s: cannot open (%s); its frames are shown as module+offset",
+				    md->path, dwfl_errmsg(-1));
+			return NULL;
+		}
+	}
+	md->file_dm = dm;
+	if (m->build_id_len) {
+		const unsigned char *bits = NULL;
+		GElf_Addr vaddr;
+		int n = dwfl_module_build_id(dm, &bits, &vaddr);
+		if (n <= 0 || (size_t)n != m->build_id_len ||
+		    memcmp(bits, m->build_id, m->build_id_len)) {
+			add_warning(s, "%s: build-id differs from the recording: binary changed since recording; its frames are shown as module+offset",
+				    md->path);
+			return NULL;
+		}
+	}
+	Dwarf_Addr bias = 0;
+	if (!dwfl_module_getelf(dm, &bias)) {
+		add_warning(s, "%s: cannot read ELF (%s); its frames are shown as module+offset",
+			    md->path, dwfl_errmsg(-1));
+		return NULL;
+	}
+	md->dwbias = bias;
+	if (md->hi <= md->lo) {
+		/* No range recorded: take the whole module from libdwfl. */
+		Dwarf_Addr start, end;
+		dwfl_module_info(dm, NULL, &start, &end, NULL, NULL, NULL, NULL);
+		md->lo = start - bias + md->bias;
+		md->hi = end - bias + md->bias;
+	}
+	return dm;
+}
+
+int sym_add_module(struct symbolizer *s, const struct sym_module *m)
+{
+	if (!s || !m || !m->path || (m->build_id_len && !m->build_id) ||
+	    m->build_id_len > MAX_BUILD_ID)
+		return -EINVAL;
+	if (grow((void **)&s->mods, &s->capmods, s->nmods + 1, sizeof(*s->mods)))
+		return -ENOMEM;
+	struct mod *md = &s->mods[s->nmods];
+	memset(md, 0, sizeof(*md));
+	md->path = strdup(m->path);
+	if (!md->path)
+		return -ENOMEM;
+	md->bias = m->bias;
+	md->lo = m->lo;
+	md->hi = m->hi;
+	md->seq = s->nmods;
+	if (is_vdso(m->path))
+		md->name = "[vdso]";
+	else if (!*base_name(m->path))
+		md->name = "[anon]";
+	else
+		md->name = base_name(md->path);
+	if (!is_vdso(m->path)) {
+		const struct mod *prev = NULL;
+		for (size_t i = 0; i < s->nmods && !prev; i++)
+			if (s->mods[i].bias == m->bias && !strcmp(s->mods[i].path, m->path))
+				prev = &s->mods[i];
+		md->dm = open_module(s, md, m, prev);
+	}
+	s->nmods++;
+	s->sorted = false;
+	clear_cache(s);
+	return 0;
+}
+
+static int cmp_mod(const void *a, const void *b)
+{
+	const struct mod *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int sort_mods(struct symbolizer *s)
+{
+	uint64_t *mh = realloc(s->maxhi, (s->nmods ? s->nmods : 1) * sizeof(*mh));
+	if (!mh)
+		return -ENOMEM;
+	s->maxhi = mh;
+	qsort(s->mods, s->nmods, sizeof(*s->mods), cmp_mod);
+	uint64_t m = 0;
+	for (size_t i = 0; i < s->nmods; i++) {
+		if (s->mods[i].hi > m)
+			m = s->mods[i].hi;
+		mh[i] = m;
+	}
+	s->sorted = true;
+	return 0;
+}
+
+/* The covering module with the highest start (then the last added), or NULL. */
+static struct mod *find_mod(struct symbolizer *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nmods;
+	while (lo < hi) { /* first module with lo > addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->mods[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j-- > 0;) {
+		if (s->maxhi[j] <= addr)
+			break;
+		if (addr < s->mods[j].hi)
+			return &s->mods[j];
+	}
+	return NULL;
+}
+
+static uint8_t bind_rank(unsigned char info)
+{
+	switch (GELF_ST_BIND(info)) {
+	case STB_GLOBAL:
+		return 3;
+	case STB_WEAK:
+		return 2;
+	default:
+		return 1;
+	}
+}
+
+static int cmp_ksym(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Build md's sorted symbol index from whatever table libdwfl selected. */
+static int build_index(struct mod *md)
+{
+	struct symidx *ix = &md->idx;
+	ix->built = true;
+	int n = dwfl_module_getsymtab(md->dm);
+	if (n <= 1)
+		return 0;
+	int first_global = dwfl_module_getsymtab_first_global(md->dm);
+	if (first_global < 0)
+		first_global = 0;
+	ix->v = malloc((size_t)n * sizeof(*ix->v));
+	ix->maxend = malloc((size_t)n * sizeof(*ix->maxend));
+	if (!ix->v || !ix->maxend) {
+		free(ix->v);
+		free(ix->maxend);
+		ix->v = NULL;
+		ix->maxend = NULL;
+		return -ENOMEM;
+	}
+	size_t k = 0;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr val;
+		GElf_Word shndx;
+		Elf *elf = NULL;
+		Dwarf_Addr bias = 0;
+		const char *name = dwfl_module_getsym_info(md->dm, i, &sym, &val,
+							   &shndx, &elf, &bias);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF ||
+		    type == STT_SECTION || type == STT_FILE || type == STT_TLS)
+			continue;
+		struct ksym *e = &ix->v[k];
+		e->lo = val;
+		e->size = sym.st_size;
+		e->name = name;
+		e->bind = bind_rank(sym.st_info);
+		e->order = i >= first_global ? (uint32_t)(i - first_global)
+					     : (uint32_t)(n + i);
+		e->secend = val + 1; /* absolute and odd symbols: exact match only */
+		if (!e->size && shndx != SHN_UNDEF && shndx < SHN_LORESERVE && elf) {
+			GElf_Shdr shm, *sh = gelf_getshdr(elf_getscn(elf, shndx), &shm);
+			uint64_t delta = val - sym.st_value;
+			if (sh && sym.st_value >= sh->sh_addr &&
+			    sym.st_value < sh->sh_addr + sh->sh_size)
+				e->secend = sh->sh_addr + sh->sh_size + delta;
+		}
+		k++;
+	}
+	qsort(ix->v, k, sizeof(*ix->v), cmp_ksym);
+	uint64_t m = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (ix->v[i].lo + ix->v[i].size > m)
+			m = ix->v[i].lo + ix->v[i].size;
+		ix->maxend[i] = m;
+	}
+	ix->n = k;
+	return 0;
+}
+
+static bool better(const struct ksym *a, const struct ksym *b)
+{
+	if (!b)
+		return true;
+	if (a->lo != b->lo)
+		return a->lo > b->lo;
+	if (a->bind != b->bind)
+		return a->bind > b->bind;
+	if (a->size != b->size)
+		return a->size < b->size;
+	return a->order < b->order;
+}
+
+/* Does the FDE covering a (if any) start at or below the label at lo? */
+static bool fde_allows(Dwfl_Module *dm, uint64_t a, uint64_t lo)
+{
+	Dwarf_Addr cbias = 0;
+	Dwarf_CFI *cfi = dwfl_module_eh_cfi(dm, &cbias);
+	if (!cfi)
+		cfi = dwfl_module_dwarf_cfi(dm, &cbias);
+	if (!cfi)
+		return true;
+	Dwarf_Frame *fr = NULL;
+	if (dwarf_cfi_addrframe(cfi, a - cbias, &fr) != 0)
+		return true; /* no FDE: hand-written code without CFI */
+	Dwarf_Addr start = 0, end = 0;
+	bool ok = true;
+	if (dwarf_frame_info(fr, &start, &end, NULL) >= 0)
+		ok = start + cbias <= lo;
+	free(fr);
+	return ok;
+}
+
+/* The symbol a (Dwfl address) belongs to in md, or NULL. */
+static const struct ksym *lookup_sym(struct mod *md, uint64_t a)
+{
+	struct symidx *ix = &md->idx;
+	if (!ix->built)
+		build_index(md);
+	size_t lo = 0, hi = ix->n;
+	while (lo < hi) { /* first symbol with lo > a */
+		size_t mid = lo + (hi - lo) / 2;
+		if (ix->v[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	size_t top = lo - 1;
+	const struct ksym *best = NULL;
+	for (size_t j = top + 1; j-- > 0;) {
+		const struct ksym *e = &ix->v[j];
+		if (ix->maxend[j] <= a || (best && e->lo < best->lo))
+			break;
+		if (e->size && a - e->lo < e->size && better(e, best))
+			best = e;
+	}
+	if (best)
+		return best;
+	/*
+	 * No sized symbol covers a.  A sizeless one may, if nothing ends above
+	 * it before a (so it is the last thing that starts below a), it is in
+	 * a's section, and a's FDE does not start after it.
+	 */
+	uint64_t label = ix->maxend[top];
+	for (size_t j = top + 1; j-- > 0 && ix->v[j].lo == label;) {
+		const struct ksym *e = &ix->v[j];
+		if (!e->size && a < e->secend && better(e, best))
+			best = e;
+	}
+	if (best && best->lo != a && !fde_allows(md->dm, a, best->lo))
+		best = NULL;
+	return best;
+}
+
+/* Demangled form of name (cached per name pointer), or name itself. */
+static const char *demangled(struct symbolizer *s, const char *name)
+{
+	if (name[0] != '_' || name[1] != 'Z')
+		return name;
+	if (s->dmn * 2 >= s->dmcap) {
+		size_t ncap = s->dmcap ? s->dmcap * 2 : 256;
+		struct dmentry *nt = calloc(ncap, sizeof(*nt));
+		if (!nt)
+			return name;
+		for (size_t i = 0; i < s->dmcap; i++) {
+			if (!s->dmtab[i].key)
+				continue;
+			size_t h = hash64((uintptr_t)s->dmtab[i].key) & (ncap - 1);
+			while (nt[h].key)
+				h = (h + 1) & (ncap - 1);
+			nt[h] = s->dmtab[i];
+		}
+		free(s->dmtab);
+		s->dmtab = nt;
+		s->dmcap = ncap;
+	}
+	size_t h = hash64((uintptr_t)name) & (s->dmcap - 1);
+	while (s->dmtab[h].key) {
+		if (s->dmtab[h].key == name)
+			return s->dmtab[h].val ? s->dmtab[h].val : name;
+		h = (h + 1) & (s->dmcap - 1);
+	}
+	s->dmtab[h].key = name;
+	s->dmtab[h].val = sym_demangle(name);
+	s->dmn++;
+	return s->dmtab[h].val ? s->dmtab[h].val : name;
+}
+
+char *sym_demangle(const char *name)
+{
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return NULL;
+	int status = -1;
+	char *d = __cxa_demangle(name, NULL, NULL, &status);
+	if (status != 0) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute at;
+	const char *n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
+	return n;
+}
+
+/* Ranges of one subprogram or inlined call, from a CU's DIE tree. */
+struct irange {
+	uint64_t lo, hi;  /* DWARF addresses */
+	const char *name; /* subprogram name (depth 0) */
+	const char *file; /* call site (depth > 0) */
+	int line;
+	int depth;        /* 0: subprogram; n: n-th nested inlined call */
+};
+
+/* Per-CU index of irange, built on the CU's first lookup. */
+struct cuidx {
+	Dwarf_Off key; /* CU DIE offset; 0: empty slot */
+	struct irange *v;
+	uint64_t *maxend;
+	size_t n, cap;
+};
+
+struct walk {
+	struct cuidx *ci;
+	Dwarf_Files *files;
+	size_t nfiles;
+	int err;
+};
+
+static void add_ranges(struct walk *w, Dwarf_Die *die, int depth,
+		       const char *name, const char *file, int line)
+{
+	Dwarf_Addr base, start, end;
+	ptrdiff_t off = 0;
+	while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
+		if (end <= start)
+			continue;
+		struct cuidx *ci = w->ci;
+		if (grow((void **)&ci->v, &ci->cap, ci->n + 1, sizeof(*ci->v))) {
+			w->err = -ENOMEM;
+			return;
+		}
+		ci->v[ci->n++] = (struct irange){ start, end, name, file, line, depth };
+	}
+}
+
+/*
+ * Collect subprograms and inlined calls under parent.  Only scopes that can
+ * hold code are entered (namespaces for clang's C++ output, lexical blocks),
+ * not types: libc's DWARF has 236,000 struct members and 8,000 inlined calls.
+ */
+static void walk_dies(struct walk *w, Dwarf_Die *parent, int depth)
+{
+	Dwarf_Die c;
+	if (dwarf_child(parent, &c) != 0)
+		return;
+	do {
+		switch (dwarf_tag(&c)) {
+		case DW_TAG_subprogram:
+			add_ranges(w, &c, 0, die_name(&c), NULL, 0);
+			walk_dies(w, &c, 0);
+			break;
+		case DW_TAG_inlined_subroutine: {
+			Dwarf_Attribute at;
+			Dwarf_Word fidx = 0, cline = 0;
+			const char *file = NULL;
+			if (dwarf_formudata(dwarf_attr(&c, DW_AT_call_file, &at), &fidx) == 0 &&
+			    w->files && fidx < w->nfiles)
+				file = dwarf_filesrc(w->files, fidx, NULL, NULL);
+			if (dwarf_formudata(dwarf_attr(&c, DW_AT_call_line, &at), &cline) != 0)
+				cline = 0;
+			add_ranges(w, &c, depth + 1, NULL, file, (int)cline);
+			walk_dies(w, &c, depth + 1);
+			break;
+		}
+		case DW_TAG_lexical_block:
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_try_block:
+		case DW_TAG_catch_block:
+			walk_dies(w, &c, depth);
+			break;
+		default:
+			break;
+		}
+	} while (!w->err && dwarf_siblingof(&c, &c) == 0);
+}
+
+static int cmp_irange(const void *a, const void *b)
+{
+	const struct irange *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->depth - y->depth;
+}
+
+/* The index of cu in md, built on first use; NULL when out of memory. */
+static struct cuidx *cu_index(struct mod *md, Dwarf_Die *cu)
+{
+	Dwarf_Off key = dwarf_dieoffset(cu) + 1; /* + 1: 0 marks empty slots */
+	if (md->ncus * 2 >= md->cucap) {
+		size_t ncap = md->cucap ? md->cucap * 2 : 64;
+		struct cuidx *nt = calloc(ncap, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < md->cucap; i++) {
+			if (!md->cus[i].key)
+				continue;
+			size_t h = hash64(md->cus[i].key) & (ncap - 1);
+			while (nt[h].key)
+				h = (h + 1) & (ncap - 1);
+			nt[h] = md->cus[i];
+		}
+		free(md->cus);
+		md->cus = nt;
+		md->cucap = ncap;
+	}
+	size_t h = hash64(key) & (md->cucap - 1);
+	while (md->cus[h].key) {
+		if (md->cus[h].key == key)
+			return &md->cus[h];
+		h = (h + 1) & (md->cucap - 1);
+	}
+	struct cuidx *ci = &md->cus[h];
+	ci->key = key;
+	md->ncus++;
+	struct walk w = { .ci = ci };
+	if (dwarf_getsrcfiles(cu, &w.files, &w.nfiles) != 0)
+		w.files = NULL;
+	walk_dies(&w, cu, 0);
+	qsort(ci->v, ci->n, sizeof(*ci->v), cmp_irange);
+	ci->maxend = ci->n ? malloc(ci->n * sizeof(*ci->maxend)) : NULL;
+	if (w.err || (ci->n && !ci->maxend)) {
+		free(ci->v);
+		free(ci->maxend);
+		ci->v = NULL;
+		ci->maxend = NULL;
+		ci->n = ci->cap = 0; /* keep the slot: no inline info for this CU */
+		return ci;
+	}
+	uint64_t m = 0;
+	for (size_t i = 0; i < ci->n; i++) {
+		if (ci->v[i].hi > m)
+			m = ci->v[i].hi;
+		ci->maxend[i] = m;
+	}
+	return ci;
+}
+
+/*
+ * DWARF view of a (Dwfl address): the innermost line, replaced by the call
+ * site in the enclosing real function when a is in inlined code; and that
+ * function's name.
+ */
+static void dwarf_info(struct mod *md, uint64_t a, struct sym_frame *f,
+		       const char **subname)
+{
+	Dwfl_Line *ln = dwfl_module_getsrc(md->dm, a);
+	if (ln) {
+		int line = 0;
+		const char *file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+		if (file) {
+			f->file = file;
+			f->line = line;
+		}
+	}
+	Dwarf_Addr dbias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(md->dm, a, &dbias);
+	if (!cu)
+		return;
+	struct cuidx *ci = cu_index(md, cu);
+	if (!ci || !ci->n)
+		return;
+	uint64_t pc = a - dbias;
+	size_t lo = 0, hi = ci->n;
+	while (lo < hi) { /* first range with lo > pc */
+		size_t mid = lo + (hi - lo) / 2;
+		if (ci->v[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct irange *sub = NULL, *call = NULL;
+	int depth = 0;
+	for (size_t j = lo; j-- > 0 && ci->maxend[j] > pc;) {
+		const struct irange *r = &ci->v[j];
+		if (pc >= r->hi)
+			continue;
+		if (r->depth == 0) {
+			if (!sub || r->lo > sub->lo)
+				sub = r;
+		} else {
+			if (r->depth == 1 && (!call || r->lo > call->lo))
+				call = r;
+			if (r->depth > depth)
+				depth = r->depth;
+		}
+	}
+	if (sub)
+		*subname = sub->name;
+	if (call && call->file) {
+		f->file = call->file;
+		f->line = call->line;
+		f->inlined_depth = depth;
+	}
+}
+
+static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	struct mod *md = find_mod(s, addr);
+	if (!md) {
+		f->module = "?";
+		f->module_off = addr;
+		return;
+	}
+	f->module = md->name;
+	f->module_off = addr - md->bias;
+	if (!md->dm)
+		return;
+	uint64_t a = f->module_off + md->dwbias;
+	const struct ksym *k = lookup_sym(md, a);
+	const char *subname = NULL;
+	dwarf_info(md, a, f, &subname);
+	const char *name = k ? k->name : subname;
+	if (name) {
+		f->func = demangled(s, name);
+		f->resolved = 1;
+	}
+}
+
+static int cache_put(struct symbolizer *s, uint64_t addr, const struct sym_frame *f)
+{
+	if ((s->tabn + 1) * 2 > s->tabcap) {
+		size_t ncap = s->tabcap ? s->tabcap * 2 : 1024;
+		struct entry *nt = calloc(ncap, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->tabcap; i++) {
+			if (!s->tab[i].used)
+				continue;
+			size_t h = hash64(s->tab[i].addr) & (ncap - 1);
+			while (nt[h].used)
+				h = (h + 1) & (ncap - 1);
+			nt[h] = s->tab[i];
+		}
+		free(s->tab);
+		s->tab = nt;
+		s->tabcap = ncap;
+	}
+	size_t h = hash64(addr) & (s->tabcap - 1);
+	while (s->tab[h].used)
+		h = (h + 1) & (s->tabcap - 1);
+	s->tab[h].used = true;
+	s->tab[h].addr = addr;
+	s->tab[h].f = *f;
+	s->tabn++;
+	return 0;
+}
+
+int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	if (s->tabcap) {
+		size_t h = hash64(addr) & (s->tabcap - 1);
+		while (s->tab[h].used) {
+			if (s->tab[h].addr == addr) {
+				*out = s->tab[h].f;
+				return 0;
+			}
+			h = (h + 1) & (s->tabcap - 1);
+		}
+	}
+	if (s->reporting) {
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		s->reporting = false;
+	}
+	if (!s->sorted && sort_mods(s)) {
+		memset(out, 0, sizeof(*out));
+		out->module = "?";
+		out->module_off = addr;
+		return -ENOMEM;
+	}
+	resolve(s, addr, out);
+	return cache_put(s, addr, out);
+}
+
+const char *sym_warning(struct symbolizer *s, size_t i)
+{
+	return s && i < s->nwarn ? s->warn[i] : NULL;
+}
+
+void sym_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++) {
+		free(s->mods[i].path);
+		free(s->mods[i].idx.v);
+		free(s->mods[i].idx.maxend);
+		for (size_t j = 0; j < s->mods[i].cucap; j++) {
+			free(s->mods[i].cus[j].v);
+			free(s->mods[i].cus[j].maxend);
+		}
+		free(s->mods[i].cus);
+	}
+	free(s->mods);
+	free(s->maxhi);
+	free(s->tab);
+	for (size_t i = 0; i < s->dmcap; i++)
+		free(s->dmtab[i].val);
+	free(s->dmtab);
+	for (size_t i = 0; i < s->nwarn; i++)
+		free(s->warn[i]);
+	free(s->warn);
+	dwfl_end(s->dwfl);
+	free(s);
+}
+
+const char *sym_frame_name(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (!buf || !len)
+		return "";
+	if (f->func)
+		snprintf(buf, len, "%s", f->func);
+	else
+		snprintf(buf, len, "%s+0x%" PRIx64, f->module ? f->module : "?",
+			 f->module_off);
+	return buf;
+}

@@ -1,0 +1,90 @@
+/*
+ * symbolize.h - turn recorded code addresses into function, file and line.
+ *
+ * The agent stores raw addresses and, for every module of the traced process,
+ * its path, load bias, executable address range and GNU build-id.  After the
+ * recording the CLI creates one symbolizer, adds every module, then resolves
+ * each distinct address once.  The implementation (symbolize.c) uses elfutils
+ * libdwfl in offline mode; its top comment explains the design and limits.
+ *
+ * Ownership: every string a sym_frame points to belongs to the symbolizer and
+ * stays valid until sym_free().  Nothing here is thread-safe; there is no
+ * global state, so one symbolizer per thread works.
+ *
+ * Debug info is looked for next to the binary (.gnu_debuglink), under
+ * /usr/lib/debug and in /usr/lib/debug/.build-id (install the -dbg/-dbgsym
+ * packages for full names and lines in stripped distribution binaries).
+ * debuginfod: when DEBUGINFOD_URLS is set in the environment, libdwfl asks
+ * those servers for debug info it cannot find locally, which can take up to
+ * DEBUGINFOD_TIMEOUT (default 90 s) per module on a machine without network.
+ * This library never changes the caller's environment; a caller that wants
+ * symbolization to stay offline unsets DEBUGINFOD_URLS before sym_new().
+ */
+#ifndef RHEA_SYMBOLIZE_H
+#define RHEA_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One module of the traced process, as recorded. */
+struct sym_module {
+	const char *path;        /* file path; "[vdso]" or "linux-vdso.so.1" for the vdso */
+	uint64_t bias;           /* load bias: runtime address = ELF vaddr + bias */
+	uint64_t lo, hi;         /* runtime range [lo, hi) of executable segments */
+	const uint8_t *build_id; /* recorded GNU build-id, or NULL */
+	size_t build_id_len;     /* 0 when none was recorded */
+};
+
+/* What one address resolves to. */
+struct sym_frame {
+	const char *func;    /* demangled function name, NULL if unknown */
+	const char *file;    /* source file (full path as in DWARF) or NULL */
+	int line;            /* 0 if unknown */
+	const char *module;  /* module basename ("libc.so.6"), "?" if no module covers addr */
+	uint64_t module_off; /* addr - module's load bias (the ELF vaddr); addr itself for "?" */
+	int resolved;        /* 1 when func is known */
+	int inlined_depth;   /* inlined calls at addr (file:line is then the outermost call site) */
+};
+
+struct symbolizer;
+
+/* New empty symbolizer.  Returns NULL on allocation failure. */
+struct symbolizer *sym_new(void);
+
+/*
+ * Add a module of the recording.  The file is opened now and its build-id
+ * checked against m->build_id (when one was recorded).  A missing file, an
+ * unreadable one or a build-id mismatch is not an error: the module's
+ * addresses then resolve to module+offset and a warning is kept (see
+ * sym_warning).  Adding a module drops the results cached so far.
+ * Returns 0, -EINVAL on bad arguments, -ENOMEM.
+ */
+int sym_add_module(struct symbolizer *s, const struct sym_module *m);
+
+/*
+ * Resolve a code address (already "return address - 1" for call sites) into
+ * *out.  Results are cached by address.  Returns 0, -EINVAL on NULL arguments,
+ * or -ENOMEM when the result could not be cached (*out is filled anyway).
+ */
+int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out);
+
+/* The i-th warning collected so far (each distinct text once), NULL past the end. */
+const char *sym_warning(struct symbolizer *s, size_t i);
+
+/* Free the symbolizer and every string it handed out. */
+void sym_free(struct symbolizer *s);
+
+/*
+ * Format a frame as "func" or "module+0xoff" into buf (truncated to len - 1
+ * bytes).  Returns buf, or "" when len is 0.
+ */
+const char *sym_frame_name(const struct sym_frame *f, char *buf, size_t len);
+
+/*
+ * Demangle a C++ (Itanium ABI, also Rust legacy) symbol name.  Returns a
+ * malloc'd string the caller frees, or NULL when name is not mangled or
+ * cannot be demangled (Rust v0 names, for instance).
+ */
+char *sym_demangle(const char *name);
+
+#endif /* RHEA_SYMBOLIZE_H */
