@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* DWARF register numbers of the x86-64 psABI. */
@@ -583,11 +584,16 @@ int cfi_build_fd(int fd, struct cfi_table **out)
 	Dwarf *dw = NULL;
 	Elf_Scn *eh_scn, *debug_scn;
 	GElf_Ehdr eh;
+	struct stat st;
 	int err;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
 	elf_version(EV_CURRENT);
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf)

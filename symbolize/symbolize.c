@@ -140,6 +140,8 @@ struct symbolizer {
 
 	char **warn;
 	size_t nwarn, capwarn;
+
+	size_t lookups, hits;
 };
 
 static uint64_t hash64(uint64_t x)
@@ -839,11 +841,13 @@ int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 {
 	if (!s || !out)
 		return -EINVAL;
+	s->lookups++;
 	if (s->tabcap) {
 		size_t h = hash64(addr) & (s->tabcap - 1);
 		while (s->tab[h].used) {
 			if (s->tab[h].addr == addr) {
 				*out = s->tab[h].f;
+				s->hits++;
 				return 0;
 			}
 			h = (h + 1) & (s->tabcap - 1);
@@ -866,6 +870,18 @@ int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 const char *sym_warning(struct symbolizer *s, size_t i)
 {
 	return s && i < s->nwarn ? s->warn[i] : NULL;
+}
+
+void sym_get_stats(const struct symbolizer *s, struct sym_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!s)
+		return;
+	st->lookups = s->lookups;
+	st->hits = s->hits;
+	st->modules = s->nmods;
+	for (size_t i = 0; i < s->nmods; i++)
+		st->readable += s->mods[i].dm != NULL;
 }
 
 void sym_free(struct symbolizer *s)

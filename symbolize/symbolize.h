@@ -74,6 +74,17 @@ const char *sym_warning(struct symbolizer *s, size_t i);
 /* Free the symbolizer and every string it handed out. */
 void sym_free(struct symbolizer *s);
 
+/* Counters, for reports and tests. */
+struct sym_stats {
+	size_t lookups;   /* sym_resolve calls */
+	size_t hits;      /* of which answered from the address cache */
+	size_t modules;   /* modules added */
+	size_t readable;  /* of which symbolized (file opened, build-id matched) */
+};
+
+/* Fill *st with s's counters. */
+void sym_get_stats(const struct symbolizer *s, struct sym_stats *st);
+
 /*
  * Format a frame as "func" or "module+0xoff" into buf (truncated to len - 1
  * bytes).  Returns buf, or "" when len is 0.

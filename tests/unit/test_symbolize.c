@@ -277,6 +277,12 @@ Test(symbolize, results_are_cached)
 	cr_assert_eq(a.func, b.func, "a cached result hands out the same string");
 	cr_assert_eq(a.file, b.file);
 	cr_assert_eq(a.line, b.line);
+	struct sym_stats st;
+	sym_get_stats(s, &st);
+	cr_assert_eq(st.lookups, 2);
+	cr_assert_eq(st.hits, 1, "the second lookup is a cache hit");
+	cr_assert_eq(st.modules, map->n);
+	cr_assert_geq(st.readable, map->n - 1, "all but the vdso");
 	char buf[64];
 	cr_assert_str_eq(sym_frame_name(&a, buf, sizeof(buf)), "symtest_caller");
 	cr_assert_str_eq(sym_frame_name(&a, buf, 8), "symtest");
@@ -312,6 +318,9 @@ Test(symbolize, libstdcxx_function_is_demangled)
 	cr_assert_eq(f.resolved, 1);
 	cr_assert_str_eq(f.func, "std::__throw_bad_alloc()");
 	cr_assert(!strncmp(f.module, "libstdc++.so", 12), "%s", f.module);
+	struct sym_frame g;
+	cr_assert_eq(sym_resolve(s, (uintptr_t)fn + 8, &g), 0);
+	cr_assert_eq(g.func, f.func, "one demangled string per symbol");
 	sym_free(s);
 	free(map);
 }

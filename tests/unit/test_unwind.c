@@ -163,10 +163,12 @@ static void name_of(uint64_t addr, char *buf)
 			snprintf(buf, NAMELEN, "%s", exe_syms[i].name);
 			return;
 		}
-	if (dladdr((void *)(uintptr_t)addr, &info) && info.dli_sname)
+	if (!dladdr((void *)(uintptr_t)addr, &info))
+		snprintf(buf, NAMELEN, "?%#lx", (unsigned long)addr);
+	else if (info.dli_sname)
 		snprintf(buf, NAMELEN, "%s", info.dli_sname);
-	else
-		snprintf(buf, NAMELEN, "?%s+%#lx", info.dli_fname ? basename(info.dli_fname) : "",
+	else /* a static function of a library: "?libc.so.6+0x27249" */
+		snprintf(buf, NAMELEN, "?%s+%#lx", strrchr(info.dli_fname, '/') + 1,
 			 (unsigned long)(addr - (uint64_t)(uintptr_t)info.dli_fbase));
 }
 
@@ -587,6 +589,7 @@ static struct {
 	struct unwind_stack st;
 	uint64_t a[MAXF], b[MAXF]; /* from the ucontext; from inside the handler */
 	int na, nb, ta, tb;
+	uint64_t handler_sp;
 } sig;
 
 static void on_sigprof(int signo, siginfo_t *si, void *uc)
@@ -601,6 +604,7 @@ static void on_sigprof(int signo, siginfo_t *si, void *uc)
 	sig.na = unwind_cfi(&r, &sig.st, find_table, NULL, sig.a, MAXF, &sig.ta);
 	UNWIND_HERE(&r);
 	sig.nb = unwind_cfi(&r, &sig.st, find_table, NULL, sig.b, MAXF, &sig.tb);
+	sig.handler_sp = r.sp;
 	sig.captured = 1;
 	sig.spin.stop = 1;
 }
@@ -631,9 +635,9 @@ static void signal_walk(int altstack)
 	pthread_t th;
 	char na[MAXF][NAMELEN], nb[MAXF][NAMELEN], ja[4096], jb[4096];
 	static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
+	stack_t ss = {.ss_size = 1 << 16};
 
 	if (altstack) {
-		stack_t ss = {.ss_size = 1 << 16};
 		ss.ss_sp = mmap(NULL, ss.ss_size, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		cr_assert(ss.ss_sp != MAP_FAILED);
@@ -648,6 +652,10 @@ static void signal_walk(int altstack)
 	run_spin(start);
 	pthread_join(th, NULL);
 	cr_assert(sig.captured, "no SIGPROF caught while spinning");
+	if (altstack) /* premise: the handler ran off the thread's stack */
+		cr_assert(sig.handler_sp - (uint64_t)(uintptr_t)ss.ss_sp < ss.ss_size);
+	else
+		cr_assert(sig.handler_sp >= sig.st.lo && sig.handler_sp < sig.st.hi);
 
 	/* From the interrupted registers: the spinning chain, down to _start. */
 	names_of(sig.a, sig.na, na, ja, sizeof(ja));
