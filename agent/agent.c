@@ -329,6 +329,7 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rhea_guard = 1; /* nothing this thread does is traced */
+	rhea_agent_tids[1] = thread_gettid();
 	while (!threads_stop) {
 		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		struct timespec ts = {0, FLUSH_PERIOD_NS};
@@ -347,6 +348,7 @@ static void *ticker_main(void *arg)
 {
 	(void)arg;
 	rhea_guard = 1;
+	rhea_agent_tids[0] = thread_gettid();
 	struct timespec ts = {(time_t)(rhea_g.cfg.interval_ns / 1000000000ull),
 			      (long)(rhea_g.cfg.interval_ns % 1000000000ull)};
 	while (!threads_stop && !rhea_g.finished) {
@@ -372,6 +374,12 @@ static int start_threads(void)
 	if (r == 0) {
 		pthread_setname_np(ticker_th, "rhea-ticker");
 		pthread_setname_np(writer_th, "rhea-writer");
+		/* The sampler must know our own threads before its first scan. */
+		for (int i = 0; i < 2000 && !(rhea_agent_tids[0] && rhea_agent_tids[1]); i++) {
+			struct timespec ts = {0, 50000};
+			syscall(SYS_nanosleep, &ts, NULL);
+		}
+		r = -sampler_start();
 	}
 	return -r;
 }
@@ -586,6 +594,9 @@ void agent_postfork_child(void)
 		rhea_guard--;
 		return;
 	}
+	for (int i = 0; i < 8; i++)
+		rhea_agent_tids[i] = 0;
+	sampler_after_fork();
 	buf_reset(&rhea_g.buf);
 	stacktab_after_fork(&rhea_g.st);
 	thread_after_fork();
@@ -629,6 +640,14 @@ static void read_config(void)
 					  (1u << RHEA_C_ALLOC) | (1u << RHEA_C_LOCK) | (1u << RHEA_C_IO) |
 						  (1u << RHEA_C_NET) | (1u << RHEA_C_WAIT) | (1u << RHEA_C_MMAP));
 	c->follow = env_u64("RHEA_FOLLOW", 1) != 0;
+	c->sample_ns = env_u64("RHEA_SAMPLE_NS", 10000000);
+	if (c->sample_ns && c->sample_ns < 100000)
+		c->sample_ns = 100000;
+	c->sample_main_ns = env_u64("RHEA_SAMPLE_MAIN_NS", c->sample_ns);
+	if (c->sample_main_ns && c->sample_main_ns < 100000)
+		c->sample_main_ns = 100000;
+	c->force_ns = env_u64("RHEA_FORCE_NS", 1000000000);
+	c->signal = (int)env_u64("RHEA_SIGNAL", 0);
 	c->buffer_bytes = env_u64("RHEA_BUFFER", 8u << 20);
 	if (c->buffer_bytes < (1u << 20))
 		c->buffer_bytes = 1u << 20;

@@ -40,6 +40,8 @@ struct rhea_tstate {
 	int has_pending;
 	struct rhea_sample pending;
 	uint64_t stack_lo, stack_hi;
+	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
+	struct rhea_counters last_c; /* counters at that capture */
 	char name[16];
 	int cache_n; /* root-first stack of the last capture and its node ids */
 	uint64_t cache_addrs[RHEA_MAX_DEPTH];
@@ -53,7 +55,7 @@ struct rhea_tstate {
 /* Synthetic addresses in the stack table (never code addresses). */
 #define RHEA_ADDR_TRUNCATED 1ull /* root of a stack cut at max_depth */
 
-enum { TS_FREE = 0, TS_LIVE = 1, TS_EXITED = 2 };
+enum { TS_FREE = 0, TS_LIVE = 1, TS_INIT = 2 };
 
 struct rhea_config {
 	uint64_t interval_ns;
@@ -62,6 +64,10 @@ struct rhea_config {
 	int unwind_fp;         /* 1: frame pointers, 0: CFI */
 	uint32_t class_mask;   /* 1 << enum rhea_class */
 	int follow;
+	uint64_t sample_ns;      /* async sampling period of CPU time, 0 = off */
+	uint64_t sample_main_ns; /* the same for the main thread */
+	uint64_t force_ns;       /* capture a thread not captured this long */
+	int signal;              /* sampling signal, 0 = pick a free one */
 	size_t buffer_bytes;
 	uint32_t max_nodes;
 	int quiet;
@@ -102,6 +108,11 @@ static inline struct rhea_tstate *thread_self(void)
 void thread_set_name(struct rhea_tstate *t, const char *name);
 void thread_exit_current(void);
 void thread_registry_init(void);
+/* Claim a slot for a thread that is not the caller (sampler) or from a
+ * signal handler: no stack bounds, no exit destructor. */
+struct rhea_tstate *thread_register_tid(uint32_t tid, int self);
+struct rhea_tstate *thread_find(uint32_t tid);
+void thread_release(struct rhea_tstate *t);
 void thread_after_fork(void);
 /* Call fn on every live thread's state (writer / exit path). */
 void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg);
@@ -113,6 +124,11 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
 /* A blocking call that returned: record [begin, end] with the stack now. */
 void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin,
 		   uint64_t end, uint64_t object, uint32_t owner);
+/* A capture from a signal handler that interrupted the thread. */
+void capture_async(struct rhea_tstate *t, const void *ucontext);
+/* A capture of another thread, blocked in a syscall at (pc, sp), taken by
+ * the sampler thread.  Returns 1 when taken. */
+int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
 /* Emit the thread's pending (merged) sample; from another thread too. */
 void capture_flush_pending(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);
@@ -124,6 +140,13 @@ void modules_after_fork(void);
 struct cfi_table;
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);
 void modules_emit_all(void); /* after fork: the child's file needs them all */
+
+/* sampler.c */
+int sampler_start(void);
+void sampler_stop(void);
+void sampler_after_fork(void);
+int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
+extern volatile uint32_t rhea_agent_tids[8];
 
 /* agent.c */
 void agent_warn(const char *msg, long value);

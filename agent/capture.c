@@ -58,20 +58,29 @@ static void emit(struct rhea_tstate *t, const void *e, size_t len)
  * rest.  Returns the leaf node id (0: no stack) and ORs RHEA_S_* into flags.
  */
 static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs,
-			   int exact_leaf, unsigned *flags)
+			   int exact_leaf, int foreign, unsigned *flags)
 {
-	struct unwind_stack st = {t->stack_lo, t->stack_hi};
+	/* Another thread's stack may change under us: every read guarded. */
+	struct unwind_stack st = {foreign ? 0 : t->stack_lo, foreign ? 0 : t->stack_hi};
 	int max = (int)rhea_g.cfg.max_depth + 8;
 	int truncated = 0, n;
 	if (rhea_g.cfg.unwind_fp)
 		n = unwind_fp(regs, &st, t->scratch, max, &truncated);
 	else
 		n = unwind_cfi(regs, &st, modules_find_cfi, NULL, t->scratch, max, &truncated);
+	/* Drop the agent's own frames: the leading ones (the hook that is
+	 * capturing) and any further up (a hook that called back into the
+	 * program: dlopen running constructors, our thread start routine). */
 	int skip = 0;
 	while (skip < n && t->scratch[skip] >= rhea_g.agent_lo && t->scratch[skip] < rhea_g.agent_hi)
 		skip++;
 	if (skip > 0)
 		exact_leaf = 0; /* the first frame left is a return address */
+	int kept = skip;
+	for (int i = skip; i < n; i++)
+		if (!(t->scratch[i] >= rhea_g.agent_lo && t->scratch[i] < rhea_g.agent_hi))
+			t->scratch[kept++] = t->scratch[i];
+	n = kept;
 	int depth = n - skip;
 	if (depth <= 0) {
 		__atomic_fetch_add(&rhea_g.unwind_errors, 1, __ATOMIC_RELAXED);
@@ -182,7 +191,14 @@ static __attribute__((noinline)) uint32_t stack_here(struct rhea_tstate *t, unsi
 {
 	struct unwind_regs regs;
 	UNWIND_HERE(&regs);
-	return take_stack(t, &regs, 0, flags);
+	return take_stack(t, &regs, 0, 0, flags);
+}
+
+static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
+{
+	t->last_capture_ns = s->end_ns;
+	t->last_c = s->c_end;
+	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
 }
 
 void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
@@ -199,7 +215,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 	s.begin_ns = s.end_ns = rhea_now();
 	read_counters(t, &s.c_end);
 	s.c_begin = s.c_end;
-	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
+	note_capture(t, &s);
 	merge_or_emit(t, &s);
 	maybe_emit_sites(t, s.end_ns);
 	rhea_guard--;
@@ -225,7 +241,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin, uint64_t 
 	/* Nothing is allocated while blocked; the CPU the kernel spent in the
 	 * call is not split out (it shows in the enclosing slice). */
 	s.c_begin = s.c_end;
-	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
+	note_capture(t, &s);
 	if (try_own_pending(t)) {
 		if (t->has_pending)
 			emit(t, &t->pending, sizeof(t->pending));
@@ -236,6 +252,55 @@ void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin, uint64_t 
 	maybe_emit_sites(t, end);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+void capture_async(struct rhea_tstate *t, const void *ucontext)
+{
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return;
+	rhea_guard++;
+	t->last_epoch = rhea_g.epoch;
+	unsigned flags = RHEA_S_ASYNC;
+	struct unwind_regs regs;
+	unwind_regs_from_ucontext(ucontext, &regs);
+	struct rhea_sample s;
+	uint32_t stack = take_stack(t, &regs, 1, 0, &flags);
+	fill_sample(&s, t, RHEA_FN_SAMPLER, flags, stack);
+	s.begin_ns = s.end_ns = rhea_now();
+	read_counters(t, &s.c_end);
+	s.c_begin = s.c_end;
+	note_capture(t, &s);
+	merge_or_emit(t, &s);
+	maybe_emit_sites(t, s.end_ns);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
+{
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	unsigned flags = RHEA_S_ASYNC;
+	struct unwind_regs regs = {pc, sp, 0};
+	struct rhea_sample s;
+	uint32_t stack = take_stack(t, &regs, 0, 1, &flags);
+	fill_sample(&s, t, RHEA_FN_FORCED, flags, stack);
+	s.object = (uint64_t)sysno;
+	s.begin_ns = s.end_ns = rhea_now();
+	/* Counters of another thread: CPU from its clock, allocations from its
+	 * slot, the rest as of its last capture (they only grow). */
+	s.c_end = t->last_c;
+	struct timespec ts;
+	clockid_t clk = (clockid_t)((~(unsigned)t->tid << 3) | 6); /* its thread CPU clock */
+	if (clock_gettime(clk, &ts) == 0)
+		s.c_end.cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	s.c_end.alloc_count = t->alloc_count;
+	s.c_end.alloc_bytes = t->alloc_bytes;
+	s.c_begin = s.c_end;
+	note_capture(t, &s);
+	merge_or_emit(t, &s);
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	return 1;
 }
 
 void capture_flush_pending(struct rhea_tstate *t)

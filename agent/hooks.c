@@ -802,6 +802,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 	if (unlikely(!resolved))
 		resolve();
 	int handled = 0;
+	sampler_filter_sigaction(sig, act, old, &handled);
 	int r = agent_sigaction_filter(sig, act, old, &handled);
 	if (handled)
 		return r;

@@ -89,6 +89,8 @@ static void read_comm(uint32_t tid, char name[16])
 	name[r] = 0;
 }
 
+extern uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
+
 static void stack_bounds(struct rhea_tstate *t)
 {
 	pthread_attr_t attr;
@@ -105,18 +107,15 @@ static void stack_bounds(struct rhea_tstate *t)
 	pthread_attr_destroy(&attr);
 }
 
-extern uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
-struct rhea_tstate *thread_register(void)
+/* Claim and initialize a free slot for tid; NULL when the registry is full.
+ * The slot is TS_INIT while being filled so that walkers skip it. */
+static struct rhea_tstate *claim_slot(uint32_t tid)
 {
-	if (!slots || tls_dead || !rhea_g.active)
-		return NULL;
-	rhea_guard++;
-	uint32_t tid = thread_gettid();
 	struct rhea_tstate *t = NULL;
 	for (uint32_t i = 0; i < MAX_THREADS; i++) {
 		uint32_t expected = TS_FREE;
-		if (__atomic_compare_exchange_n(&slots[i].state, &expected, TS_LIVE, 0,
+		if (__atomic_compare_exchange_n(&slots[i].state, &expected, TS_INIT, 0,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			t = &slots[i];
 			uint32_t hw = __atomic_load_n(&nslots_used, __ATOMIC_RELAXED);
@@ -127,32 +126,85 @@ struct rhea_tstate *thread_register(void)
 		}
 	}
 	if (!t) {
-		tls_dead = 1; /* no slot: this thread is not traced, say so once */
 		agent_warn("thread registry full; threads beyond it are not traced", MAX_THREADS);
-		rhea_guard--;
 		return NULL;
 	}
-	uint32_t state = t->state;
-	memset(t, 0, offsetof(struct rhea_tstate, cache_addrs));
+	memset((char *)t + sizeof(t->state), 0,
+	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
 	memset(t->sites, 0, sizeof(t->sites));
-	t->state = state;
+	t->sites_overflow = t->sites_overflow_bytes = 0;
 	t->tid = tid;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-	t->last_epoch = rhea_g.epoch - 1; /* first hook captures */
+	t->last_epoch = rhea_g.epoch - 1; /* the first hook captures */
+	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
 		t->stack_lo = rhea_main_stack_lo;
 		t->stack_hi = rhea_main_stack_hi;
-	} else {
-		stack_bounds(t);
 	}
 	read_comm(tid, t->name);
+	__atomic_fetch_add(&rhea_g.threads_seen, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->state, TS_LIVE, __ATOMIC_RELEASE);
+	capture_emit_thread(t, RHEA_T_START, 0);
+	return t;
+}
+
+struct rhea_tstate *thread_find(uint32_t tid)
+{
+	if (!slots)
+		return NULL;
+	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE && slots[i].tid == tid)
+			return &slots[i];
+	return NULL;
+}
+
+struct rhea_tstate *thread_register(void)
+{
+	if (!slots || tls_dead || !rhea_g.active)
+		return NULL;
+	rhea_guard++;
+	uint32_t tid = thread_gettid();
+	/* The sampler may have registered us already (a thread it saw first). */
+	struct rhea_tstate *t = thread_find(tid);
+	if (!t)
+		t = claim_slot(tid);
+	if (!t) {
+		tls_dead = 1; /* no slot: this thread is not traced (said once) */
+		rhea_guard--;
+		return NULL;
+	}
+	if (tid != (uint32_t)rhea_g.pid && t->stack_hi == 0)
+		stack_bounds(t);
 	rhea_tls_self = t;
 	if (key_ok)
 		pthread_setspecific(exit_key, t);
-	__atomic_fetch_add(&rhea_g.threads_seen, 1, __ATOMIC_RELAXED);
-	capture_emit_thread(t, RHEA_T_START, 0);
 	rhea_guard--;
 	return t;
+}
+
+struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
+{
+	if (!slots || !rhea_g.active || (self && tls_dead))
+		return NULL;
+	struct rhea_tstate *t = thread_find(tid);
+	if (!t)
+		t = claim_slot(tid);
+	if (t && self)
+		rhea_tls_self = t;
+	return t;
+}
+
+void thread_release(struct rhea_tstate *t)
+{
+	/* The thread is gone (the sampler saw its tid vanish): nobody else
+	 * touches its slot now. */
+	if (rhea_g.active) {
+		capture_flush_pending(t);
+		capture_emit_sites(t);
+		capture_emit_thread(t, RHEA_T_EXIT, 0);
+	}
+	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
 }
 
 void thread_set_name(struct rhea_tstate *t, const char *name)

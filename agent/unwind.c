@@ -182,16 +182,17 @@ static int step_sigframe(const struct unwind_stack *st, struct frame *f)
  * One frame-pointer step for a pc without CFI (hand-written asm, a gap
  * between FDEs).  This is a guess: code built without frame pointers uses
  * rbp as an ordinary register, and a value that happens to point into the
- * stack above sp (a local array, a saved pointer) is taken for a frame
+ * stack at or above sp (a local array, a saved pointer) is taken for a frame
  * record.  What keeps it cheap to be wrong: rbp must be aligned and inside
  * the known stack, and the next step needs a pc some module claims and an
- * rsp above this one.
+ * rsp above this one.  (rbp == sp is a frame with no locals: push %rbp;
+ * mov %rsp,%rbp; call.)
  */
 static int step_guess_fp(const struct unwind_stack *st, struct frame *f)
 {
 	uint64_t ra, bp;
 
-	if (f->bp <= f->sp || (f->bp & 7) || !in_stack(st, f->bp, 16))
+	if (f->bp < f->sp || (f->bp & 7) || !in_stack(st, f->bp, 16))
 		return -1;
 	if (unwind_read(st, f->bp + 8, &ra) < 0 || unwind_read(st, f->bp, &bp) < 0)
 		return -1;

@@ -267,6 +267,11 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 	const struct rhea_sample *prev = NULL;
 	for (size_t i = 0; i < t->nsamples; i++) {
 		const struct rhea_sample *s = &t->samples[i];
+		/* A sample taken from outside while a recorded blocking call was
+		 * in progress says nothing the BLOCK sample does not. */
+		if ((s->h.flags & RHEA_S_ASYNC) && prev && (prev->h.flags & RHEA_S_BLOCK) &&
+		    s->begin_ns <= prev->end_ns)
+			continue;
 		int n = model_frames(m, s, frames, MAX_FRAMES);
 		uint64_t at = s->begin_ns < cursor ? cursor : s->begin_ns;
 		if (prev && prev->msgid != s->msgid) {

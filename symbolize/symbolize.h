@@ -14,11 +14,14 @@
  * Debug info is looked for next to the binary (.gnu_debuglink), under
  * /usr/lib/debug and in /usr/lib/debug/.build-id (install the -dbg/-dbgsym
  * packages for full names and lines in stripped distribution binaries).
- * debuginfod: when DEBUGINFOD_URLS is set in the environment, libdwfl asks
- * those servers for debug info it cannot find locally, which can take up to
- * DEBUGINFOD_TIMEOUT (default 90 s) per module on a machine without network.
- * This library never changes the caller's environment; a caller that wants
- * symbolization to stay offline unsets DEBUGINFOD_URLS before sym_new().
+ * debuginfod: when DEBUGINFOD_URLS is set in the environment, libdwfl
+ * (dwfl_standard_find_debuginfo) asks those servers for the debug info of
+ * every module it cannot find locally, and caches what it gets under
+ * ~/.cache/debuginfod_client.  Without network a refused connection fails at
+ * once, but an unanswered one waits up to DEBUGINFOD_TIMEOUT (default 90 s)
+ * per module.  This library never changes the caller's environment; a
+ * caller that wants symbolization to stay offline unsets DEBUGINFOD_URLS
+ * before the first sym_resolve().
  */
 #ifndef RHEA_SYMBOLIZE_H
 #define RHEA_SYMBOLIZE_H

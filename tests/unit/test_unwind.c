@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +252,8 @@ static void source_dir(char *out, size_t len)
 	snprintf(out, len, "%s", dirname(buf));
 }
 
+static void *chain_handle;
+
 /* Build data/unwind_chain.c with or without frame pointers, dlopen it. */
 static chain_start_fn load_chain(int frame_pointers)
 {
@@ -269,6 +272,7 @@ static chain_start_fn load_chain(int frame_pointers)
 	cr_assert_eq(system(cmd), 0, "could not build the chain library: %s", cmd);
 	void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
 	cr_assert(h, "dlopen %s: %s", so, dlerror());
+	chain_handle = h;
 	modules_reload();
 	chain_start_fn start = (chain_start_fn)(uintptr_t)dlsym(h, "chain_start");
 	cr_assert(start);
@@ -458,6 +462,147 @@ Test(unwind, max_depth_sets_truncated)
 	run_chain(fp_start, &fp);
 	cr_assert_eq(fp.n, 2);
 	cr_assert_eq(fp.truncated, 1);
+}
+
+/* ---- the assembly functions of data/unwind_chain.c ----------------------- */
+
+typedef void (*asm_cb)(void *arg);
+typedef void (*asm_fn)(void *arg, asm_cb cb);
+
+static jmp_buf noreturn_jmp;
+
+static void capture_then_jump(void *arg)
+{
+	struct unwind_regs r;
+	UNWIND_HERE(&r);
+	capture_cb(&r, arg);
+	longjmp(noreturn_jmp, 1);
+}
+
+static void capture_then_return(void *arg)
+{
+	struct unwind_regs r;
+	UNWIND_HERE(&r);
+	capture_cb(&r, arg);
+}
+
+__attribute__((noinline)) static int run_asm(asm_fn fn, asm_cb cb, struct capture *c)
+{
+	volatile int keep = 1;
+	c->st = stack_of(&keep);
+	if (!setjmp(noreturn_jmp))
+		fn(c, cb);
+	return keep;
+}
+
+static asm_fn asm_sym(const char *name)
+{
+	asm_fn fn = (asm_fn)(uintptr_t)dlsym(chain_handle, name);
+	cr_assert(fn, "%s not found", name);
+	return fn;
+}
+
+Test(unwind, cfi_uses_row_of_return_address_minus_one)
+{
+	struct capture c = {.max = MAXF};
+	char names[MAXF][NAMELEN], joined[4096];
+
+	load_chain(0);
+	run_asm(asm_sym("chain_noreturn"), capture_then_jump, &c);
+	names_of(c.pc, c.n, names, joined, sizeof(joined));
+	cr_assert_geq(c.n, 3, "%s", joined);
+	/* premise: the return address starts another function, other CFI */
+	cr_assert_eq(c.pc[1], (uint64_t)(uintptr_t)asm_sym("chain_after_noreturn"));
+	cr_assert(row_at(c.pc[1])->cfa_off != row_at(c.pc[1] - 1)->cfa_off);
+	cr_assert_str_eq(names[0], "capture_then_jump", "%s", joined);
+	cr_assert_str_eq(names[1], "chain_noreturn", "%s", joined);
+	cr_assert_str_eq(names[2], "run_asm", "%s", joined);
+	assert_reaches_start(names, c.n, c.truncated, joined);
+}
+
+Test(unwind, cfi_guesses_through_code_without_cfi)
+{
+	struct capture c = {.max = MAXF};
+	char names[MAXF][NAMELEN], joined[4096];
+
+	load_chain(0);
+	run_asm(asm_sym("chain_nocfi"), capture_then_return, &c);
+	names_of(c.pc, c.n, names, joined, sizeof(joined));
+	cr_assert_geq(c.n, 3, "%s", joined);
+	const struct cfi_row *row = row_at(c.pc[1] - 1); /* premise: no CFI there */
+	cr_assert(!row || row->kind == CFI_NONE);
+	cr_assert_str_eq(names[0], "capture_then_return", "%s", joined);
+	cr_assert_str_eq(names[1], "chain_nocfi", "%s", joined);
+	cr_assert_str_eq(names[2], "run_asm", "%s", joined);
+	assert_reaches_start(names, c.n, c.truncated, joined);
+}
+
+/* ---- hand-made stacks ------------------------------------------------- */
+
+/* A libc row of the given kind at least 3 bytes long: runtime pc of its
+ * start + 1 (so that pc and pc + 1 are both inside). */
+static uint64_t libc_row_pc(int kind, const struct cfi_row **rowp)
+{
+	uint64_t bias;
+	const struct cfi_table *t = find_table((uint64_t)(uintptr_t)qsort, &bias, NULL);
+	cr_assert(t);
+	for (uint32_t i = 0; i + 1 < t->n; i++)
+		if (t->rows[i].kind == kind && t->rows[i + 1].pc - t->rows[i].pc >= 3) {
+			*rowp = &t->rows[i];
+			return t->rows[i].pc + bias + 1;
+		}
+	cr_assert_fail("no row of kind %d in libc", kind);
+	return 0;
+}
+
+Test(unwind, cfi_plt_entry_before_and_after_its_push)
+{
+	const struct cfi_row *row;
+	uint64_t fake[4], out[4], ret = (uint64_t)(uintptr_t)run_qsort + 5;
+	int tr;
+
+	modules_reload();
+	uint64_t entry = libc_row_pc(CFI_PLT, &row) - 1; /* first lazy entry */
+	cr_assert_eq(row->cfa_off, 11);
+	struct unwind_stack st = stack_of(fake);
+
+	/* At the entry's first jmp: nothing pushed yet, ra at [rsp]. */
+	fake[0] = ret;
+	fake[1] = 0;
+	struct unwind_regs r = {entry, (uint64_t)(uintptr_t)fake, 0};
+	cr_assert_eq(unwind_cfi(&r, &st, find_table, NULL, out, 2, &tr), 2);
+	cr_assert_eq(out[1], ret);
+
+	/* At the jmp to PLT0 (offset 11): the relocation index is pushed. */
+	fake[0] = 7;
+	fake[1] = ret;
+	r.ip = entry + 11;
+	cr_assert_eq(unwind_cfi(&r, &st, find_table, NULL, out, 2, &tr), 2);
+	cr_assert_eq(out[1], ret);
+}
+
+Test(unwind, cfi_stops_when_the_stack_does_not_grow)
+{
+	const struct cfi_row *row;
+	uint64_t fake[8], out[64];
+	int tr;
+
+	modules_reload();
+	/* An rbp-based row; a frame record that points at itself, and a return
+	 * address into the same row: without the rule it would cycle. */
+	uint64_t pc = libc_row_pc(CFI_RBP, &row);
+	cr_assert_eq(row->rbp_off, -row->cfa_off, "unusual rbp row: cfa %d, rbp %d", row->cfa_off,
+		     row->rbp_off);
+	uint64_t *bp = &fake[8] - row->cfa_off / 8;
+	cr_assert(bp >= fake);
+	bp[0] = (uint64_t)(uintptr_t)bp; /* saved rbp at CFA + rbp_off */
+	bp[row->cfa_off / 8 - 1] = pc + 1; /* ra at CFA - 8 */
+	struct unwind_stack st = stack_of(fake);
+	struct unwind_regs r = {pc, (uint64_t)(uintptr_t)fake, (uint64_t)(uintptr_t)bp};
+	int n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_eq(n, 2, "%d frames", n);
+	cr_assert_eq(out[1], pc + 1);
+	cr_assert_eq(tr, 0);
 }
 
 static uint64_t xorshift(uint64_t *s)

@@ -60,3 +60,40 @@ CHAIN_FN int chain_start(chain_cb cb, void *arg)
 	int r = chain_a(1, cb, arg);
 	return r + pad[1];
 }
+
+/*
+ * Two functions in assembly, for layouts a C compiler does not produce on
+ * demand:
+ *  - chain_noreturn(arg, cb) makes a 24-byte frame and calls cb, which never
+ *    returns, as its very last instruction: the return address is the first
+ *    byte of chain_after_noreturn, whose CFI (CFA = rsp+8) is not the
+ *    caller's (CFA = rsp+32).  Only the row of ra - 1 is right.
+ *  - chain_nocfi(arg, cb) keeps a frame-pointer frame and has no CFI at all:
+ *    the walker must guess one frame through rbp.
+ */
+__asm__(".text\n"
+	".globl chain_noreturn\n"
+	".type chain_noreturn, @function\n"
+	"chain_noreturn:\n"
+	".cfi_startproc\n"
+	"	sub $24, %rsp\n"
+	".cfi_adjust_cfa_offset 24\n"
+	"	call *%rsi\n"
+	".cfi_endproc\n"
+	".size chain_noreturn, .-chain_noreturn\n"
+	".globl chain_after_noreturn\n"
+	".type chain_after_noreturn, @function\n"
+	"chain_after_noreturn:\n"
+	".cfi_startproc\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size chain_after_noreturn, .-chain_after_noreturn\n"
+	".globl chain_nocfi\n"
+	".type chain_nocfi, @function\n"
+	"chain_nocfi:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	call *%rsi\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size chain_nocfi, .-chain_nocfi\n");

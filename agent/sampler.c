@@ -1,0 +1,346 @@
+/*
+ * sampler.c - never blind: captures of threads that hit no hook
+ * (DESIGN.md 1.4, issue "never blind").
+ *
+ * Running threads: each thread gets a kernel timer on its own CPU-time clock
+ * (timer_create on the thread's CPU clock, SIGEV_THREAD_ID), firing every
+ * `sample_ns` of CPU the thread consumes.  The kernel therefore interrupts
+ * only threads that are running, at a rate proportional to the CPU they
+ * use: a sleeping thread is never signalled, so its nanosleep/poll/
+ * epoll_wait never return EINTR because of rhea.  This replaces the
+ * "sampler thread scans, tgkills the busy ones" loop of earlier designs,
+ * and with it Sliver's sampler groups: no thread waits for another one's
+ * sample, the kernel delivers each timer on its own.  The handler skips the
+ * capture when the thread was captured (by a hook) within half a period.
+ *
+ * Blocked threads: the sampler thread wakes every 100 ms, and a thread not
+ * captured for `force_ns` (1 s) whose state is blocked in a syscall is
+ * captured from outside, without a signal: /proc/self/task/TID/syscall
+ * gives the user-space sp and pc frozen at the syscall, and the stack is
+ * walked with guarded reads (the thread may wake and change it; reads then
+ * see garbage, never a fault).  Such samples are marked FORCED.
+ *
+ * The sampler thread also discovers threads the hooks never saw (created
+ * before the agent was loaded, or that never call a hooked function) by
+ * listing /proc/self/task, registers them and arms their timers, and
+ * notices threads that vanished without our exit hook running.
+ *
+ * The signal: a real-time signal the program leaves at SIG_DFL (from
+ * SIGRTMAX-1 down), or --signal.  If the program later installs a handler
+ * for it, the sigaction hook moves rhea to another free signal first.
+ *
+ * What the signal handler does is async-signal-safe: it unwinds with the
+ * prepared CFI tables, interns in the lock-free stack table, emits into the
+ * try-locked buffers.  It never runs while the thread is inside the agent
+ * (the recursion guard), so it never waits for itself.
+ */
+#include "agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TIMED 8192
+#define SCAN_PERIOD_NS 100000000ull
+
+int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+struct timed {
+	uint32_t tid;
+	int timer; /* kernel timer id */
+	struct rhea_tstate *t;
+	uint32_t seen; /* scan generation */
+};
+
+static struct timed *timed;
+static uint32_t ntimed;
+static int sample_sig;
+static pthread_t sampler_th;
+static volatile int stop;
+static volatile int rearm; /* the signal changed: re-create the timers */
+volatile uint32_t rhea_agent_tids[8];
+
+static int is_agent_tid(uint32_t tid)
+{
+	for (int i = 0; i < 8; i++)
+		if (rhea_agent_tids[i] == tid)
+			return 1;
+	return 0;
+}
+
+static void on_sample(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	int e = errno;
+	if (rhea_guard || !rhea_g.active || rhea_g.finished)
+		goto out;
+	struct rhea_tstate *t = rhea_tls_self;
+	if (!t)
+		t = thread_register_tid(thread_gettid(), 1);
+	if (!t || __atomic_load_n(&t->in_capture, __ATOMIC_RELAXED))
+		goto out;
+	if (rhea_now() - t->last_capture_ns < rhea_g.cfg.interval_ns)
+		goto out; /* a hook captured it within the interval: nothing to add */
+	capture_async(t, uc);
+out:
+	errno = e;
+}
+
+static int sig_is_free(int sig)
+{
+	struct sigaction cur;
+	if (hooks_real_sigaction(sig, NULL, &cur) != 0)
+		return 0;
+	return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
+}
+
+static int install(int sig)
+{
+	struct sigaction act;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_sample;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigemptyset(&act.sa_mask);
+	return hooks_real_sigaction(sig, &act, NULL);
+}
+
+static int pick_signal(int avoid)
+{
+	if (rhea_g.cfg.signal > 0 && rhea_g.cfg.signal != avoid && sig_is_free(rhea_g.cfg.signal))
+		return rhea_g.cfg.signal;
+	for (int sig = SIGRTMAX - 1; sig >= SIGRTMIN + 4; sig--)
+		if (sig != avoid && sig_is_free(sig))
+			return sig;
+	return 0;
+}
+
+static int arm_timer(uint32_t tid, int *id)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = sample_sig;
+	sev._sigev_un._tid = (int)tid;
+	clockid_t clk = (clockid_t)((~tid << 3) | 6); /* the thread's CPU clock */
+	int kid;
+	if (syscall(SYS_timer_create, clk, &sev, &kid) != 0)
+		return -errno;
+	uint64_t p = tid == (uint32_t)rhea_g.pid ? rhea_g.cfg.sample_main_ns : rhea_g.cfg.sample_ns;
+	struct itimerspec its = {{(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)},
+				 {(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)}};
+	if (syscall(SYS_timer_settime, kid, 0, &its, NULL) != 0) {
+		int e = -errno;
+		syscall(SYS_timer_delete, kid);
+		return e;
+	}
+	*id = kid;
+	return 0;
+}
+
+static struct timed *find_timed(uint32_t tid)
+{
+	for (uint32_t i = 0; i < ntimed; i++)
+		if (timed[i].tid == tid)
+			return &timed[i];
+	return NULL;
+}
+
+/* Parse "nr a1 a2 a3 a4 a5 a6 sp pc" from /proc/self/task/TID/syscall. */
+static int blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
+{
+	char path[64] = "/proc/self/task/", buf[256];
+	size_t p = strlen(path);
+	char num[12];
+	int n = 0;
+	for (uint32_t v = tid; v || n == 0; v /= 10)
+		num[n++] = (char)('0' + v % 10);
+	while (n)
+		path[p++] = num[--n];
+	memcpy(path + p, "/syscall", 9);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = 0;
+	if (buf[0] < '0' || buf[0] > '9')
+		return -1; /* "running", or "-1 sp pc": not blocked in a syscall */
+	char *s = buf;
+	uint64_t f[9];
+	for (int i = 0; i < 9; i++) {
+		while (*s == ' ')
+			s++;
+		if (!*s)
+			return -1;
+		f[i] = strtoull(s, &s, i == 0 ? 10 : 16);
+	}
+	*nr = (long)f[0];
+	*sp = f[7];
+	*pc = f[8];
+	return 0;
+}
+
+static void scan(uint32_t gen)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[4096];
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			uint32_t tid = (uint32_t)strtoul(d->d_name, NULL, 10);
+			if (is_agent_tid(tid))
+				continue;
+			struct timed *tm = find_timed(tid);
+			if (!tm && ntimed < MAX_TIMED) {
+				struct rhea_tstate *t = thread_register_tid(tid, 0);
+				if (!t)
+					continue;
+				tm = &timed[ntimed++];
+				tm->tid = tid;
+				tm->t = t;
+				tm->timer = -1;
+				if (sample_sig && rhea_g.cfg.sample_ns)
+					arm_timer(tid, &tm->timer);
+			}
+			if (tm)
+				tm->seen = gen;
+		}
+	}
+	syscall(SYS_close, fd);
+	/* Threads gone: disarm; release a slot whose exit we did not see. */
+	for (uint32_t i = 0; i < ntimed;) {
+		struct timed *tm = &timed[i];
+		if (tm->seen == gen) {
+			i++;
+			continue;
+		}
+		if (tm->timer >= 0)
+			syscall(SYS_timer_delete, tm->timer);
+		struct rhea_tstate *t = thread_find(tm->tid);
+		if (t && t == tm->t)
+			thread_release(t);
+		timed[i] = timed[--ntimed];
+	}
+}
+
+static void force_blocked(void)
+{
+	uint64_t now = rhea_now();
+	for (uint32_t i = 0; i < ntimed; i++) {
+		struct rhea_tstate *t = timed[i].t;
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TS_LIVE || t->tid != timed[i].tid)
+			continue;
+		if (now - t->last_capture_ns < rhea_g.cfg.force_ns)
+			continue;
+		uint64_t pc, sp;
+		long nr;
+		if (blocked_regs(t->tid, &pc, &sp, &nr) == 0)
+			capture_forced(t, pc, sp, nr);
+	}
+}
+
+static void *sampler_main(void *arg)
+{
+	(void)arg;
+	rhea_guard = 1;
+	rhea_agent_tids[2] = thread_gettid();
+	uint32_t gen = 0;
+	while (!stop && !rhea_g.finished) {
+		if (rearm) {
+			rearm = 0;
+			for (uint32_t i = 0; i < ntimed; i++) {
+				if (timed[i].timer >= 0)
+					syscall(SYS_timer_delete, timed[i].timer);
+				timed[i].timer = -1;
+				if (sample_sig)
+					arm_timer(timed[i].tid, &timed[i].timer);
+			}
+		}
+		scan(++gen);
+		if (rhea_g.cfg.force_ns)
+			force_blocked();
+		struct timespec ts = {0, (long)SCAN_PERIOD_NS};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	for (uint32_t i = 0; i < ntimed; i++)
+		if (timed[i].timer >= 0)
+			syscall(SYS_timer_delete, timed[i].timer);
+	ntimed = 0;
+	return NULL;
+}
+
+int sampler_start(void)
+{
+	if (!timed) {
+		timed = calloc(MAX_TIMED, sizeof(*timed));
+		if (!timed)
+			return -ENOMEM;
+	}
+	ntimed = 0;
+	stop = 0;
+	sample_sig = 0;
+	if (rhea_g.cfg.sample_ns) {
+		sample_sig = pick_signal(0);
+		if (!sample_sig || install(sample_sig) != 0) {
+			agent_warn("no free real-time signal: sampling of threads that hit no hook is off", 0);
+			sample_sig = 0;
+		}
+	}
+	if (!sample_sig && !rhea_g.cfg.force_ns)
+		return 0;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rhea_guard++;
+	int r = pthread_create(&sampler_th, NULL, sampler_main, NULL);
+	rhea_guard--;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0)
+		pthread_setname_np(sampler_th, "rhea-sampler");
+	return -r;
+}
+
+void sampler_after_fork(void)
+{
+	/* Timers are not inherited; the child arms its own. */
+	ntimed = 0;
+}
+
+/* The program wants our sampling signal: move to another one first. */
+int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled)
+{
+	*handled = 0;
+	if (!sample_sig || sig != sample_sig || !act)
+		return 0;
+	/* Timers still aimed at the old signal may fire before the sampler
+	 * thread re-creates them (within 100 ms): the program's new handler
+	 * could see one such signal.  Documented in the README's limits. */
+	int next = pick_signal(sig);
+	if (next && install(next) == 0) {
+		sample_sig = next;
+		rearm = 1;
+	} else {
+		sample_sig = 0;
+		agent_warn("the program took the sampling signal and none is free: sampling is off", sig);
+	}
+	(void)old;
+	return 0; /* the hook then installs the program's action */
+}

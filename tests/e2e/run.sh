@@ -1,0 +1,63 @@
+#!/bin/sh
+# End-to-end tests: build the scenario programs (tests/scenarios/*.c) with
+# gcc and clang at -O2, with the compiler's default frame-pointer setting,
+# with -fno-omit-frame-pointer and with -fomit-frame-pointer, then run the
+# driver (tests/e2e/test_e2e.py), which records them, and some Debian
+# programs, with ./rhea and checks each scenario's ground truth.
+#
+# Run from the repository root after `make` (the Makefile's e2e target does
+# this).  Extra arguments go to the driver, e.g.
+#   sh tests/e2e/run.sh --only ratio --jobs 1
+# RHEA_E2E_KEEP=1 keeps the build and work directory (it is printed).
+set -eu
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+for f in "$root/rhea" "$root/librhea.so"; do
+	if [ ! -x "$f" ] && [ ! -f "$f" ]; then
+		echo "e2e: $f is missing: run make first" >&2
+		exit 2
+	fi
+done
+if [ ! -x "$PY" ]; then
+	echo "e2e: $PY is missing (tests/deps.sh installs python3)" >&2
+	exit 2
+fi
+
+build=$(mktemp -d "${TMPDIR:-/tmp}/rhea-e2e.XXXXXX")
+cleanup() {
+	if [ "${RHEA_E2E_KEEP:-0}" = 1 ]; then
+		echo "e2e: kept $build" >&2
+	else
+		rm -rf "$build"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# variant name, compiler, flags
+variants="gcc-O2:gcc:-O2
+gcc-O2-fp:gcc:-O2 -fno-omit-frame-pointer
+gcc-O2-nofp:gcc:-O2 -fomit-frame-pointer
+clang-O2:clang:-O2
+clang-O2-fp:clang:-O2 -fno-omit-frame-pointer
+clang-O2-nofp:clang:-O2 -fomit-frame-pointer"
+
+# One compile command per line, run two at a time.
+cmds="$build/compile.txt"
+: >"$cmds"
+echo "$variants" | while IFS=: read -r name cc flags; do
+	mkdir -p "$build/$name"
+	for src in "$root"/tests/scenarios/*.c; do
+		prog=$(basename "$src" .c)
+		echo "$cc $flags -g -Wall -Wextra -pthread -o $build/$name/$prog $src" >>"$cmds"
+	done
+done
+if ! xargs -P 2 -I CMD sh -c 'CMD || { echo "e2e: build failed: CMD" >&2; exit 255; }' <"$cmds"; then
+	echo "e2e: could not build the scenarios" >&2
+	exit 1
+fi
+
+status=0
+"$PY" "$root/tests/e2e/test_e2e.py" --root "$root" --build "$build" "$@" || status=$?
+exit $status

@@ -1,0 +1,49 @@
+/*
+ * sleeper - a blocking call of known length on a second thread.
+ *
+ * Ground truth: a thread named "sleeper" calls sleepy(), which calls
+ * nanosleep() once for exactly 200 ms (retrying on EINTR with the remaining
+ * time, which does not happen in practice).  No other code in the program
+ * calls nanosleep.  The main thread only creates and joins that thread.
+ *
+ * Expected in the recording: the blocking table has a "nanosleep" entry
+ * with count 1 and total_ns in [200 ms, 200 ms + 15 ms] (the kernel never
+ * wakes a sleeper early; 15 ms is the allowance for a late wakeup on a busy
+ * machine); a pseudo-function "nanosleep" of kind "wait" with inclusive
+ * time of about 200 ms, whose caller sleepy() includes it.
+ * Prints "slept" and exits 0.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+volatile int after_sleep;
+
+__attribute__((noinline)) void sleepy(void)
+{
+	struct timespec req = {0, 200 * 1000 * 1000}, rem;
+	while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+		req = rem;
+	after_sleep++;
+}
+
+static void *sleeper_thread(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "sleeper");
+	sleepy();
+	after_sleep++;
+	return NULL;
+}
+
+int main(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, sleeper_thread, NULL) != 0)
+		return 1;
+	pthread_join(t, NULL);
+	puts("slept");
+	return 0;
+}
