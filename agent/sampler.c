@@ -134,8 +134,11 @@ static int arm_timer(uint32_t tid, int *id)
 	if (syscall(SYS_timer_create, clk, &sev, &kid) != 0)
 		return -errno;
 	uint64_t p = tid == (uint32_t)rhea_g.pid ? rhea_g.cfg.sample_main_ns : rhea_g.cfg.sample_ns;
+	/* The first expiry comes after one interval of CPU, so that a thread
+	 * that starts computing shows from (nearly) its start. */
+	uint64_t first = rhea_g.cfg.interval_ns < p ? rhea_g.cfg.interval_ns : p;
 	struct itimerspec its = {{(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)},
-				 {(time_t)(p / 1000000000ull), (long)(p % 1000000000ull)}};
+				 {(time_t)(first / 1000000000ull), (long)(first % 1000000000ull)}};
 	if (syscall(SYS_timer_settime, kid, 0, &its, NULL) != 0) {
 		int e = -errno;
 		syscall(SYS_timer_delete, kid);

@@ -46,6 +46,12 @@ static void usage(FILE *f)
 		"                       truncated at the root and marked)\n"
 		"      --min-block DUR  record blocking calls at least this long (default: interval)\n"
 		"      --buffer SIZE    agent buffer memory (default 8M)\n"
+		"      --sample DUR     sample threads that hit no hook after each DUR of CPU\n"
+		"                       they use (default 10ms; 0 turns the sampler off)\n"
+		"      --sample-main DUR  the same for the main thread (default: --sample)\n"
+		"      --force-after DUR  capture a blocked thread not captured this long, without\n"
+		"                       interrupting it (default 1s; 0: never)\n"
+		"      --signal N       real-time signal for sampling (default: a free one)\n"
 		"      --no-follow      do not trace child processes\n"
 		"  -q, --quiet          no summary line\n");
 }
@@ -232,10 +238,14 @@ int cmd_record(int argc, char **argv)
 		{"depth", required_argument, NULL, 'D'},    {"min-block", required_argument, NULL, 'B'},
 		{"buffer", required_argument, NULL, 'b'},   {"no-follow", no_argument, NULL, 'F'},
 		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
+		{"sample", required_argument, NULL, 'S'},   {"sample-main", required_argument, NULL, 'M'},
+		{"force-after", required_argument, NULL, 'A'}, {"signal", required_argument, NULL, 'G'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *output = NULL, *unwind = "dwarf";
 	int64_t interval = 1000000, min_block = -1, buffer = 8 << 20;
+	int64_t sample = 10000000, sample_main = -1, force_after = 1000000000;
+	long signo = 0;
 	long depth = 256;
 	uint32_t mask;
 	parse_hooks("+alloc", &mask);
@@ -282,6 +292,34 @@ int cmd_record(int argc, char **argv)
 				return EXIT_BADINPUT;
 			}
 			break;
+		case 'S':
+			if ((sample = cli_parse_duration(optarg)) < 0 || (sample > 0 && sample < 100000)) {
+				cli_err("--sample %s: want 0 or a duration of at least 100us, like 10ms", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'M':
+			if ((sample_main = cli_parse_duration(optarg)) < 100000) {
+				cli_err("--sample-main %s: want a duration of at least 100us", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'A':
+			if ((force_after = cli_parse_duration(optarg)) < 0) {
+				cli_err("--force-after %s: want a duration like 1s (0: never)", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'G': {
+			char *end;
+			signo = strtol(optarg, &end, 10);
+			if (*end || signo < SIGRTMIN || signo > SIGRTMAX) {
+				cli_err("--signal %s: want a real-time signal number from %d to %d", optarg,
+					SIGRTMIN, SIGRTMAX);
+				return EXIT_BADINPUT;
+			}
+			break;
+		}
 		case 'F': follow = 0; break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
@@ -349,6 +387,14 @@ int cmd_record(int argc, char **argv)
 	snprintf(buf, sizeof(buf), "%lld", (long long)buffer);
 	setenv("RHEA_BUFFER", buf, 1);
 	setenv("RHEA_UNWIND", unwind, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)sample);
+	setenv("RHEA_SAMPLE_NS", buf, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)(sample_main >= 0 ? sample_main : sample));
+	setenv("RHEA_SAMPLE_MAIN_NS", buf, 1);
+	snprintf(buf, sizeof(buf), "%lld", (long long)force_after);
+	setenv("RHEA_FORCE_NS", buf, 1);
+	snprintf(buf, sizeof(buf), "%ld", signo);
+	setenv("RHEA_SIGNAL", buf, 1);
 	setenv("RHEA_FOLLOW", follow ? "1" : "0", 1);
 	unsetenv("RHEA_DISABLE");
 

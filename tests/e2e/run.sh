@@ -50,10 +50,10 @@ echo "$variants" | while IFS=: read -r name cc flags; do
 	mkdir -p "$build/$name"
 	for src in "$root"/tests/scenarios/*.c; do
 		prog=$(basename "$src" .c)
-		echo "$cc $flags -g -Wall -Wextra -pthread -o $build/$name/$prog $src" >>"$cmds"
+		echo "$cc $flags -g -Wall -Wextra -pthread -o '$build/$name/$prog' '$src'" >>"$cmds"
 	done
 done
-if ! xargs -P 2 -I CMD sh -c 'CMD || { echo "e2e: build failed: CMD" >&2; exit 255; }' <"$cmds"; then
+if ! tr '\n' '\0' <"$cmds" | xargs -0 -P 2 -n 1 sh -c 'eval "$1" || { echo "e2e: build failed: $1" >&2; exit 255; }' build; then
 	echo "e2e: could not build the scenarios" >&2
 	exit 1
 fi

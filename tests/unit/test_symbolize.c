@@ -536,11 +536,35 @@ static const char *golden_src(void)
 	return "tests/unit/data/sym_golden.c";
 }
 
+/* Temporary directories of the running test (one process per test). */
+static char tmpdirs[4][64];
+
+static void remove_tmpdirs(void)
+{
+	for (size_t i = 0; i < 4; i++)
+		if (tmpdirs[i][0])
+			run("rm -rf '%s'", tmpdirs[i]);
+}
+
+TestSuite(symbolize, .fini = remove_tmpdirs);
+
+static const char *make_tmpdir(void)
+{
+	for (size_t i = 0; i < 4; i++) {
+		if (tmpdirs[i][0])
+			continue;
+		snprintf(tmpdirs[i], sizeof(tmpdirs[i]), "/tmp/rhea_symtest_XXXXXX");
+		cr_assert_not_null(mkdtemp(tmpdirs[i]));
+		return tmpdirs[i];
+	}
+	cr_assert_fail("too many temporary directories");
+	return NULL;
+}
+
 static void golden_build(struct golden *g, const char *cc, const char *flags, bool strip)
 {
 	memset(g, 0, sizeof(*g));
-	snprintf(g->dir, sizeof(g->dir), "/tmp/rhea_symtest_XXXXXX");
-	cr_assert_not_null(mkdtemp(g->dir));
+	snprintf(g->dir, sizeof(g->dir), "%s", make_tmpdir());
 	snprintf(g->bin, sizeof(g->bin), "%s/golden", g->dir);
 	cr_assert_eq(run("%s -g -O0 %s -o %s %s", cc, flags, g->bin, golden_src()), 0,
 		     "%s failed on %s", cc, golden_src());
@@ -574,10 +598,6 @@ static void golden_build(struct golden *g, const char *cc, const char *flags, bo
 	g->bias = g->type == ET_DYN ? 0x555555554000ull : 0;
 }
 
-static void golden_clean(struct golden *g)
-{
-	run("rm -rf %s", g->dir);
-}
 
 static const struct gsym *gsym(const struct golden *g, const char *name)
 {
@@ -610,7 +630,7 @@ struct a2l {
 static void addr2line_batch(const char *bin, const uint64_t *addrs, size_t n, struct a2l *out)
 {
 	char tmp[PATH_MAX], cmd[PATH_MAX * 2];
-	snprintf(tmp, sizeof(tmp), "%s.a2l", bin);
+	snprintf(tmp, sizeof(tmp), "%s/addr2line.out", make_tmpdir());
 	snprintf(cmd, sizeof(cmd), "addr2line -a -i -f -e %s > %s", bin, tmp);
 	FILE *p = popen(cmd, "w");
 	cr_assert_not_null(p);
@@ -697,7 +717,6 @@ static void golden_check(const char *cc, const char *flags)
 	free(addrs);
 	free(want);
 	sym_free(s);
-	golden_clean(&g);
 }
 
 Test(symbolize, golden_pie, .timeout = 60)
@@ -710,7 +729,6 @@ Test(symbolize, golden_non_pie, .timeout = 60)
 	struct golden g;
 	golden_build(&g, "cc", "-no-pie -fno-PIE", false);
 	cr_assert_eq(g.type, ET_EXEC);
-	golden_clean(&g);
 	golden_check("cc", "-no-pie -fno-PIE");
 }
 
@@ -785,7 +803,6 @@ Test(symbolize, golden_stripped_no_far_attribution, .timeout = 60)
 		}
 	}
 	sym_free(s);
-	golden_clean(&g);
 }
 
 /* ---- distribution binaries ---- */
