@@ -33,7 +33,8 @@
 struct sym_module {
 	const char *path;        /* file path; "[vdso]" or "linux-vdso.so.1" for the vdso */
 	uint64_t bias;           /* load bias: runtime address = ELF vaddr + bias */
-	uint64_t lo, hi;         /* runtime range [lo, hi) of executable segments */
+	uint64_t lo, hi;         /* runtime range [lo, hi) of executable segments;
+	                          * hi <= lo: the file's whole range */
 	const uint8_t *build_id; /* recorded GNU build-id, or NULL */
 	size_t build_id_len;     /* 0 when none was recorded */
 };

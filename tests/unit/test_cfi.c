@@ -19,10 +19,10 @@
 #include <libgen.h>
 #include <limits.h>
 #include <link.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -345,14 +345,38 @@ Test(cfi, agrees_with_libdw_address_by_address)
 	agree_with_libdw(PYTHON, 17);
 }
 
-Test(cfi, table_is_read_only, .signal = SIGSEGV)
+/* The mapping's permissions as /proc/self/maps shows them ("r--p"). */
+static void perms_of(const void *p, char perms[5])
 {
-	char libc[PATH_MAX];
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	cr_assert(f);
+	perms[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && (uintptr_t)p >= lo &&
+		    (uintptr_t)p < hi)
+			break;
+		perms[0] = '\0';
+	}
+	fclose(f);
+}
+
+Test(cfi, table_is_read_only_and_unmapped_by_free)
+{
+	char libc[PATH_MAX], perms[5];
 	struct cfi_table *t = NULL;
 
 	module_of((const void *)(uintptr_t)qsort, libc, sizeof(libc));
 	cr_assert_eq(cfi_build(libc, &t), 0);
-	*(volatile uint32_t *)&t->rows[0].pc = 0; /* a stray write must fault */
+	perms_of(t, perms);
+	cr_assert_str_eq(perms, "r--p"); /* stray writes fault, even under ASan */
+	perms_of((const char *)t + t->mapped_size - 1, perms);
+	cr_assert_str_eq(perms, "r--p");
+	cfi_free(t);
+	unsigned char vec[1];
+	cr_assert_eq(mincore(t, 1, vec), -1); /* unmapped */
+	cr_assert_eq(errno, ENOMEM);
 }
 
 Test(cfi, errors)
