@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -26,6 +27,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* libdwfl asks debuginfod for every module without local debug info
+	 * when DEBUGINFOD_URLS is set; an unanswered server would stall each
+	 * report for 90 s per module.  Keep the user's setting, bound the wait. */
+	setenv("DEBUGINFOD_TIMEOUT", "5", 0);
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_BADINPUT;

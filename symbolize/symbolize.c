@@ -547,10 +547,28 @@ static const struct ksym *lookup_sym(struct mod *md, uint64_t a)
 	return best;
 }
 
-/* Demangled form of name (cached per name pointer), or name itself. */
+/*
+ * A name for people: without the ELF symbol version that some symbol tables
+ * spell into the name ("pthread_create@GLIBC_2.2.5", "__libc_start_main@@
+ * GLIBC_2.34": glibc's .symtab has both forms, which would otherwise split
+ * one function in two), then demangled.  malloc'd, NULL when name is fine.
+ */
+static char *clean_name(const char *name)
+{
+	const char *at = strchr(name, '@');
+	char *base = at && at != name ? strndup(name, (size_t)(at - name)) : NULL;
+	char *d = sym_demangle(base ? base : name);
+	if (d) {
+		free(base);
+		return d;
+	}
+	return base;
+}
+
+/* Clean form of name (cached per name pointer), or name itself. */
 static const char *demangled(struct symbolizer *s, const char *name)
 {
-	if (name[0] != '_' || name[1] != 'Z')
+	if ((name[0] != '_' || name[1] != 'Z') && !strchr(name, '@'))
 		return name;
 	if (s->dmn * 2 >= s->dmcap) {
 		size_t ncap = s->dmcap ? s->dmcap * 2 : 256;
@@ -576,7 +594,7 @@ static const char *demangled(struct symbolizer *s, const char *name)
 		h = (h + 1) & (s->dmcap - 1);
 	}
 	s->dmtab[h].key = name;
-	s->dmtab[h].val = sym_demangle(name);
+	s->dmtab[h].val = clean_name(name);
 	s->dmn++;
 	return s->dmtab[h].val ? s->dmtab[h].val : name;
 }

@@ -1,0 +1,778 @@
+#!/usr/bin/python3
+"""
+test_e2e.py - rhea's end-to-end tests: real programs recorded by ./rhea,
+checked against ground truth they carry themselves.
+
+Three families:
+
+  - scenarios (tests/scenarios/*.c, built by run.sh for six compiler
+    variants: gcc and clang at -O2 with the default frame-pointer setting,
+    -fno-omit-frame-pointer and -fomit-frame-pointer).  Each program states
+    at its top what it does (exactly 20000 allocations of 48 bytes in
+    make_allocs, a 200 ms nanosleep in sleepy...) and the test checks the
+    recording says the same.  All run with the default unwinder (dwarf); the
+    allocation and ratio scenarios also run with --unwind fp on the
+    frame-pointer builds.  Every dwarf recording must have at least 95% of
+    its stacks reaching a root (main or start_thread).
+  - Debian programs nobody here wrote (sqlite3, python3 + zlib, gzip),
+    which are stripped and built without frame pointers.
+  - bad input: each must give exactly one "rhea: " line on stderr, nothing
+    on stdout and exit status 2.
+
+One process per test, with a timeout (a hang fails that test, not the
+suite); the parent kills the whole session of a test that overruns.
+Output: one line per test, "ok NAME" or "FAIL NAME: WHY", then
+"e2e: N passed, M failed"; exit status 1 if anything failed.
+
+Tests whose assertions are about wall time (ratio, sleeper) run alone,
+after the others, so that the suite's own parallelism does not disturb
+them.  Their tolerances are stated where they are checked.
+
+Usage (run.sh does the building and passes these):
+  test_e2e.py --root REPO --build DIR [--jobs N] [--only SUBSTR] [--list]
+Standard library only: this runs with Debian's /usr/bin/python3.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+MS = 1000000
+
+VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
+FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
+
+# Stacks reaching main/start_thread, as a fraction of stacks recorded.
+ROOT_MIN_SCENARIO = 0.95
+ROOT_MIN_DEBIAN = 0.90
+
+
+class Fail(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Helpers used inside one test's process
+
+
+class Ctx:
+    """What a test needs: paths, a private work directory, runners."""
+
+    def __init__(self, root, build, name):
+        self.root = root
+        self.build = build
+        self.rhea = os.path.join(root, "rhea")
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+        self.work = os.path.join(build, "work", safe)
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self.problems = []
+
+    def prog(self, variant, name):
+        p = os.path.join(self.build, variant, name)
+        if not os.access(p, os.X_OK):
+            raise Fail("scenario binary %s was not built" % p)
+        return p
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def run(self, argv, timeout=60, stdin=None, stdout=None):
+        """Run argv in the work directory in its own process group; return
+        (status, stdout, stderr) with text decoded leniently.  A negative
+        status means killed by that signal."""
+        kw = {}
+        if sys.version_info >= (3, 11):
+            kw["process_group"] = 0
+        else:
+            kw["preexec_fn"] = os.setpgrp
+        p = subprocess.Popen(argv, cwd=self.work, stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                             stdout=stdout if stdout is not None else subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=clean_env(), **kw)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.communicate()
+            raise Fail("%s did not finish within %d s" % (" ".join(argv[:6]), timeout))
+        dec = lambda b: b.decode("utf-8", "replace") if b is not None else ""
+        return p.returncode, dec(out), dec(err)
+
+    def record(self, argv, out="out.rhea", opts=(), timeout=60, stdin=None, stdout=None):
+        cmd = [self.rhea, "record", "-o", self.path(out)] + list(opts) + ["--"] + list(argv)
+        return self.run(cmd, timeout=timeout, stdin=stdin, stdout=stdout)
+
+    def report(self, path, salvage=False):
+        """rhea report --json; also checks that the text report works."""
+        args = [self.rhea, "report", "--json"] + (["--salvage"] if salvage else []) + [path]
+        rc, out, err = self.run(args, timeout=60)
+        if rc != 0:
+            raise Fail("rhea report --json %s: status %d: %s" % (os.path.basename(path), rc, one_line(err)))
+        try:
+            rec = json.loads(out)
+        except ValueError as e:
+            raise Fail("rhea report --json %s: not JSON (%s): %s" % (os.path.basename(path), e, out[:200]))
+        rc, txt, err = self.run([self.rhea, "report"] + (["--salvage"] if salvage else []) + [path], timeout=60)
+        if rc != 0 or "rhea report:" not in txt:
+            raise Fail("rhea report %s (text): status %d: %s" % (os.path.basename(path), rc, one_line(err)))
+        return rec
+
+    # Assertions that let a test go on and report every problem at once.
+    def check(self, cond, msg):
+        if not cond:
+            self.problems.append(msg)
+        return cond
+
+    def done(self):
+        if self.problems:
+            raise Fail("; ".join(self.problems))
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RHEA_") and k != "LD_PRELOAD"}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def one_line(s, limit=300):
+    s = " | ".join(l for l in s.strip().splitlines() if l.strip())
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def ms(ns):
+    return "%.1f ms" % (ns / 1e6)
+
+
+def funcs_named(rec, name):
+    return [f for f in rec["functions"] if f["name"] == name]
+
+
+def incl(rec, name):
+    """Inclusive time of a function (summed over entries of that name)."""
+    return sum(f["inclusive_ns"] for f in funcs_named(rec, name))
+
+
+def sites_of(rec, function):
+    rows = [s for s in rec["alloc_sites"] if s["function"] == function]
+    return sum(s["count"] for s in rows), sum(s["bytes"] for s in rows), len(rows)
+
+
+def top_names(rec, n=25):
+    return ", ".join("%s[%s]" % (f["name"], f["kind"]) for f in rec["functions"][:n])
+
+
+def site_names(rec, n=10):
+    return ", ".join("%s:%d" % (s["function"], s["count"]) for s in rec["alloc_sites"][:n])
+
+
+def check_end(c, rec, reason, status, complete=True):
+    r = rec["recording"]
+    where = os.path.basename(r["path"] or "?")
+    c.check(r["complete"] is complete, "%s: complete is %s, want %s" % (where, r["complete"], complete))
+    c.check(r["end_reason"] == reason, "%s: end_reason %r, want %r" % (where, r["end_reason"], reason))
+    if reason is not None:
+        c.check(r["end_status"] == status, "%s: end_status %r, want %r" % (where, r["end_status"], status))
+    c.check(r["problem"] is None, "%s: problem %r" % (where, r["problem"]))
+
+
+def check_roots(c, rec, minimum, what=""):
+    st = rec["stats"]
+    where = what or os.path.basename(rec["recording"]["path"] or "?")
+    if not c.check(st["stacks"] > 0, "%s: no stack recorded" % where):
+        return
+    frac = st["stacks_reaching_root"] / st["stacks"]
+    c.check(frac >= minimum, "%s: %d of %d stacks reach main/start_thread (%.2f < %.2f); unwind_errors %d, top: %s"
+            % (where, st["stacks_reaching_root"], st["stacks"], frac, minimum, st["unwind_errors"],
+               top_names(rec, 12)))
+
+
+def check_site(c, rec, function, count, nbytes):
+    got_c, got_b, rows = sites_of(rec, function)
+    c.check(got_c == count and got_b == nbytes,
+            "alloc_sites %s: %d allocations / %d bytes over %d rows, want exactly %d / %d (sites: %s)"
+            % (function, got_c, got_b, rows, count, nbytes, site_names(rec)))
+
+
+def expect_status(c, rc, want, err):
+    if rc != want:
+        raise Fail("rhea record exited %d, want %d; stderr: %s" % (rc, want, one_line(err)))
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+
+
+def t_allocs(c, variant, unwind="dwarf"):
+    """allocs.c: make_allocs makes exactly 20000 x malloc(48)."""
+    opts = ["--unwind", unwind] if unwind != "dwarf" else []
+    rc, out, err = c.record([c.prog(variant, "allocs")], opts=opts)
+    expect_status(c, rc, 0, err)
+    c.check(out == "allocs done\n", "stdout %r, want 'allocs done'" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["recording"]["unwind"] == unwind, "recording says unwind %r" % rec["recording"]["unwind"])
+    check_site(c, rec, "make_allocs", 20000, 20000 * 48)
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+# work_a does twice the iterations of work_b: the ratio of inclusive wall
+# times must be 2.0 within 15%.  Both run ~0.25-0.5 s on one thread and
+# allocate every 256 iterations, so 1 ms sampling resolves them well; the
+# 15% is for a shared, noisy machine taking the CPU away from one of them.
+RATIO_LO, RATIO_HI = 2.0 * 0.85, 2.0 * 1.15
+
+
+def t_ratio(c, variant, unwind="dwarf"):
+    opts = ["--unwind", unwind] if unwind != "dwarf" else []
+    rc, out, err = c.record([c.prog(variant, "ratio")], opts=opts)
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["recording"]["unwind"] == unwind, "recording says unwind %r" % rec["recording"]["unwind"])
+    a, b = incl(rec, "work_a"), incl(rec, "work_b")
+    if c.check(a > 0 and b > 0, "work_a %s, work_b %s: both must appear (functions: %s)"
+               % (ms(a), ms(b), top_names(rec))):
+        cpu_a = sum(f["cpu_ns"] for f in funcs_named(rec, "work_a"))
+        cpu_b = sum(f["cpu_ns"] for f in funcs_named(rec, "work_b"))
+        c.check(RATIO_LO <= a / b <= RATIO_HI,
+                "inclusive work_a/work_b = %s/%s = %.3f, want 2.0 +-15%% (cpu ratio %.3f)"
+                % (ms(a), ms(b), a / b, cpu_a / cpu_b if cpu_b else float("nan")))
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+# sleepy() sleeps 200 ms: the kernel never wakes a sleeper early, so the
+# blocked time is at least 200 ms; 15 ms is the allowance for a late wakeup.
+SLEEP_NS = 200 * MS
+SLEEP_SLACK = 15 * MS
+
+
+def t_sleeper(c, variant):
+    rc, out, err = c.record([c.prog(variant, "sleeper")])
+    expect_status(c, rc, 0, err)
+    c.check(out == "slept\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(len(rec["threads"]) >= 2, "%d threads, want the main thread and the sleeper" % len(rec["threads"]))
+    blk = [b for b in rec["blocking"] if b["function"] == "nanosleep"]
+    if c.check(len(blk) == 1, "no 'nanosleep' in blocking: %s" % rec["blocking"]):
+        b = blk[0]
+        c.check(b["count"] == 1, "nanosleep blocked %d times, want 1" % b["count"])
+        c.check(SLEEP_NS <= b["total_ns"] <= SLEEP_NS + SLEEP_SLACK,
+                "nanosleep blocked %s in total, want [200, 215] ms" % ms(b["total_ns"]))
+    waits = [f for f in funcs_named(rec, "nanosleep") if f["kind"] == "wait"]
+    if c.check(waits, "no wait pseudo-function 'nanosleep' (functions: %s)" % top_names(rec)):
+        w = sum(f["inclusive_ns"] for f in waits)
+        c.check(SLEEP_NS <= w <= SLEEP_NS + SLEEP_SLACK,
+                "wait pseudo-function nanosleep: inclusive %s, want [200, 215] ms" % ms(w))
+    c.check(incl(rec, "sleepy") >= SLEEP_NS,
+            "sleepy(): inclusive %s, want >= 200 ms (it contains the sleep)" % ms(incl(rec, "sleepy")))
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def child_pid_of(out):
+    m = re.search(r"^child (\d+)$", out, re.M)
+    if not m:
+        raise Fail("forkexec printed no child pid: %r" % out)
+    return int(m.group(1))
+
+
+def t_forkexec(c, variant):
+    """forkexec.c: parent forks; child: child_work (5000 x 64 B) then exec allocs."""
+    rc, out, err = c.record([c.prog(variant, "forkexec"), c.prog(variant, "allocs")])
+    expect_status(c, rc, 0, err)
+    pid = child_pid_of(out)
+    c.check("allocs done" in out and "child status 0" in out, "stdout %r" % out)
+    files = sorted(f for f in os.listdir(c.work) if f.endswith(".rhea"))
+    child_file = "out.%d.rhea" % pid
+    exec_files = [f for f in files if re.fullmatch(r"out\.%d\.\d+\.rhea" % pid, f)]
+    c.check(set(files) == {"out.rhea", child_file} | set(exec_files) and len(exec_files) == 1,
+            "recordings %s, want out.rhea, %s and one out.%d.<n>.rhea" % (files, child_file, pid))
+    parent = c.report(c.path("out.rhea"))
+    check_end(c, parent, "exit", 0)
+    check_roots(c, parent, ROOT_MIN_SCENARIO)
+    if c.check(child_file in files, "no recording of the forked child (%s)" % child_file):
+        child = c.report(c.path(child_file))
+        check_end(c, child, "exec", 0)
+        c.check(child["recording"]["pid"] == pid, "child recording pid %s" % child["recording"]["pid"])
+        check_site(c, child, "child_work", 5000, 5000 * 64)
+        check_roots(c, child, ROOT_MIN_SCENARIO)
+    if exec_files:
+        img = c.report(c.path(exec_files[0]))
+        check_end(c, img, "exit", 0)
+        c.check(img["recording"]["pid"] == pid, "exec'd image recording pid %s" % img["recording"]["pid"])
+        check_site(c, img, "make_allocs", 20000, 20000 * 48)
+        c.check(sites_of(img, "child_work")[0] == 0, "the exec'd image's recording has child_work allocations")
+        check_roots(c, img, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_forkexec_nofollow(c, variant):
+    rc, out, err = c.record([c.prog(variant, "forkexec"), c.prog(variant, "allocs")], opts=["--no-follow"])
+    expect_status(c, rc, 0, err)
+    c.check("allocs done" in out and "child status 0" in out, "stdout %r" % out)
+    files = sorted(f for f in os.listdir(c.work) if f.endswith(".rhea"))
+    c.check(files == ["out.rhea"], "--no-follow left recordings %s, want only out.rhea" % files)
+    parent = c.report(c.path("out.rhea"))
+    check_end(c, parent, "exit", 0)
+    c.check(sites_of(parent, "child_work")[0] == 0 and sites_of(parent, "make_allocs")[0] == 0,
+            "the parent's recording has the child's allocations: %s" % site_names(parent))
+    c.done()
+
+
+def t_nofollow_stderr(c, variant):
+    """With --no-follow the untraced child must not be told anything: the
+    program's stderr is its own (compare with a run without rhea)."""
+    argv = [c.prog(variant, "forkexec"), c.prog(variant, "allocs")]
+    rc0, out0, err0 = c.run(argv)
+    rc, out, err = c.record(argv, opts=["--no-follow", "--quiet"])
+    expect_status(c, rc, rc0, err)
+    bad = [l for l in err.splitlines() if l not in err0.splitlines() and not l.startswith("rhea: recorded")]
+    c.check(not bad, "stderr under rhea --no-follow --quiet has lines the program did not write: %s" % bad)
+    c.done()
+
+
+def t_threads32(c, variant):
+    rc, out, err = c.record([c.prog(variant, "threads32")])
+    expect_status(c, rc, 0, err)
+    c.check(out == "threads done\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(len(rec["threads"]) >= 33, "%d threads in the recording, want >= 33" % len(rec["threads"]))
+    check_site(c, rec, "thread_work", 32 * 1000, 32 * 1000 * 32)
+    c.check(rec["stats"]["dropped"] == 0, "%d records dropped" % rec["stats"]["dropped"])
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_segv(c, variant):
+    rc, out, err = c.record([c.prog(variant, "segv")])
+    expect_status(c, rc, 128 + 11, err)
+    c.check(out == "crashing\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "signal", 11)
+    c.check(incl(rec, "pre_crash_work") > 0, "pre_crash_work missing from functions: %s" % top_names(rec))
+    check_site(c, rec, "pre_crash_work", 3000, 3000 * 40)
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+# 300 ms of work, then SIGKILL.  The writer flushes every 100 ms, so the
+# recording must keep most of it: at least 50 ms (300 ms less what was not
+# yet written, at most ~2 flush periods, less 50 ms for a slow writer).
+SIGKILL_MIN_WORK = 50 * MS
+
+
+def t_sigkill(c, variant):
+    rc, out, err = c.record([c.prog(variant, "sigkill")])
+    expect_status(c, rc, 128 + 9, err)
+    path = c.path("out.rhea")
+    c.check(os.path.exists(path), "no recording")
+    # A SIGKILL during the writer's write() may leave a partial last chunk
+    # (doc/format.md): then the file must still load with --salvage.
+    rc, _, rerr = c.run([c.rhea, "report", "--json", path])
+    salvage = rc != 0 and "truncated" in rerr
+    rec = c.report(path, salvage=salvage)
+    r = rec["recording"]
+    c.check(r["cut_short"] is True, "cut_short %r, want true" % r["cut_short"])
+    c.check(r["complete"] is False, "complete %r, want false" % r["complete"])
+    w = incl(rec, "work_before_kill")
+    c.check(w >= SIGKILL_MIN_WORK,
+            "[rhea bug: pending sample not flushed before SIGKILL] work_before_kill has %s of inclusive time, "
+            "want >= 50 ms of its 300 ms (samples %d, captures %d, functions: %s)"
+            % (ms(w), rec["stats"]["samples"], rec["stats"]["captures"], top_names(rec, 8) or "none"))
+    if rec["stats"]["stacks"]:
+        check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+SEGV_RECOVER_OUT = "".join("recovered %d\n" % i for i in range(1, 6)) + "faults handled 5\n"
+
+
+def t_segv_recover(c, variant):
+    argv = [c.prog(variant, "segv_recover")]
+    rc0, out0, _ = c.run(argv)
+    c.check(rc0 == 0 and out0 == SEGV_RECOVER_OUT, "without rhea: status %d, stdout %r" % (rc0, out0))
+    rc, out, err = c.record(argv)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r differs from without %r" % (out, out0))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+# ---------------------------------------------------------------------------
+# Debian programs (stripped, no frame pointers)
+
+SQL = """
+CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, s TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000)
+INSERT INTO t(k, s) SELECT (x * 7919) % 10007, printf('row-%08d-%s', x, hex(x * x)) FROM c;
+CREATE INDEX t_k ON t(k);
+SELECT count(*), sum(k), max(length(s)) FROM t;
+SELECT k, count(*) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 3;
+SELECT count(DISTINCT substr(s, 5, 4)) FROM t WHERE k BETWEEN 100 AND 5000;
+SELECT sum(length(s)) FROM t AS a JOIN t AS b USING (id) WHERE a.k % 3 = 0;
+"""
+
+
+def need_program(path):
+    if not os.access(path, os.X_OK):
+        raise Fail("%s is not installed (tests/deps.sh installs it)" % path)
+
+
+def t_sqlite3(c):
+    exe = "/usr/bin/sqlite3"
+    need_program(exe)
+    sql = c.path("work.sql")
+    with open(sql, "w") as f:
+        f.write(SQL)
+    with open(sql) as f:
+        rc0, out0, err0 = c.run([exe, ":memory:"], stdin=f, timeout=60)
+    if rc0 != 0:
+        raise Fail("sqlite3 without rhea failed: %s" % one_line(err0))
+    with open(sql) as f:
+        rc, out, err = c.record([exe, ":memory:"], stdin=f, timeout=90)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea differs: %r vs %r" % (out[:200], out0[:200]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    api = sorted({f["name"] for f in rec["functions"] if f["name"].startswith("sqlite3_")})
+    c.check(api, "no sqlite3_* function in the report (functions: %s)" % top_names(rec, 40))
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
+    c.done()
+
+
+PY_ZLIB = r"""
+import random, zlib
+r = random.Random(1)
+words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(5000)]
+data = b" ".join(r.choice(words) for _ in range(800000))
+total = 0
+for level in (1, 6, 9):
+    c = zlib.compress(data, level)
+    assert zlib.decompress(c) == data
+    total += len(c)
+print(len(data), total)
+"""
+
+
+def t_python_zlib(c):
+    exe = "/usr/bin/python3"
+    need_program(exe)
+    rc0, out0, err0 = c.run([exe, "-c", PY_ZLIB], timeout=60)
+    if rc0 != 0:
+        raise Fail("python3 without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record([exe, "-c", PY_ZLIB], timeout=90)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    names = {f["name"] for f in rec["functions"]}
+    c.check("_PyEval_EvalFrameDefault" in names,
+            "_PyEval_EvalFrameDefault not among the functions: %s" % top_names(rec, 40))
+    libz = sorted({"%s(%s)" % (f["name"], f["module"]) for f in rec["functions"] if "libz" in (f["module"] or "")})
+    c.check("deflate" in names,
+            "[rhea bug: no async fallback sampler, so code that calls no hooked function is never "
+            "captured] libz's deflate not among the functions (libz frames seen: %s; classes with "
+            "captures: %s; functions: %s)"
+            % (libz or "none", [k["class"] for k in rec["classes"] if k["captures"]], top_names(rec, 20)))
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
+    c.done()
+
+
+def make_text(path, nbytes, seed):
+    """Deterministic word salad: compresses like text, takes gzip real work."""
+    import random
+    r = random.Random(seed)
+    words = ["".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(5000)]
+    out, size = [], 0
+    while size < nbytes:
+        line = " ".join(r.choice(words) for _ in range(12)) + "\n"
+        out.append(line)
+        size += len(line)
+    with open(path, "w") as f:
+        f.write("".join(out))
+
+
+def t_gzip(c):
+    import gzip as gz
+    exe = "/usr/bin/gzip"
+    need_program(exe)
+    src = c.path("input.txt")
+    make_text(src, 6 << 20, 2)
+    with open(c.path("input.txt.gz"), "wb") as f:
+        rc, _, err = c.record([exe, "-c", src], stdout=f, timeout=90)
+    expect_status(c, rc, 0, err)
+    with open(src, "rb") as a, gz.open(c.path("input.txt.gz"), "rb") as b:
+        c.check(a.read() == b.read(), "gzip's output under rhea does not decompress to its input")
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    offs = sorted({f["name"] for f in rec["functions"] if f["name"].startswith("gzip+0x")})
+    c.check(offs, "no gzip+0x... names (gzip is stripped: module+offset expected); functions: %s"
+            % top_names(rec, 40))
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
+    c.done()
+
+
+# ---------------------------------------------------------------------------
+# Bad input: one "rhea: " line on stderr, nothing on stdout, status 2.
+
+
+def expect_bad(c, argv, what):
+    rc, out, err = c.run(argv, timeout=30)
+    lines = err.splitlines()
+    c.check(rc == 2, "%s: exit status %d, want 2%s" % (what, rc, " (crashed)" if rc < 0 or rc >= 128 else ""))
+    c.check(out == "", "%s: wrote to stdout: %r" % (what, out[:200]))
+    c.check(len(lines) == 1 and lines[0].startswith("rhea: "),
+            "%s: stderr must be one line starting with 'rhea: ', got %r" % (what, err[:300]))
+    return err
+
+
+def t_bad_empty(c):
+    p = c.path("empty.rhea")
+    open(p, "w").close()
+    expect_bad(c, [c.rhea, "report", p], "report on an empty file")
+    expect_bad(c, [c.rhea, "report", "--json", p], "report --json on an empty file")
+    c.done()
+
+
+def t_bad_not_rhea(c):
+    expect_bad(c, [c.rhea, "report", "/bin/sh"], "report /bin/sh")
+    c.done()
+
+
+def t_bad_missing(c):
+    expect_bad(c, [c.rhea, "report", c.path("no-such-file.rhea")], "report on a missing file")
+    c.done()
+
+
+def last_chunk(path):
+    """(offset, stored_size) of the last chunk, walking doc/format.md's
+    layout: u32 header_size at offset 12, then chunks of a 32-byte header
+    (magic u32 'RHCK', ..., stored_size u32 at offset 12) + stored bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"RHEAREC\0":
+        raise Fail("%s is not a recording" % path)
+    off = struct.unpack_from("<I", data, 12)[0]
+    last = None
+    while off + 32 <= len(data):
+        magic, stored = struct.unpack_from("<I", data, off)[0], struct.unpack_from("<I", data, off + 12)[0]
+        if magic != 0x4B434852 or off + 32 + stored > len(data):
+            raise Fail("cannot walk the chunks of %s at byte %d" % (path, off))
+        last = (off, stored)
+        off += 32 + stored
+    if last is None or off != len(data):
+        raise Fail("%s does not end on a chunk boundary" % path)
+    return last, data
+
+
+def t_bad_truncated(c):
+    rc, _, err = c.record([c.prog("gcc-O2", "ratio")])
+    expect_status(c, rc, 0, err)
+    (off, stored), data = last_chunk(c.path("out.rhea"))
+    cut = off + 32 + stored // 2 if stored >= 2 else off + 16
+    p = c.path("cut.rhea")
+    with open(p, "wb") as f:
+        f.write(data[:cut])
+    expect_bad(c, [c.rhea, "report", p], "report on a recording cut inside its last chunk (byte %d of %d)"
+               % (cut, len(data)))
+    expect_bad(c, [c.rhea, "report", "--json", p], "report --json on a cut recording")
+    # What precedes the damage is still there for whoever asks.
+    rc, out, err = c.run([c.rhea, "report", "--json", "--salvage", p])
+    if c.check(rc == 0, "report --salvage on the cut recording: status %d: %s" % (rc, one_line(err))):
+        rec = json.loads(out)
+        c.check(rec["recording"]["complete"] is False, "salvaged recording claims to be complete")
+    c.done()
+
+
+def t_bad_record_missing_prog(c):
+    expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--", "/nonexistent/prog"],
+               "record -- /nonexistent/prog")
+    c.check(not [f for f in os.listdir(c.work) if f.endswith(".rhea")], "a recording was left behind")
+    c.done()
+
+
+def t_bad_interval(c):
+    expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--interval", "bogus", "--", "true"],
+               "record --interval bogus")
+    c.check(not [f for f in os.listdir(c.work) if f.endswith(".rhea")], "a recording was left behind")
+    c.done()
+
+
+# ---------------------------------------------------------------------------
+# Registry
+
+class Test:
+    def __init__(self, name, fn, args=(), timeout=60, timing=False):
+        self.name, self.fn, self.args, self.timeout, self.timing = name, fn, args, timeout, timing
+
+
+def all_tests():
+    t = []
+    for v in VARIANTS:
+        t.append(Test("allocs/%s" % v, t_allocs, (v,)))
+        t.append(Test("ratio/%s" % v, t_ratio, (v,), timing=True))
+        t.append(Test("sleeper/%s" % v, t_sleeper, (v,), timing=True))
+        t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
+        t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
+        t.append(Test("threads32/%s" % v, t_threads32, (v,)))
+        t.append(Test("segv/%s" % v, t_segv, (v,)))
+        t.append(Test("sigkill/%s" % v, t_sigkill, (v,)))
+        t.append(Test("segv-recover/%s" % v, t_segv_recover, (v,)))
+    for v in FP_VARIANTS:
+        t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
+        t.append(Test("ratio/%s/unwind-fp" % v, t_ratio, (v, "fp"), timing=True))
+    t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
+    t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
+    t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
+    t.append(Test("debian/gzip", t_gzip, timeout=120))
+    t.append(Test("bad-input/empty-file", t_bad_empty))
+    t.append(Test("bad-input/not-a-recording", t_bad_not_rhea))
+    t.append(Test("bad-input/missing-file", t_bad_missing))
+    t.append(Test("bad-input/truncated-recording", t_bad_truncated))
+    t.append(Test("bad-input/record-missing-program", t_bad_record_missing_prog))
+    t.append(Test("bad-input/record-bad-interval", t_bad_interval))
+    return t
+
+
+def run_one(args, name):
+    tests = {t.name: t for t in all_tests()}
+    t = tests.get(name)
+    if t is None:
+        print("FAIL: no test named %s" % name)
+        return 1
+    try:
+        c = Ctx(args.root, args.build, name)
+        t.fn(c, *t.args)
+    except Fail as e:
+        print("FAIL: %s" % e)
+        return 1
+    except Exception as e:  # a bug in the test or an unexpected report
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        print("FAIL: %s: %s (test_e2e.py:%d)" % (type(e).__name__, e, tb.lineno))
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Parent: one process per test, each in its own session, with a timeout.
+
+def session_members(sid):
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            fields = st[st.rindex(")") + 2:].split()
+            if int(fields[3]) == sid:
+                pids.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return pids
+
+
+def kill_session(sid):
+    for _ in range(3):
+        pids = session_members(sid)
+        if not pids:
+            return
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
+def launch(args, t):
+    cmd = [sys.executable, os.path.abspath(__file__), "--root", args.root, "--build", args.build,
+           "--run-one", t.name]
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=t.timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(p.pid)
+        p.communicate()
+        return False, "timed out after %d s (killed)" % t.timeout, time.monotonic() - start
+    kill_session(p.pid)  # leftovers (a traced program that outlived its test)
+    text = out.decode("utf-8", "replace").strip()
+    if p.returncode == 0:
+        return True, "", time.monotonic() - start
+    fails = [l[6:] for l in text.splitlines() if l.startswith("FAIL: ")]
+    why = fails[-1] if fails else "status %d: %s" % (p.returncode, one_line(text))
+    return False, why, time.monotonic() - start
+
+
+def main():
+    ap = argparse.ArgumentParser(description="rhea end-to-end tests")
+    ap.add_argument("--root", default=os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    ap.add_argument("--build", help="directory with the scenario builds (run.sh makes it)")
+    ap.add_argument("--jobs", type=int, default=2, help="tests run at once (timing tests always run alone)")
+    ap.add_argument("--only", action="append", help="run tests whose name contains this (repeatable)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--verbose", action="store_true", help="print each test's duration")
+    ap.add_argument("--run-one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.root = os.path.abspath(args.root)
+    tests = all_tests()
+    if args.only:
+        tests = [t for t in tests if any(s in t.name for s in args.only)]
+    if args.list:
+        for t in tests:
+            print(t.name)
+        return 0
+    if not args.build:
+        ap.error("--build is required (use tests/e2e/run.sh)")
+    args.build = os.path.abspath(args.build)
+    if args.run_one:
+        return run_one(args, args.run_one)
+
+    passed = failed = 0
+    t0 = time.monotonic()
+
+    def report(t, res):
+        nonlocal passed, failed
+        ok, why, dur = res
+        extra = " (%.1f s)" % dur if args.verbose else ""
+        if ok:
+            passed += 1
+            print("ok %s%s" % (t.name, extra), flush=True)
+        else:
+            failed += 1
+            print("FAIL %s: %s%s" % (t.name, why, extra), flush=True)
+
+    parallel = [t for t in tests if not t.timing]
+    alone = [t for t in tests if t.timing]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [(t, pool.submit(launch, args, t)) for t in parallel]
+        for t, f in futures:
+            report(t, f.result())
+    for t in alone:
+        report(t, launch(args, t))
+    if args.verbose:
+        print("e2e: %.0f s" % (time.monotonic() - t0))
+    print("e2e: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
