@@ -597,6 +597,7 @@ void agent_postfork_child(void)
 	for (int i = 0; i < 8; i++)
 		rhea_agent_tids[i] = 0;
 	sampler_after_fork();
+	waits_after_fork();
 	buf_reset(&rhea_g.buf);
 	stacktab_after_fork(&rhea_g.st);
 	thread_after_fork();

@@ -122,8 +122,17 @@ uint32_t thread_gettid(void);
 /* A synchronous capture on the calling thread, if its interval elapsed. */
 void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
 /* A blocking call that returned: record [begin, end] with the stack now. */
-void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin,
-		   uint64_t end, uint64_t object, uint32_t owner);
+struct block_info {
+	uint64_t begin, end;
+	uint64_t cpu_begin; /* thread CPU at begin, 0 when not read */
+	uint64_t object;
+	uint32_t owner, waker;
+	uint64_t flow;
+};
+void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
+/* The thread released an object someone waited on: capture now. */
+void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t flow);
+uint64_t thread_cpu_now(void);
 /* A capture from a signal handler that interrupted the thread. */
 void capture_async(struct rhea_tstate *t, const void *ucontext);
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
@@ -140,6 +149,23 @@ void modules_after_fork(void);
 struct cfi_table;
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);
 void modules_emit_all(void); /* after fork: the child's file needs them all */
+
+/* waits.c */
+extern uint32_t rhea_waits_active;
+extern uint64_t rhea_waits_missed;
+int waits_begin(uint64_t obj);
+void waits_end(int way, uint64_t obj, uint64_t t0, uint32_t *waker, uint64_t *flow);
+uint64_t waits_release_slow(uint64_t obj, uint32_t tid);
+void waits_after_fork(void);
+/* Before releasing obj: the flow id of this release when someone waits on
+ * it (then capture_waker() after the release), else 0.  One load when
+ * nobody waits anywhere. */
+static inline uint64_t waits_release(uint64_t obj, uint32_t tid)
+{
+	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
+		return 0;
+	return waits_release_slow(obj, tid);
+}
 
 /* sampler.c */
 int sampler_start(void);

@@ -222,8 +222,27 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
 
-void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin, uint64_t end,
-		   uint64_t object, uint32_t owner)
+uint64_t thread_cpu_now(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Emit s right away, after the pending sample (s must not merge). */
+static void emit_now(struct rhea_tstate *t, const struct rhea_sample *s)
+{
+	if (try_own_pending(t)) {
+		if (t->has_pending)
+			emit(t, &t->pending, sizeof(t->pending));
+		t->has_pending = 0;
+		release_pending(t);
+	}
+	emit(t, s, sizeof(*s));
+}
+
+void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b)
 {
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
@@ -233,23 +252,43 @@ void capture_block(struct rhea_tstate *t, unsigned fn, uint64_t begin, uint64_t 
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
 	fill_sample(&s, t, fn, flags, stack);
-	s.begin_ns = begin;
-	s.end_ns = end;
-	s.object = object;
-	s.owner_tid = owner;
+	s.begin_ns = b->begin;
+	s.end_ns = b->end;
+	s.object = b->object;
+	s.owner_tid = b->owner;
+	s.waker_tid = b->waker;
+	s.flow = b->flow;
 	read_counters(t, &s.c_end);
-	/* Nothing is allocated while blocked; the CPU the kernel spent in the
-	 * call is not split out (it shows in the enclosing slice). */
+	/* Nothing is allocated while blocked.  When the CPU clock was read at
+	 * the call, the kernel's time in the call is the wait's own; else it
+	 * shows in the enclosing slice. */
+	s.c_begin = s.c_end;
+	if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
+		s.c_begin.cpu_ns = b->cpu_begin;
+	note_capture(t, &s);
+	emit_now(t, &s);
+	maybe_emit_sites(t, b->end);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t flow)
+{
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return;
+	rhea_guard++;
+	t->last_epoch = rhea_g.epoch;
+	unsigned flags = RHEA_S_WAKER;
+	struct rhea_sample s;
+	uint32_t stack = stack_here(t, &flags);
+	fill_sample(&s, t, fn, flags, stack);
+	s.begin_ns = s.end_ns = rhea_now();
+	s.object = object;
+	s.flow = flow;
+	read_counters(t, &s.c_end);
 	s.c_begin = s.c_end;
 	note_capture(t, &s);
-	if (try_own_pending(t)) {
-		if (t->has_pending)
-			emit(t, &t->pending, sizeof(t->pending));
-		t->has_pending = 0;
-		release_pending(t);
-	}
-	emit(t, &s, sizeof(s));
-	maybe_emit_sites(t, end);
+	emit_now(t, &s);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }

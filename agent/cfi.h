@@ -18,8 +18,8 @@ enum cfi_kind {
 	CFI_RSP,       /* CFA = rsp + cfa_off */
 	CFI_RBP,       /* CFA = rbp + cfa_off */
 	CFI_PLT,       /* lazy PLT entry: CFA = rsp + 8 + ((rip & 15) >= cfa_off
-	                * ? 8 : 0); cfa_off is the threshold of the expression,
-	                * 11 for the classic PLT, 10 for the IBT one */
+	                * ? 8 : 0); cfa_off holds the threshold of binutils'
+	                * expression: 11 for the classic PLT, 9 with IBT */
 	CFI_OUTERMOST, /* return address undefined (_start, thread start): stop */
 };
 

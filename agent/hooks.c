@@ -205,16 +205,42 @@ static inline void tick(struct rhea_tstate *t, unsigned fn)
 	}
 }
 
-/* After a call that may have blocked from t0 until now. */
-static void after_block(struct rhea_tstate *t, unsigned fn, uint64_t t0,
-			uint64_t object, uint32_t owner)
+/* After a call that may have blocked since b->begin: a BLOCK sample when it
+ * took long enough, else an ordinary tick. */
+static void after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 {
-	uint64_t t1 = rhea_now();
+	b->end = rhea_now();
 	int e = errno;
-	if (t1 - t0 >= rhea_g.cfg.min_block_ns)
-		capture_block(t, fn, t0, t1, object, owner);
+	if (b->end - b->begin >= rhea_g.cfg.min_block_ns)
+		capture_block(t, fn, b);
 	else if (t->last_epoch != rhea_g.epoch)
 		capture_sync(t, fn, NULL);
+	errno = e;
+}
+
+static void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint64_t object)
+{
+	struct block_info b = {.begin = t0, .object = object};
+	after_block(t, fn, &b);
+}
+
+/*
+ * A wait on a synchronization object that is known to wait: registered in
+ * the wait table so that the releaser can be named, timed, with the CPU
+ * clock read too (a syscall, on a path that sleeps anyway) so that a spin
+ * and a sleep are told apart.
+ */
+#define SYNC_WAIT(t, FN, obj, owner_expr, call)                                  	({                                                                       		struct block_info b_ = {0};                                      		b_.object = (uint64_t)(uintptr_t)(obj);                          		b_.owner = (owner_expr);                                         		b_.begin = rhea_now();                                           		int way_ = waits_begin(b_.object);                               		b_.cpu_begin = thread_cpu_now();                                 		int r_ = (call);                                                 		int e_ = errno;                                                  		waits_end(way_, b_.object, b_.begin, &b_.waker, &b_.flow);       		after_block(t, FN, &b_);                                         		errno = e_;                                                      		r_;                                                              	})
+
+/* After releasing obj (flow from waits_release() before the release). */
+static inline void released(struct rhea_tstate *t, unsigned fn, uint64_t obj, uint64_t flow)
+{
+	if (likely(!flow)) {
+		tick(t, fn);
+		return;
+	}
+	int e = errno;
+	capture_waker(t, fn, obj, flow);
 	errno = e;
 }
 
@@ -350,11 +376,9 @@ EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 		tick(t, RHEA_FN_MUTEX_LOCK);
 		return r;
 	}
-	uint32_t owner = (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
-	uint64_t t0 = rhea_now();
-	r = real_pthread_mutex_lock(m);
-	after_block(t, RHEA_FN_MUTEX_LOCK, t0, (uint64_t)(uintptr_t)m, owner);
-	return r;
+	return SYNC_WAIT(t, RHEA_FN_MUTEX_LOCK, m,
+			 (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED),
+			 real_pthread_mutex_lock(m));
 }
 
 EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
@@ -368,16 +392,26 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 	return r;
 }
 
-EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
-{
-	if (unlikely(!resolved))
-		resolve();
-	int r = real_pthread_mutex_unlock(m);
-	struct rhea_tstate *t = enter(RHEA_C_LOCK);
-	if (t)
-		tick(t, RHEA_FN_MUTEX_UNLOCK);
-	return r;
-}
+/* Releases: the wait table is told before the real release, so that the
+ * woken thread finds the record when it returns. */
+#define RELEASE_HOOK(name, T, FN)                                                \
+	EXPORT int name(T *o)                                                    \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
+		if (!t)                                                          \
+			return real_##name(o);                                   \
+		uint64_t flow = waits_release((uint64_t)(uintptr_t)o, t->tid);  \
+		int r = real_##name(o);                                          \
+		released(t, FN, (uint64_t)(uintptr_t)o, flow);                   \
+		return r;                                                        \
+	}
+RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK)
+RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK)
+RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL)
+RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST)
+RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST)
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \
 	EXPORT int name(pthread_rwlock_t *l)                                     \
@@ -392,10 +426,10 @@ EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 			tick(t, FN);                                             \
 			return r;                                                \
 		}                                                                \
-		uint64_t t0 = rhea_now();                                        \
-		r = real_##name(l);                                              \
-		after_block(t, FN, t0, (uint64_t)(uintptr_t)l, 0);               \
-		return r;                                                        \
+		return SYNC_WAIT(t, FN, l,                                       \
+				 (uint32_t)__atomic_load_n(&l->__data.__cur_writer, \
+							   __ATOMIC_RELAXED),    \
+				 real_##name(l));                                \
 	}
 RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
 RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
@@ -424,7 +458,24 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 			return real_##name args;                                 \
 		uint64_t t0 = rhea_now();                                        \
 		ret r = real_##name args;                                        \
-		after_block(t, FN, t0, (uint64_t)(obj), 0);                      \
+		after_io(t, FN, t0, (uint64_t)(obj));                            \
+		return r;                                                        \
+	}
+
+/* Sleeps: timed, with the CPU clock (a sleep is long anyway). */
+#define SLEEP_HOOK(ret, name, FN, params, args)                                  \
+	EXPORT ret name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_WAIT);                      \
+		if (!t)                                                          \
+			return real_##name args;                                 \
+		struct block_info bi_ = {0};                                     \
+		bi_.begin = rhea_now();                                          \
+		bi_.cpu_begin = thread_cpu_now();                                \
+		ret r = real_##name args;                                        \
+		after_block(t, FN, &bi_);                                        \
 		return r;                                                        \
 	}
 
@@ -439,21 +490,40 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 			return real_##name args;                                 \
 		uint64_t t0 = rhea_now();                                        \
 		ret r = real_##name args;                                        \
-		after_block(t, FN, t0, 0, 0);                                    \
+		after_io(t, FN, t0, 0);                                          \
 		t->msgid++;                                                      \
 		return r;                                                        \
 	}
 
-PLAIN_HOOK(int, pthread_rwlock_unlock, RHEA_C_LOCK, RHEA_FN_RWLOCK_UNLOCK, (pthread_rwlock_t *l), (l))
-PLAIN_HOOK(int, pthread_cond_signal, RHEA_C_LOCK, RHEA_FN_COND_SIGNAL, (pthread_cond_t *c), (c))
-PLAIN_HOOK(int, pthread_cond_broadcast, RHEA_C_LOCK, RHEA_FN_COND_BROADCAST, (pthread_cond_t *c), (c))
-PLAIN_HOOK(int, sem_post, RHEA_C_LOCK, RHEA_FN_SEM_POST, (sem_t *s), (s))
-TIMED_HOOK(int, pthread_cond_wait, RHEA_C_LOCK, RHEA_FN_COND_WAIT, (uintptr_t)c,
-	   (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
-TIMED_HOOK(int, pthread_cond_timedwait, RHEA_C_LOCK, RHEA_FN_COND_TIMEDWAIT, (uintptr_t)c,
-	   (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts), (c, m, ts))
-TIMED_HOOK(int, sem_timedwait, RHEA_C_LOCK, RHEA_FN_SEM_TIMEDWAIT, (uintptr_t)s,
-	   (sem_t *s, const struct timespec *ts), (s, ts))
+EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_pthread_cond_wait(c, m);
+	return SYNC_WAIT(t, RHEA_FN_COND_WAIT, c, 0, real_pthread_cond_wait(c, m));
+}
+
+EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_pthread_cond_timedwait(c, m, ts);
+	return SYNC_WAIT(t, RHEA_FN_COND_TIMEDWAIT, c, 0, real_pthread_cond_timedwait(c, m, ts));
+}
+
+EXPORT int sem_timedwait(sem_t *s, const struct timespec *ts)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_sem_timedwait(s, ts);
+	return SYNC_WAIT(t, RHEA_FN_SEM_TIMEDWAIT, s, 0, real_sem_timedwait(s, ts));
+}
 
 EXPORT int sem_wait(sem_t *s)
 {
@@ -468,10 +538,7 @@ EXPORT int sem_wait(sem_t *s)
 		return 0;
 	}
 	errno = e;
-	uint64_t t0 = rhea_now();
-	int r = real_sem_wait(s);
-	after_block(t, RHEA_FN_SEM_WAIT, t0, (uint64_t)(uintptr_t)s, 0);
-	return r;
+	return SYNC_WAIT(t, RHEA_FN_SEM_WAIT, s, 0, real_sem_wait(s));
 }
 
 /* ---- io and net ---------------------------------------------------------- */
@@ -535,7 +602,7 @@ EXPORT int open(const char *path, int flags, ...)
 		return real_open(path, flags, mode);
 	uint64_t t0 = rhea_now();
 	int r = real_open(path, flags, mode);
-	after_block(t, RHEA_FN_OPEN, t0, 0, 0);
+	after_io(t, RHEA_FN_OPEN, t0, 0);
 	return r;
 }
 
@@ -552,7 +619,7 @@ EXPORT int openat(int dir, const char *path, int flags, ...)
 		return real_openat(dir, path, flags, mode);
 	uint64_t t0 = rhea_now();
 	int r = real_openat(dir, path, flags, mode);
-	after_block(t, RHEA_FN_OPENAT, t0, 0, 0);
+	after_io(t, RHEA_FN_OPENAT, t0, (uint64_t)dir);
 	return r;
 }
 
@@ -574,12 +641,11 @@ LOOP_HOOK(int, epoll_wait, RHEA_FN_EPOLL_WAIT,
 	  (int fd, struct epoll_event *e, int n, int ms), (fd, e, n, ms))
 LOOP_HOOK(int, epoll_pwait, RHEA_FN_EPOLL_PWAIT,
 	  (int fd, struct epoll_event *e, int n, int ms, const sigset_t *m), (fd, e, n, ms, m))
-TIMED_HOOK(int, nanosleep, RHEA_C_WAIT, RHEA_FN_NANOSLEEP, 0,
-	   (const struct timespec *a, struct timespec *b), (a, b))
-TIMED_HOOK(int, clock_nanosleep, RHEA_C_WAIT, RHEA_FN_CLOCK_NANOSLEEP, 0,
+SLEEP_HOOK(int, nanosleep, RHEA_FN_NANOSLEEP, (const struct timespec *a, struct timespec *b), (a, b))
+SLEEP_HOOK(int, clock_nanosleep, RHEA_FN_CLOCK_NANOSLEEP,
 	   (clockid_t c, int f, const struct timespec *a, struct timespec *b), (c, f, a, b))
-TIMED_HOOK(int, usleep, RHEA_C_WAIT, RHEA_FN_USLEEP, 0, (useconds_t u), (u))
-TIMED_HOOK(unsigned, sleep, RHEA_C_WAIT, RHEA_FN_SLEEP, 0, (unsigned s), (s))
+SLEEP_HOOK(int, usleep, RHEA_FN_USLEEP, (useconds_t u), (u))
+SLEEP_HOOK(unsigned, sleep, RHEA_FN_SLEEP, (unsigned s), (s))
 
 /* ---- mmap and time ------------------------------------------------------- */
 

@@ -32,7 +32,8 @@ typedef const struct cfi_table *(*unwind_find_fn)(uint64_t pc, uint64_t *bias, v
 
 /* Walk the frame-pointer chain from r.  Fills out[0..max-1], returns the
  * number of frames; *truncated (may be NULL) = 1 when max stopped a walk
- * that would have gone on.  Async-signal-safe, never faults. */
+ * that would have gone on.  A frame record outside a known stack ends the
+ * walk (no signal frames).  Async-signal-safe, never faults. */
 int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64_t *out, int max,
 	      int *truncated);
 

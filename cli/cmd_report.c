@@ -17,7 +17,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rhea report [options] FILE.rhea\n"
 		"\n"
-		"  --json          the same data, machine-readable\n"
+		"  --json          the same data, machine-readable (waits included)\n"
+		"  --blocking      who waited on what, for how long, and who woke them\n"
 		"  --top N         rows per table (default 15)\n"
 		"  --end next|last when a function's slice ends: at the next sample (default)\n"
 		"                  or after the last sample that saw it\n"
@@ -29,9 +30,10 @@ int cmd_report(int argc, char **argv)
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'j'}, {"top", required_argument, NULL, 't'},
 		{"salvage", no_argument, NULL, 's'}, {"end", required_argument, NULL, 'e'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'}, {"blocking", no_argument, NULL, 'b'},
+		{NULL, 0, NULL, 0},
 	};
-	struct report_opts o = {0, 15, 80};
+	struct report_opts o = {0, 15, 80, 0};
 	int salvage = 0, policy = MODEL_END_NEXT, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
@@ -39,6 +41,7 @@ int cmd_report(int argc, char **argv)
 		case 'j': o.json = 1; break;
 		case 't': o.top = atoi(optarg); break;
 		case 's': salvage = 1; break;
+		case 'b': o.blocking = 1; break;
 		case 'e':
 			if (strcmp(optarg, "next") == 0)
 				policy = MODEL_END_NEXT;

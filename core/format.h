@@ -98,6 +98,7 @@ enum rhea_sample_flags {
 	RHEA_S_ASYNC = 4,      /* taken by the sampler, not in a hook */
 	RHEA_S_LEAF_EXACT = 8, /* leaf address is an exact pc, not a return-1 */
 	RHEA_S_NOSTACK = 16,   /* unwinding failed or stack table full */
+	RHEA_S_WAKER = 32,     /* released/signalled an object others waited on */
 };
 
 /*
@@ -113,9 +114,11 @@ struct rhea_sample {
 	uint16_t merged;  /* how many captures this entry stands for - 1 (sat.) */
 	uint32_t msgid;   /* per-thread event-loop message id */
 	uint64_t begin_ns, end_ns;
-	uint64_t object;     /* BLOCK: lock address, fd, ... (0 if none) */
+	uint64_t object;     /* BLOCK, WAKER: lock address, fd, ... (0 if none) */
 	uint32_t waker_tid;  /* BLOCK: thread that released/signalled, 0 unknown */
 	uint32_t owner_tid;  /* BLOCK: owner of the lock when the wait began */
+	uint64_t flow;       /* WAKER: id of this release; BLOCK: id of the
+				release that ended the wait (0: none) */
 	struct rhea_counters c_begin, c_end;
 };
 

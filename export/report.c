@@ -246,6 +246,233 @@ static const char *end_reason_key(const struct recording *r)
 	}
 }
 
+/* ---- blocking analysis: waits grouped by (call, object, waiter stack) ---- */
+
+struct who {
+	uint32_t tid, stack; /* stack: releaser's stack (releasers only) */
+	uint64_t count;
+};
+
+struct wgroup {
+	unsigned trigger;
+	uint64_t object;
+	uint32_t stack; /* the waiter's stack */
+	uint32_t tid;   /* a waiting thread (the first seen) */
+	uint64_t count, total, max, attributed;
+	struct who owners[8], releasers[8];
+	int nowners, nreleasers;
+};
+
+struct flowmap {
+	uint64_t flow;
+	uint32_t tid, stack;
+};
+
+static int cmp_flow(const void *a, const void *b)
+{
+	const struct flowmap *x = a, *y = b;
+	return (x->flow > y->flow) - (x->flow < y->flow);
+}
+
+static void add_who(struct who *w, int *n, uint32_t tid, uint32_t stack)
+{
+	for (int i = 0; i < *n; i++)
+		if (w[i].tid == tid && w[i].stack == stack) {
+			w[i].count++;
+			return;
+		}
+	if (*n < 8) {
+		w[*n].tid = tid;
+		w[*n].stack = stack;
+		w[*n].count = 1;
+		(*n)++;
+	}
+}
+
+static int cmp_wgroup(const void *a, const void *b)
+{
+	const struct wgroup *x = a, *y = b;
+	return (x->total < y->total) - (x->total > y->total);
+}
+
+/* All BLOCK samples grouped; *n groups returned, sorted by total time. */
+static struct wgroup *build_waits(struct recording *r, size_t *n_out)
+{
+	size_t nflows = 0, cap = 0, n = 0, gcap = 0;
+	struct flowmap *flows = NULL;
+	struct wgroup *g = NULL;
+	for (size_t i = 0; i < r->nthreads; i++)
+		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
+			const struct rhea_sample *s = &r->threads[i].samples[k];
+			if (!(s->h.flags & RHEA_S_WAKER) || !s->flow)
+				continue;
+			if (nflows == cap) {
+				cap = cap ? cap * 2 : 256;
+				flows = realloc(flows, cap * sizeof(*flows));
+			}
+			flows[nflows++] = (struct flowmap){s->flow, s->tid, s->stack};
+		}
+	qsort(flows, nflows, sizeof(*flows), cmp_flow);
+	for (size_t i = 0; i < r->nthreads; i++)
+		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
+			const struct rhea_sample *s = &r->threads[i].samples[k];
+			if (!(s->h.flags & RHEA_S_BLOCK))
+				continue;
+			size_t j;
+			for (j = 0; j < n; j++)
+				if (g[j].trigger == s->trigger && g[j].object == s->object && g[j].stack == s->stack)
+					break;
+			if (j == n) {
+				if (n == gcap) {
+					gcap = gcap ? gcap * 2 : 64;
+					g = realloc(g, gcap * sizeof(*g));
+				}
+				memset(&g[n], 0, sizeof(g[n]));
+				g[n].trigger = s->trigger;
+				g[n].object = s->object;
+				g[n].stack = s->stack;
+				g[n].tid = s->tid;
+				n++;
+			}
+			uint64_t d = s->end_ns - s->begin_ns;
+			g[j].count++;
+			g[j].total += d;
+			if (d > g[j].max)
+				g[j].max = d;
+			if (s->owner_tid)
+				add_who(g[j].owners, &g[j].nowners, s->owner_tid, 0);
+			if (s->waker_tid) {
+				g[j].attributed++;
+				struct flowmap key = {s->flow, 0, 0}, *f = NULL;
+				if (s->flow && nflows)
+					f = bsearch(&key, flows, nflows, sizeof(*flows), cmp_flow);
+				add_who(g[j].releasers, &g[j].nreleasers, s->waker_tid, f ? f->stack : 0);
+			}
+		}
+	free(flows);
+	qsort(g, n, sizeof(*g), cmp_wgroup);
+	*n_out = n;
+	return g;
+}
+
+/* Function names of a stack, root first (at most max). */
+static int stack_names(struct model *m, uint32_t stack, const char **names, int max)
+{
+	struct rhea_sample s;
+	memset(&s, 0, sizeof(s));
+	s.stack = stack;
+	uint32_t ids[512];
+	int n = model_frames(m, &s, ids, 512);
+	int first = n > max ? n - max : 0;
+	for (int i = first; i < n; i++)
+		names[i - first] = m->funcs[ids[i]].name;
+	return n - first;
+}
+
+static void json_stack(struct json *j, const char *key, struct model *m, uint32_t stack)
+{
+	const char *names[512];
+	int n = stack_names(m, stack, names, 512);
+	json_arr_begin(j, key);
+	for (int i = 0; i < n; i++)
+		json_str(j, NULL, names[i]);
+	json_arr_end(j);
+}
+
+/* "leaf < caller < caller" with at most `depth` frames, into buf. */
+static const char *stack_line(struct model *m, uint32_t stack, int depth, char *buf, size_t len)
+{
+	const char *names[512];
+	int n = stack_names(m, stack, names, 512);
+	size_t o = 0;
+	buf[0] = 0;
+	for (int i = n - 1, k = 0; i >= 0 && k < depth; i--, k++)
+		o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s", k ? " < " : "", names[i]);
+	if (n == 0)
+		snprintf(buf, len, "[no stack]");
+	return buf;
+}
+
+static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
+{
+	json_arr_begin(j, "waits");
+	for (size_t i = 0; i < n; i++) {
+		char obj[32];
+		snprintf(obj, sizeof(obj), "0x%" PRIx64, g[i].object);
+		json_obj_begin(j, NULL);
+		json_str(j, "function", rhea_fn_name(g[i].trigger));
+		json_str(j, "class", rhea_class_name(rhea_fn_class(g[i].trigger)));
+		json_str(j, "object", obj);
+		json_u64(j, "tid", g[i].tid);
+		json_u64(j, "count", g[i].count);
+		json_u64(j, "total_ns", g[i].total);
+		json_u64(j, "max_ns", g[i].max);
+		json_u64(j, "attributed", g[i].attributed);
+		json_stack(j, "stack", m, g[i].stack);
+		json_arr_begin(j, "owners");
+		for (int k = 0; k < g[i].nowners; k++) {
+			json_obj_begin(j, NULL);
+			json_u64(j, "tid", g[i].owners[k].tid);
+			json_u64(j, "count", g[i].owners[k].count);
+			json_obj_end(j);
+		}
+		json_arr_end(j);
+		json_arr_begin(j, "releasers");
+		for (int k = 0; k < g[i].nreleasers; k++) {
+			json_obj_begin(j, NULL);
+			json_u64(j, "tid", g[i].releasers[k].tid);
+			json_u64(j, "count", g[i].releasers[k].count);
+			json_stack(j, "stack", m, g[i].releasers[k].stack);
+			json_obj_end(j);
+		}
+		json_arr_end(j);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
+static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, int top, int W)
+{
+	char b1[64], b2[64], b3[64], line[1024], nb[1024];
+	int shown = 0;
+	fprintf(out, "Waits on locks, conditions and semaphores (by total time blocked)\n");
+	for (size_t i = 0; i < n && shown < top; i++) {
+		if (rhea_fn_class(g[i].trigger) != RHEA_C_LOCK)
+			continue;
+		shown++;
+		fprintf(out, "\n%2d. %s on 0x%" PRIx64 ": %s waits, total %s, max %s\n", shown,
+			rhea_fn_name(g[i].trigger), g[i].object, fmt_count(g[i].count, b1),
+			fmt_ns(g[i].total, b2), fmt_ns(g[i].max, b3));
+		fprintf(out, "    waiter %u: %s\n", g[i].tid,
+			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 20, nb));
+		for (int k = 0; k < g[i].nowners; k++)
+			fprintf(out, "    owner when the wait began: thread %u (%s times)\n", g[i].owners[k].tid,
+				fmt_count(g[i].owners[k].count, b1));
+		for (int k = 0; k < g[i].nreleasers; k++)
+			fprintf(out, "    woken by thread %u (%s times) at: %s\n", g[i].releasers[k].tid,
+				fmt_count(g[i].releasers[k].count, b1),
+				fit(stack_line(m, g[i].releasers[k].stack, 5, line, sizeof(line)), W - 40, nb));
+		if (g[i].attributed < g[i].count)
+			fprintf(out, "    %s waits without a known releaser\n",
+				fmt_count(g[i].count - g[i].attributed, b1));
+	}
+	if (!shown)
+		fprintf(out, "  none recorded\n");
+	shown = 0;
+	fprintf(out, "\nOther blocking calls (by total time)\n  %10s %10s %10s  %-22s %s\n", "TOTAL", "COUNT",
+		"MAX", "CALL", "WHERE");
+	for (size_t i = 0; i < n && shown < top; i++) {
+		if (rhea_fn_class(g[i].trigger) == RHEA_C_LOCK)
+			continue;
+		shown++;
+		fprintf(out, "  %10s %10s %10s  %-22s %s\n", fmt_ns(g[i].total, b1), fmt_count(g[i].count, b2),
+			fmt_ns(g[i].max, b3), rhea_fn_name(g[i].trigger),
+			fit(stack_line(m, g[i].stack, 3, line, sizeof(line)), W - 60 > 20 ? W - 60 : 20, nb));
+	}
+	if (!shown)
+		fprintf(out, "  none recorded\n");
+}
+
 struct cls {
 	uint64_t captures, blocks, blocked_ns;
 };
@@ -300,6 +527,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	struct site_row *sites;
 	uint64_t site_count, site_bytes;
 	size_t nsites = build_sites(m, &sites, &site_count, &site_bytes);
+	size_t nwaits;
+	struct wgroup *waits = build_waits(r, &nwaits);
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
@@ -429,6 +658,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
+		json_waits(&j, m, waits, nwaits);
 		json_arr_begin(&j, "warnings");
 		const char *w;
 		for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
@@ -440,6 +670,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 
 	int W = o->width > 40 ? o->width : 80;
 	int top = o->top > 0 ? o->top : 15;
+	if (o->blocking) {
+		fprintf(out, "rhea report --blocking: %s\n\n", r->path);
+		text_waits(out, m, waits, nwaits, top, W);
+		goto out;
+	}
 	fprintf(out, "rhea report: %s\n", r->path);
 	if (cmd)
 		fprintf(out, "  command:  %s\n", fit(cmd, W - 12, nb));
@@ -540,6 +775,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
 out:
+	free(waits);
 	for (size_t i = 0; i < nsites; i++)
 		free(sites[i].name);
 	free(sites);

@@ -10,6 +10,7 @@ struct report_opts {
 	int json;
 	int top;      /* rows per table (text); JSON lists every function */
 	int width;    /* terminal columns, 80 by default */
+	int blocking; /* text: the blocking analysis instead of the summary */
 };
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);

@@ -50,7 +50,11 @@ MS = 1000000
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
-# Stacks reaching main/start_thread, as a fraction of stacks recorded.
+# Stacks reaching main/start_thread, as a fraction of stacks recorded, for
+# the dwarf unwinder.  Not asserted for --unwind fp: Debian's glibc has no
+# frame pointers, so a frame-pointer walk from a capture made inside libc
+# (stdio's buffer allocation, the sampler interrupting libc code) loses the
+# caller chain by design; that is why dwarf is the default.
 ROOT_MIN_SCENARIO = 0.95
 ROOT_MIN_DEBIAN = 0.90
 
@@ -223,7 +227,8 @@ def t_allocs(c, variant, unwind="dwarf"):
     check_end(c, rec, "exit", 0)
     c.check(rec["recording"]["unwind"] == unwind, "recording says unwind %r" % rec["recording"]["unwind"])
     check_site(c, rec, "make_allocs", 20000, 20000 * 48)
-    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    if unwind == "dwarf":
+        check_roots(c, rec, ROOT_MIN_SCENARIO)
     c.done()
 
 
@@ -249,7 +254,8 @@ def t_ratio(c, variant, unwind="dwarf"):
         c.check(RATIO_LO <= a / b <= RATIO_HI,
                 "inclusive work_a/work_b = %s/%s = %.3f, want 2.0 +-15%% (cpu ratio %.3f)"
                 % (ms(a), ms(b), a / b, cpu_a / cpu_b if cpu_b else float("nan")))
-    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    if unwind == "dwarf":
+        check_roots(c, rec, ROOT_MIN_SCENARIO)
     c.done()
 
 
@@ -426,7 +432,7 @@ CREATE INDEX t_k ON t(k);
 SELECT count(*), sum(k), max(length(s)) FROM t;
 SELECT k, count(*) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 3;
 SELECT count(DISTINCT substr(s, 5, 4)) FROM t WHERE k BETWEEN 100 AND 5000;
-SELECT sum(length(s)) FROM t AS a JOIN t AS b USING (id) WHERE a.k % 3 = 0;
+SELECT sum(length(a.s)) FROM t AS a JOIN t AS b ON a.id = b.id WHERE a.k % 3 = 0;
 """
 
 
@@ -664,8 +670,8 @@ def run_one(args, name):
         print("FAIL: %s" % e)
         return 1
     except Exception as e:  # a bug in the test or an unexpected report
-        tb = traceback.extract_tb(e.__traceback__)[-1]
-        print("FAIL: %s: %s (test_e2e.py:%d)" % (type(e).__name__, e, tb.lineno))
+        here = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == os.path.abspath(__file__)]
+        print("FAIL: %s: %s (test_e2e.py:%d)" % (type(e).__name__, e, here[-1].lineno if here else 0))
         return 1
     return 0
 

@@ -32,8 +32,7 @@
 
 extern char _start[];
 
-__attribute__((noinline)) int cfi_probe(int x);
-__attribute__((noinline)) int cfi_probe(int x)
+__attribute__((noinline, used)) static int cfi_probe(int x)
 {
 	volatile int a[4];
 	a[x & 3] = x;

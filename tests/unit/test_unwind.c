@@ -104,7 +104,7 @@ static const struct cfi_table *find_table(uint64_t pc, uint64_t *bias, void *arg
 
 static const struct cfi_row *row_at(uint64_t pc)
 {
-	uint64_t bias;
+	uint64_t bias = 0;
 	const struct cfi_table *t = find_table(pc, &bias, NULL);
 	return t ? cfi_lookup(t, pc - bias) : NULL;
 }
@@ -557,7 +557,7 @@ Test(unwind, cfi_guesses_through_code_without_cfi)
  * start + 1 (so that pc and pc + 1 are both inside). */
 static uint64_t libc_row_pc(int kind, const struct cfi_row **rowp)
 {
-	uint64_t bias;
+	uint64_t bias = 0;
 	const struct cfi_table *t = find_table((uint64_t)(uintptr_t)qsort, &bias, NULL);
 	cr_assert(t);
 	for (uint32_t i = 0; i + 1 < t->n; i++)
@@ -644,7 +644,7 @@ Test(unwind, garbage_registers_are_harmless)
 	modules_reload();
 	struct unwind_stack st = stack_of(&local), unknown = {0, 0};
 	uint64_t libc_pc = (uint64_t)(uintptr_t)qsort;
-	uint64_t libc_lo = 0, libc_hi = 0, bias;
+	uint64_t libc_lo = 0, libc_hi = 0, bias = 0;
 	const struct cfi_table *libc = find_table(libc_pc, &bias, NULL);
 	cr_assert(libc);
 	libc_lo = libc->lo + bias;
