@@ -7,11 +7,11 @@
  * `sample_ns` of CPU the thread consumes.  The kernel therefore interrupts
  * only threads that are running, at a rate proportional to the CPU they
  * use: a sleeping thread is never signalled, so its nanosleep/poll/
- * epoll_wait never return EINTR because of rhea.  This replaces the
+ * epoll_wait never return EINTR because of rhea.  Every expiry is captured,
+ * so sampled captures alone are an unbiased CPU profile.  This replaces the
  * "sampler thread scans, tgkills the busy ones" loop of earlier designs,
  * and with it Sliver's sampler groups: no thread waits for another one's
- * sample, the kernel delivers each timer on its own.  The handler skips the
- * capture when the thread was captured (by a hook) within half a period.
+ * sample, the kernel delivers each timer on its own.
  *
  * Blocked threads: the sampler thread wakes every 100 ms, and a thread not
  * captured for `force_ns` (1 s) whose state is blocked in a syscall is
@@ -87,8 +87,9 @@ static void on_sample(int sig, siginfo_t *si, void *uc)
 		t = thread_register_tid(thread_gettid(), 1);
 	if (!t || __atomic_load_n(&t->in_capture, __ATOMIC_RELAXED))
 		goto out;
-	if (rhea_now() - t->last_capture_ns < rhea_g.cfg.interval_ns)
-		goto out; /* a hook captured it within the interval: nothing to add */
+	/* Always taken, even right after a hook's capture: the sampled captures
+	 * alone form an unbiased CPU profile (one per sample_ns of CPU), which
+	 * captures at hook points are not. */
 	capture_async(t, uc);
 out:
 	errno = e;

@@ -473,6 +473,50 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 		fprintf(out, "  none recorded\n");
 }
 
+/* ---- CPU profile: the sampler's captures only, each worth one period ---- */
+
+struct cpuprof {
+	uint64_t *self, *incl, total;
+};
+
+static void build_cpuprof(struct model *m, struct cpuprof *p)
+{
+	struct recording *r = m->rec;
+	p->self = calloc(m->nfuncs, sizeof(uint64_t));
+	p->incl = calloc(m->nfuncs, sizeof(uint64_t));
+	uint8_t *seen = calloc(m->nfuncs, 1);
+	uint32_t *ids = malloc(4096 * sizeof(uint32_t));
+	p->total = 0;
+	for (size_t i = 0; i < r->nthreads; i++)
+		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
+			const struct rhea_sample *s = &r->threads[i].samples[k];
+			if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
+				continue;
+			uint64_t w = 1u + s->merged;
+			int n = model_frames(m, s, ids, 4096);
+			p->total += w;
+			if (n == 0)
+				continue;
+			p->self[ids[n - 1]] += w;
+			for (int j = 0; j < n; j++)
+				if (!seen[ids[j]]) {
+					seen[ids[j]] = 1;
+					p->incl[ids[j]] += w;
+				}
+			for (int j = 0; j < n; j++)
+				seen[ids[j]] = 0;
+		}
+	free(seen);
+	free(ids);
+}
+
+static const uint64_t *sort_cp;
+static int by_cp(const void *a, const void *b)
+{
+	uint64_t x = sort_cp[*(const uint32_t *)a], y = sort_cp[*(const uint32_t *)b];
+	return (x < y) - (x > y);
+}
+
 struct cls {
 	uint64_t captures, blocks, blocked_ns;
 };
@@ -529,6 +573,15 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	size_t nsites = build_sites(m, &sites, &site_count, &site_bytes);
 	size_t nwaits;
 	struct wgroup *waits = build_waits(r, &nwaits);
+	struct cpuprof cp;
+	build_cpuprof(m, &cp);
+	uint32_t *cporder = malloc(m->nfuncs * sizeof(uint32_t));
+	uint32_t ncp = 0;
+	for (uint32_t i = 0; i < m->nfuncs; i++)
+		if (cp.incl[i])
+			cporder[ncp++] = i;
+	sort_cp = cp.self;
+	qsort(cporder, ncp, sizeof(uint32_t), by_cp);
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
@@ -659,6 +712,19 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		}
 		json_arr_end(&j);
 		json_waits(&j, m, waits, nwaits);
+		json_obj_begin(&j, "cpu_profile");
+		json_u64(&j, "samples", cp.total);
+		json_arr_begin(&j, "functions");
+		for (uint32_t i = 0; i < ncp; i++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "name", m->funcs[cporder[i]].name);
+			json_str(&j, "module", m->funcs[cporder[i]].module);
+			json_u64(&j, "self", cp.self[cporder[i]]);
+			json_u64(&j, "inclusive", cp.incl[cporder[i]]);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_obj_end(&j);
 		json_arr_begin(&j, "warnings");
 		const char *w;
 		for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
@@ -701,16 +767,22 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 
 	int namew = W - 2 - 4 * 11;
 	qsort(order, nf, sizeof(uint32_t), by_incl);
-	fprintf(out, "\nTop functions by inclusive time (all threads)\n  %10s %10s %10s %10s %s\n",
-		"INCL", "SELF", "CPU", "ALLOCS", "FUNCTION");
+	fprintf(out, "\nTop functions by inclusive time (all threads; faults = minor+major page\n"
+		     "faults, csw = voluntary/involuntary context switches inside)\n"
+		     "  %9s %9s %4s %7s %7s %9s %s\n",
+		"WALL", "CPU", "CPU%", "ALLOCS", "FAULTS", "CSW", "FUNCTION");
 	for (uint32_t i = 0, shown = 0; i < nf && shown < (uint32_t)top; i++) {
 		const struct model_func *f = &m->funcs[order[i]];
 		const struct fstat *s = &a.f[order[i]];
 		if (f->kind == MODEL_SPECIAL && s->incl_ns == 0)
 			continue;
 		shown++;
-		fprintf(out, "  %10s %10s %10s %10s %s\n", fmt_ns(s->incl_ns, b1), fmt_ns(s->self_ns, b2),
-			fmt_ns(s->incl_cpu, b3), fmt_count(s->alloc_count, b4), fit(f->name, namew, nb));
+		char csw[32];
+		snprintf(csw, sizeof(csw), "%s/%s", fmt_count(s->nvcsw, b4), fmt_count(s->nivcsw, b5));
+		fprintf(out, "  %9s %9s %3.0f%% %7s %7s %9s %s\n", fmt_ns(s->incl_ns, b1), fmt_ns(s->incl_cpu, b2),
+			s->incl_ns ? 100.0 * (double)s->incl_cpu / (double)s->incl_ns : 0.0,
+			fmt_count(s->alloc_count, b3), fmt_count(s->minflt + s->majflt, b5), csw,
+			fit(f->name, W - 54 > 16 ? W - 54 : 16, nb));
 	}
 	qsort(order, nf, sizeof(uint32_t), by_self);
 	fprintf(out, "\nTop functions by self time\n  %10s %10s %10s %10s %s\n", "SELF", "SELF CPU",
@@ -723,6 +795,15 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		sprintf(b4, "%.0f%%", s->self_ns ? 100.0 * (double)s->self_cpu / (double)s->self_ns : 0.0);
 		fprintf(out, "  %10s %10s %10s %10s %s\n", fmt_ns(s->self_ns, b1), fmt_ns(s->self_cpu, b2),
 			fmt_ns(s->incl_ns, b3), b4, fit(f->name, namew, nb));
+	}
+
+	if (cp.total) {
+		fprintf(out, "\nCPU profile (%s samples, one per sampling period of a thread's CPU)\n"
+			     "  %7s %7s %s\n", fmt_count(cp.total, b1), "SELF", "INCL", "FUNCTION");
+		for (uint32_t i = 0; i < ncp && i < (uint32_t)top && cp.self[cporder[i]]; i++)
+			fprintf(out, "  %6.1f%% %6.1f%% %s\n", 100.0 * (double)cp.self[cporder[i]] / (double)cp.total,
+				100.0 * (double)cp.incl[cporder[i]] / (double)cp.total,
+				fit(m->funcs[cporder[i]].name, W - 20, nb));
 	}
 
 	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",
@@ -776,6 +857,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
 out:
 	free(waits);
+	free(cp.self);
+	free(cp.incl);
+	free(cporder);
 	for (size_t i = 0; i < nsites; i++)
 		free(sites[i].name);
 	free(sites);
