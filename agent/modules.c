@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -194,6 +195,29 @@ static void sort_index(struct module **a, uint32_t n)
 	}
 }
 
+/* The vDSO has no file: hand its in-memory ELF image to the CFI compiler
+ * through a memfd (samples taken inside clock_gettime & co. then unwind). */
+static struct cfi_table *vdso_cfi(void)
+{
+	uint64_t base = getauxval(AT_SYSINFO_EHDR);
+	if (!base)
+		return NULL;
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return NULL;
+	size_t size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size == 0 || size > (1u << 20))
+		return NULL;
+	int fd = (int)syscall(SYS_memfd_create, "rhea-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct cfi_table *t = NULL;
+	if (syscall(SYS_write, fd, (const void *)base, size) == (long)size)
+		cfi_build_fd(fd, &t);
+	syscall(SYS_close, fd);
+	return t;
+}
+
 static uint32_t *seen_gen;
 
 int modules_scan(void)
@@ -227,6 +251,8 @@ int modules_scan(void)
 			int r = cfi_build(m->path, &m->cfi);
 			if (r < 0)
 				m->cfi = NULL;
+		} else if (!rhea_g.cfg.unwind_fp && m->bias == getauxval(AT_SYSINFO_EHDR)) {
+			m->cfi = vdso_cfi();
 		}
 		if (m->lo <= (uint64_t)(uintptr_t)&modules_scan &&
 		    (uint64_t)(uintptr_t)&modules_scan < m->hi) {

@@ -27,8 +27,14 @@
  *
  * Signals the kernel sends for a failed write, SIGXFSZ (RLIMIT_FSIZE) and
  * SIGPIPE, kill the process by default; they go to the writing thread, so
- * the agent blocks them in its writer thread and the write just fails with
- * EFBIG or EPIPE.
+ * the agent should keep them blocked in its writer thread: the write then
+ * just fails with EFBIG or EPIPE.
+ *
+ * ZSTD_estimateCCtxSize and ZSTD_initStaticCCtx are zstd's "static linking
+ * only" API, used here from the shared library.  That is safe in practice:
+ * both have existed unchanged since zstd 1.3, and the workspace size is
+ * computed by the same library that later uses the workspace, so headers
+ * and library of different versions cannot make it too small.
  *
  * The writer is not re-entrant: one call at a time.  A busy flag (an atomic
  * exchange, no lock) turns a second call - a signal handler interrupting the

@@ -431,15 +431,23 @@ static void source_dir(char *out, size_t len)
 
 /* Compile data/cfi_sample.c with extra flags, build its table, check that
  * sample_leaf (CFI in .debug_frame only when asked) is covered. */
+static char sample_out[] = "/tmp/rhea-cfi-sample-XXXXXX";
+
+static void sample_cleanup(void)
+{
+	unlink(sample_out); /* also when an assertion ended the test */
+}
+
 static void sample(const char *flags, int expect_debug_frame)
 {
-	char dir[PATH_MAX], cmd[2 * PATH_MAX + 256], out[] = "/tmp/rhea-cfi-sample-XXXXXX";
+	char dir[PATH_MAX], cmd[2 * PATH_MAX + 256], *out = sample_out;
 	struct cfi_table *t = NULL;
 
 	source_dir(dir, sizeof(dir));
 	int fd = mkstemp(out);
 	cr_assert(fd >= 0);
 	close(fd);
+	atexit(sample_cleanup);
 	snprintf(cmd, sizeof(cmd), "cc -O2 %s -o '%s' '%s/data/cfi_sample.c'", flags, out, dir);
 	cr_assert_eq(system(cmd), 0, "%s", cmd);
 	uint64_t unused;
@@ -453,7 +461,6 @@ static void sample(const char *flags, int expect_debug_frame)
 		  flags);
 	cr_assert(cfi_lookup(t, elf_addr(out, NULL, "_start"))->kind == CFI_OUTERMOST);
 	cfi_free(t);
-	unlink(out);
 }
 
 Test(cfi, debug_frame_only)

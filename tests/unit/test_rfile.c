@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1264,4 +1265,154 @@ Test(rfile, fuzz_entry_on_damaged_files, .timeout = 120)
 	}
 	free(file);
 	rec_free(&rc);
+}
+
+/* ---- doc/format.md matches format.h ------------------------------------ */
+
+/*
+ * The offsets and sizes below are the ones doc/format.md documents.  When
+ * format.h changes, this test fails until the document (and this list) are
+ * brought up to date: a format description that is off by 8 bytes is worse
+ * than none.
+ */
+#define DOC(type, field, off)                                              \
+	cr_expect_eq(offsetof(struct type, field), (size_t)(off),          \
+		     "doc/format.md: " #type "." #field " is at %zu, not " #off, \
+		     offsetof(struct type, field))
+#define DOC_SIZE(type, size)                                               \
+	cr_expect_eq(sizeof(struct type), (size_t)(size),                  \
+		     "doc/format.md: struct " #type " is %zu bytes, not " #size, \
+		     sizeof(struct type))
+
+Test(rfile, doc_format_md_layout)
+{
+	cr_expect_eq(RHEA_VERSION, 1);
+	cr_expect_eq(RHEA_CHUNK_MAGIC, 0x4b434852u);
+	cr_expect_eq(RHEA_CHUNK_MAX_RAW, 64u << 20);
+	cr_expect_eq(RHEA_CLOCK_MONOTONIC, 1);
+	cr_expect_eq(RHEA_CHUNK_EVENTS, 1);
+	cr_expect_eq(RHEA_CHUNK_ZSTD, 1);
+
+	DOC_SIZE(rhea_file_header, 72);
+	DOC(rhea_file_header, version, 8);
+	DOC(rhea_file_header, header_size, 12);
+	DOC(rhea_file_header, clock, 16);
+	DOC(rhea_file_header, pid, 20);
+	DOC(rhea_file_header, ppid, 24);
+	DOC(rhea_file_header, flags, 28);
+	DOC(rhea_file_header, start_ns, 32);
+	DOC(rhea_file_header, start_realtime_ns, 40);
+	DOC(rhea_file_header, interval_ns, 48);
+	DOC(rhea_file_header, max_depth, 56);
+	DOC(rhea_file_header, reserved, 60);
+
+	DOC_SIZE(rhea_chunk_header, 32);
+	DOC(rhea_chunk_header, type, 4);
+	DOC(rhea_chunk_header, flags, 6);
+	DOC(rhea_chunk_header, raw_size, 8);
+	DOC(rhea_chunk_header, stored_size, 12);
+	DOC(rhea_chunk_header, crc, 16);
+	DOC(rhea_chunk_header, reserved, 20);
+	DOC(rhea_chunk_header, seq, 24);
+
+	DOC_SIZE(rhea_entry, 8);
+	DOC(rhea_entry, flags, 2);
+	DOC(rhea_entry, size, 4);
+	cr_expect_eq(RHEA_E_SAMPLE, 1);
+	cr_expect_eq(RHEA_E_THREAD, 2);
+	cr_expect_eq(RHEA_E_MODULE, 3);
+	cr_expect_eq(RHEA_E_NODES, 4);
+	cr_expect_eq(RHEA_E_SITES, 5);
+	cr_expect_eq(RHEA_E_META, 6);
+	cr_expect_eq(RHEA_E_END, 7);
+	cr_expect_eq(RHEA_E_STATS, 8);
+
+	DOC_SIZE(rhea_counters, 40);
+	DOC(rhea_counters, alloc_count, 8);
+	DOC(rhea_counters, alloc_bytes, 16);
+	DOC(rhea_counters, minflt, 24);
+	DOC(rhea_counters, majflt, 28);
+	DOC(rhea_counters, nvcsw, 32);
+	DOC(rhea_counters, nivcsw, 36);
+
+	DOC_SIZE(rhea_sample, 144);
+	DOC(rhea_sample, tid, 8);
+	DOC(rhea_sample, stack, 12);
+	DOC(rhea_sample, trigger, 16);
+	DOC(rhea_sample, merged, 18);
+	DOC(rhea_sample, msgid, 20);
+	DOC(rhea_sample, begin_ns, 24);
+	DOC(rhea_sample, end_ns, 32);
+	DOC(rhea_sample, object, 40);
+	DOC(rhea_sample, waker_tid, 48);
+	DOC(rhea_sample, owner_tid, 52);
+	DOC(rhea_sample, flow, 56);
+	DOC(rhea_sample, c_begin, 64);
+	DOC(rhea_sample, c_end, 104);
+	cr_expect_eq(RHEA_S_BLOCK, 1);
+	cr_expect_eq(RHEA_S_TRUNCATED, 2);
+	cr_expect_eq(RHEA_S_ASYNC, 4);
+	cr_expect_eq(RHEA_S_LEAF_EXACT, 8);
+	cr_expect_eq(RHEA_S_NOSTACK, 16);
+	cr_expect_eq(RHEA_S_WAKER, 32);
+
+	DOC_SIZE(rhea_thread, 40);
+	DOC(rhea_thread, tid, 8);
+	DOC(rhea_thread, parent_tid, 12);
+	DOC(rhea_thread, time_ns, 16);
+	DOC(rhea_thread, name, 24);
+	cr_expect_eq(RHEA_T_START, 1);
+	cr_expect_eq(RHEA_T_NAME, 2);
+	cr_expect_eq(RHEA_T_EXIT, 3);
+
+	DOC_SIZE(rhea_module, 88);
+	DOC(rhea_module, time_ns, 8);
+	DOC(rhea_module, bias, 16);
+	DOC(rhea_module, lo, 24);
+	DOC(rhea_module, hi, 32);
+	DOC(rhea_module, build_id_len, 40);
+	DOC(rhea_module, build_id, 44);
+	DOC(rhea_module, path_len, 80);
+
+	DOC_SIZE(rhea_nodes, 16);
+	DOC(rhea_nodes, first_id, 8);
+	DOC(rhea_nodes, count, 12);
+	DOC_SIZE(rhea_node, 16);
+	DOC(rhea_node, parent, 8);
+	DOC(rhea_node, pad, 12);
+
+	DOC_SIZE(rhea_sites, 16);
+	DOC(rhea_sites, count, 8);
+	DOC(rhea_sites, pad, 12);
+	DOC_SIZE(rhea_site, 32);
+	DOC(rhea_site, count, 8);
+	DOC(rhea_site, bytes, 16);
+	DOC(rhea_site, tid, 24);
+	DOC(rhea_site, serial, 28);
+
+	DOC_SIZE(rhea_meta, 8);
+
+	DOC_SIZE(rhea_end, 24);
+	DOC(rhea_end, time_ns, 8);
+	DOC(rhea_end, reason, 16);
+	DOC(rhea_end, status, 20);
+	cr_expect_eq(RHEA_END_EXIT, 1);
+	cr_expect_eq(RHEA_END_SIGNAL, 2);
+	cr_expect_eq(RHEA_END_EXEC, 3);
+	cr_expect_eq(RHEA_END_DETACH, 4);
+	cr_expect_eq(RHEA_END_DISABLED, 5);
+
+	DOC_SIZE(rhea_stats, 144);
+	DOC(rhea_stats, time_ns, 8);
+	DOC(rhea_stats, samples, 16);
+	DOC(rhea_stats, captures, 24);
+	DOC(rhea_stats, dropped, 32);
+	DOC(rhea_stats, truncated, 40);
+	DOC(rhea_stats, unwind_errors, 48);
+	DOC(rhea_stats, stack_full, 56);
+	DOC(rhea_stats, write_errors, 64);
+	DOC(rhea_stats, bytes_raw, 72);
+	DOC(rhea_stats, bytes_stored, 80);
+	DOC(rhea_stats, threads, 88);
+	DOC(rhea_stats, reserved, 96);
 }
