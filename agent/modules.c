@@ -220,10 +220,12 @@ static struct cfi_table *vdso_cfi(void)
 
 static uint32_t *seen_gen;
 
+static uint32_t scan_lock; /* serializes scans (dlopen on several threads) */
+
 int modules_scan(void)
 {
-	static uint32_t lock;
-	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+	uint32_t *lock = &scan_lock;
+	while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	rhea_guard++;
 	if (!mods) {
@@ -278,7 +280,7 @@ int modules_scan(void)
 	}
 out:
 	rhea_guard--;
-	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -291,5 +293,6 @@ void modules_emit_all(void)
 
 void modules_after_fork(void)
 {
+	scan_lock = 0; /* a thread of the parent may have held it */
 	modules_emit_all();
 }

@@ -1091,6 +1091,70 @@ Test(rfile, pipe_closed_mid_chunk)
 	free(payload);
 }
 
+Test(rfile, nonblocking_pipe)
+{
+	const size_t chunk = 200000; /* bigger than a pipe's buffer */
+	uint8_t *payload = malloc(chunk);
+	uint64_t s = 79;
+	struct rhea_file_header h = {0};
+	struct rfile_writer w;
+	struct rfile_reader *r;
+	char path[64];
+	int p[2], sink = mem_fd(), status;
+	pid_t pid;
+
+	gen_payload(payload, chunk, 0, &s);
+	cr_assert(pipe2(p, O_NONBLOCK) == 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) { /* a slow reader: the writer meets EAGAIN */
+		uint8_t buf[4096];
+		ssize_t k;
+		close(p[1]);
+		fcntl(p[0], F_SETFL, 0);
+		while ((k = read(p[0], buf, sizeof(buf))) > 0) {
+			if (write(sink, buf, (size_t)k) != k)
+				_exit(2);
+			usleep(100);
+		}
+		_exit(k == 0 ? 0 : 1);
+	}
+	close(p[0]);
+	cr_assert_eq(rfile_writer_init(&w, p[1], 3, chunk), 0);
+	cr_assert_eq(rfile_write_header(&w, &h), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rfile_write_chunk(&w, payload, chunk, 1), 0);
+	rfile_writer_destroy(&w);
+	close(p[1]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", sink);
+	cr_assert_eq(rfile_open(path, &r), RFILE_OK);
+	for (int i = 0; i < 3; i++) {
+		const void *pl;
+		size_t len;
+		cr_assert_eq(rfile_next_chunk(r, &pl, &len), RFILE_OK);
+		cr_assert(len == chunk && memcmp(pl, payload, chunk) == 0);
+	}
+	const void *pl;
+	size_t len;
+	cr_assert_eq(rfile_next_chunk(r, &pl, &len), RFILE_END_OF_FILE);
+	rfile_close(r);
+	close(sink);
+
+	/* Nobody reading: the writer gives up after a bounded wait. */
+	cr_assert(pipe2(p, O_NONBLOCK) == 0);
+	cr_assert_eq(rfile_writer_init(&w, p[1], 3, chunk), 0);
+	int err = 0;
+	for (int i = 0; i < 3 && !err; i++)
+		err = rfile_write_chunk(&w, payload, chunk, 0);
+	cr_assert_eq(err, -EAGAIN);
+	rfile_writer_destroy(&w);
+	close(p[0]);
+	close(p[1]);
+	free(payload);
+}
+
 /* ---- signal safety --------------------------------------------------- */
 
 #if defined(__SANITIZE_ADDRESS__)
