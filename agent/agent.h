@@ -29,12 +29,12 @@ struct rhea_site_slot {
  * pointer to it.  Fields used on the hook fast path come first.
  */
 struct rhea_tstate {
+	uint32_t state;      /* TS_*; first: a new owner clears what follows */
 	uint32_t last_epoch; /* epoch of the last capture */
 	uint32_t msgid;
 	uint64_t alloc_count, alloc_bytes;
 	uint32_t tid;
 	uint32_t serial;     /* unique per thread instance */
-	uint32_t state;      /* TS_* */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
 	uint32_t pending_busy; /* atomic: owner vs. exit flusher */
 	int has_pending;
@@ -49,6 +49,8 @@ struct rhea_tstate {
 	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
 	uint64_t sites_emitted_ns;
 	struct rhea_site_slot sites[RHEA_SITES];
+	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
+	uint32_t nsite_used;
 	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
 };
 

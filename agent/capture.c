@@ -360,9 +360,13 @@ void capture_flush_pending(struct rhea_tstate *t)
 void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i)
 {
 	for (uint32_t k = 0; k < 16; k++) {
-		struct rhea_site_slot *s = &t->sites[(i + k) & (RHEA_SITES - 1)];
-		if (s->pc == pc || s->pc == 0) {
+		uint32_t j = (i + k) & (RHEA_SITES - 1);
+		struct rhea_site_slot *s = &t->sites[j];
+		if (s->pc == 0) {
 			s->pc = pc;
+			t->site_used[t->nsite_used++] = (uint16_t)j;
+		}
+		if (s->pc == pc) {
 			s->count++;
 			s->bytes += bytes;
 			return;
@@ -379,20 +383,23 @@ void capture_emit_sites(struct rhea_tstate *t)
 		struct rhea_sites h;
 		struct rhea_site s[BATCH];
 	} e;
-	uint32_t n = 0;
-	for (uint32_t i = 0; i <= RHEA_SITES; i++) {
-		const struct rhea_site_slot *s = i < RHEA_SITES ? &t->sites[i] : NULL;
+	uint32_t n = 0, used = t->nsite_used;
+	if (used > RHEA_SITES)
+		used = RHEA_SITES;
+	/* The slots in use, then the overflow bucket as pc 0. */
+	for (uint32_t i = 0; i <= used; i++) {
+		const struct rhea_site_slot *s = i < used ? &t->sites[t->site_used[i]] : NULL;
 		uint64_t pc = s ? s->pc : 0, count = s ? s->count : t->sites_overflow;
 		uint64_t bytes = s ? s->bytes : t->sites_overflow_bytes;
-		if (count > 0 && (pc != 0 || !s)) {
-			e.s[n].pc = pc; /* pc 0: allocations beyond the table */
+		if (count > 0) {
+			e.s[n].pc = pc;
 			e.s[n].count = count;
 			e.s[n].bytes = bytes;
 			e.s[n].tid = t->tid;
 			e.s[n].serial = t->serial;
 			n++;
 		}
-		if (n == BATCH || (i == RHEA_SITES && n > 0)) {
+		if (n == BATCH || (i == used && n > 0)) {
 			e.h.h.kind = RHEA_E_SITES;
 			e.h.h.flags = 0;
 			e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));

@@ -108,6 +108,16 @@ static void stack_bounds(struct rhea_tstate *t)
 }
 
 
+/* Forget the previous owner's allocation sites: only the slots it used. */
+static void clear_sites(struct rhea_tstate *t)
+{
+	uint32_t used = t->nsite_used < RHEA_SITES ? t->nsite_used : RHEA_SITES;
+	for (uint32_t i = 0; i < used; i++)
+		memset(&t->sites[t->site_used[i]], 0, sizeof(t->sites[0]));
+	t->nsite_used = 0;
+	t->sites_overflow = t->sites_overflow_bytes = 0;
+}
+
 /* Claim and initialize a free slot for tid; NULL when the registry is full.
  * The slot is TS_INIT while being filled so that walkers skip it. */
 static struct rhea_tstate *claim_slot(uint32_t tid)
@@ -129,10 +139,10 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 		agent_warn("thread registry full; threads beyond it are not traced", MAX_THREADS);
 		return NULL;
 	}
+	_Static_assert(offsetof(struct rhea_tstate, state) == 0, "state must come first");
 	memset((char *)t + sizeof(t->state), 0,
 	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
-	memset(t->sites, 0, sizeof(t->sites));
-	t->sites_overflow = t->sites_overflow_bytes = 0;
+	clear_sites(t);
 	t->tid = tid;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	t->last_epoch = rhea_g.epoch - 1; /* the first hook captures */
@@ -263,8 +273,7 @@ void thread_after_fork(void)
 		self->in_capture = 0;
 		self->alloc_count = self->alloc_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-		memset(self->sites, 0, sizeof(self->sites));
-		self->sites_overflow = 0;
+		clear_sites(self);
 		self->last_epoch = rhea_g.epoch - 1;
 	}
 }
