@@ -138,8 +138,23 @@ static int write_staging(void)
 {
 	if (staging_used == 0 || rhea_g.fd < 0)
 		return 0;
+	/* A file-size limit or a closed pipe must fail the write, not kill the
+	 * program with SIGXFSZ/SIGPIPE (our own threads block every signal;
+	 * this also runs on the program's threads at exit, exec and crash). */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGXFSZ);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
 	int r = rfile_write_chunk(&writer, staging, staging_used, 1);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	staging_used = 0;
+	if (r == -EBUSY) {
+		/* Another path (the writer thread, interrupted by a crash) is in
+		 * the middle of a chunk: this one is lost, the file stays whole. */
+		__atomic_fetch_add(&rhea_g.buf.dropped, 1, __ATOMIC_RELAXED);
+		return r;
+	}
 	if (r < 0 && !file_failed) {
 		file_failed = 1;
 		__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
