@@ -81,13 +81,3 @@ int cmd_report(int argc, char **argv)
 	}
 	return 0;
 }
-
-/* Until the converters land (issue: rhea convert). */
-int cmd_convert(int argc, char **argv) __attribute__((weak));
-int cmd_convert(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	cli_err("convert: not available in this build");
-	return EXIT_BADINPUT;
-}

@@ -2,10 +2,10 @@
  * format.h - the .rhea recording format, shared by the agent (writer) and the
  * CLI (reader).  doc/format.md is the prose version of this file.
  *
- * A recording is a 64-byte file header followed by self-describing chunks.
+ * A recording is a 72-byte file header followed by self-describing chunks.
  * Each chunk has a 32-byte header (magic, type, compression, sizes, CRC32 of
- * the stored bytes, sequence number) and a payload that is a sequence of
- * entries.  Every entry starts with an 8-byte header {kind, flags, size}; a
+ * the stored bytes, CRC32 of the header itself, sequence number) and a
+ * payload that is a sequence of entries.  Every entry starts with an 8-byte header {kind, flags, size}; a
  * reader skips kinds it does not know by their size, so new entry kinds do not
  * need a new major version.  Everything is little-endian, entries are 8-byte
  * aligned.
@@ -59,7 +59,7 @@ struct rhea_chunk_header {
 	uint32_t raw_size;    /* payload size once decompressed */
 	uint32_t stored_size; /* bytes that follow this header */
 	uint32_t crc;         /* zlib crc32 of the stored bytes */
-	uint32_t reserved;
+	uint32_t header_crc;  /* zlib crc32 of these 32 bytes, this field 0 */
 	uint64_t seq; /* chunk sequence number, from 0 */
 };
 
@@ -144,6 +144,7 @@ struct rhea_module {
 	uint32_t build_id_len;
 	uint8_t build_id[36];
 	uint32_t path_len; /* bytes of path that follow, NUL included */
+	uint32_t pad;      /* 0 */
 	/* char path[path_len], padded to 8 */
 };
 

@@ -41,22 +41,28 @@
  * background thread inside rfile_write_chunk - into -EBUSY instead of a
  * scrambled buffer; the agent decides whether to wait or give up.
  *
- * Reader.  It reads untrusted files, so every size is bounded before it is
+ * Reader.  It reads untrusted files, so a chunk header's own CRC is checked
+ * before any of its fields is trusted, every size is bounded before it is
  * used (header_size <= 64 KiB, raw_size <= RHEA_CHUNK_MAX_RAW, stored_size
- * <= ZSTD_compressBound(raw_size)), the CRC is checked before zstd sees the
- * bytes, a zstd frame must declare exactly raw_size bytes of content, and
- * decompression goes into a buffer of raw_size bytes.  It reads
+ * <= ZSTD_compressBound(raw_size)), the payload CRC is checked before zstd
+ * sees the bytes, a zstd frame must declare exactly raw_size bytes of
+ * content, and decompression goes into a buffer of raw_size bytes.  It reads
  * sequentially with read() into a buffer that grows to the largest chunk,
  * rather than mmap'ing the file: a recording being written can shrink under
  * the reader (the writer's truncation above), and a shrinking mmap'ed file
  * is a SIGBUS, i.e. a crash of the CLI; read() also works on a pipe.  Memory
  * stays at about two chunks whatever the file size.
  *
+ * The order of the checks on a chunk: the header CRC (header_crc, over the
+ * 32 header bytes with that field zeroed), then the header's fields (magic,
+ * flags, sizes, sequence number), then the payload CRC (crc, over the stored
+ * bytes), then the zstd frame.  A damaged header - any of its 32 bytes,
+ * type and sizes included - is thus reported as corrupt, never skipped as an
+ * unknown type nor taken for a chunk cut short; a file that ends inside a
+ * chunk header is still reported as truncated.
+ *
  * Limits: little-endian hosts only (the format is little-endian and structs
- * are copied as they are); one reader or writer per object at a time.  The
- * CRC covers the stored bytes only, as format.h says, so a damaged chunk
- * header is caught by the field checks (magic, flags, sizes, sequence
- * number) except in its type and reserved fields.
+ * are copied as they are); one reader or writer per object at a time.
  */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_estimateCCtxSize, ZSTD_initStaticCCtx */
 #include "rfile.h"
@@ -88,6 +94,16 @@ _Static_assert(sizeof(RHEA_MAGIC) == 8, "magic size");
 #define RFILE_HEADER_MAX (64u << 10)
 /* How long a write to a full non-blocking pipe may wait for room. */
 #define RFILE_POLL_MS 1000
+
+/* CRC of a chunk header computed with its header_crc field zeroed (writer
+ * and reader).  A pure function: async-signal-safe. */
+static uint32_t rfile_header_crc(const struct rhea_chunk_header *ch)
+{
+	struct rhea_chunk_header c = *ch;
+
+	c.header_crc = 0;
+	return (uint32_t)crc32(0, (const Bytef *)&c, (uInt)sizeof(c));
+}
 
 /* ---- writer ---------------------------------------------------------- */
 
@@ -303,6 +319,7 @@ int rfile_write_chunk(struct rfile_writer *w, const void *payload,
 	ch.stored_size = (uint32_t)stored;
 	ch.crc = (uint32_t)crc32(0, dst, (uInt)stored);
 	ch.seq = w->seq;
+	ch.header_crc = rfile_header_crc(&ch);
 	memcpy(w->out, &ch, sizeof(ch));
 
 	err = rfile_put(w, w->out, RFILE_CHDR + stored);
@@ -527,12 +544,23 @@ static int rfile_cut(struct rfile_reader *r, uint64_t have, uint64_t want)
 			  (unsigned long long)want);
 }
 
-/* Check a chunk header's fields against each other and the bounds. */
+/*
+ * Check a chunk header: its own CRC first (no field of a damaged header is
+ * trusted, not even its type or sizes), then its fields against each other
+ * and the bounds.
+ */
 static int rfile_check_chunk(struct rfile_reader *r,
 			     const struct rhea_chunk_header *ch)
 {
 	char what[96];
 
+	if (rfile_header_crc(ch) != ch->header_crc) {
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+		/* (as for the payload CRC below: let a fuzzer reach the
+		 * field checks) */
+		return rfile_corrupt(r, "header checksum mismatch");
+#endif
+	}
 	if (ch->magic != RHEA_CHUNK_MAGIC)
 		return rfile_corrupt(r, "bad chunk magic");
 	if (ch->flags & ~(unsigned)RHEA_CHUNK_ZSTD) {

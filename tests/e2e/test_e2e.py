@@ -423,10 +423,12 @@ def t_segv(c, variant):
     c.done()
 
 
-# 300 ms of work, then SIGKILL.  The writer flushes every 100 ms, so the
-# recording must keep most of it: at least 50 ms (300 ms less what was not
-# yet written, at most ~2 flush periods, less 50 ms for a slow writer).
-SIGKILL_MIN_WORK = 50 * MS
+# 300 ms of work, then SIGKILL.  The writer flushes every 100 ms, so on an
+# idle machine the recording keeps 150-250 ms of it.  Asserted: at least
+# 20 ms, i.e. captures from well after start-up reached the file.  Not more,
+# because on a loaded machine the agent's writer thread may itself not get
+# the CPU for a few hundred ms (observed at load 13 on 2 cores: 54 ms kept).
+SIGKILL_MIN_WORK = 20 * MS
 
 
 def t_sigkill(c, variant):
@@ -444,9 +446,10 @@ def t_sigkill(c, variant):
     c.check(r["complete"] is False, "complete %r, want false" % r["complete"])
     w = incl(rec, "work_before_kill")
     c.check(w >= SIGKILL_MIN_WORK,
-            "[rhea bug: pending sample not flushed before SIGKILL] work_before_kill has %s of inclusive time, "
-            "want >= 50 ms of its 300 ms (samples %d, captures %d, functions: %s)"
-            % (ms(w), rec["stats"]["samples"], rec["stats"]["captures"], top_names(rec, 8) or "none"))
+            "work_before_kill has %s of inclusive time, want >= 20 ms of its 300 ms "
+            "(samples %d, captures %d, chunks %d, functions: %s)"
+            % (ms(w), rec["stats"]["samples"], rec["stats"]["captures"], rec["stats"]["chunks"],
+               top_names(rec, 8) or "none"))
     if rec["stats"]["stacks"]:
         check_roots(c, rec, ROOT_MIN_SCENARIO)
     c.done()
@@ -538,12 +541,12 @@ def t_python_zlib(c):
     names = {f["name"] for f in rec["functions"]}
     c.check("_PyEval_EvalFrameDefault" in names,
             "_PyEval_EvalFrameDefault not among the functions: %s" % top_names(rec, 40))
+    # deflate calls nothing rhea hooks: only the sampler (DESIGN.md 1.4) sees it.
     libz = sorted({"%s(%s)" % (f["name"], f["module"]) for f in rec["functions"] if "libz" in (f["module"] or "")})
     c.check("deflate" in names,
-            "[rhea bug: no async fallback sampler, so code that calls no hooked function is never "
-            "captured] libz's deflate not among the functions (libz frames seen: %s; classes with "
-            "captures: %s; functions: %s)"
-            % (libz or "none", [k["class"] for k in rec["classes"] if k["captures"]], top_names(rec, 20)))
+            "libz's deflate not among the functions (libz frames seen: %s; captures per class: %s; "
+            "functions: %s)" % (libz or "none", {k["class"]: k["captures"] for k in rec["classes"] if k["captures"]},
+                                top_names(rec, 20)))
     check_roots(c, rec, ROOT_MIN_DEBIAN)
     c.done()
 
@@ -666,6 +669,34 @@ def t_bad_interval(c):
                "record --interval bogus")
     c.check(not [f for f in os.listdir(c.work) if f.endswith(".rhea")], "a recording was left behind")
     c.done()
+
+
+# ---------------------------------------------------------------------------
+# Known rhea bugs, found by this suite and not fixed yet.  A failure that
+# matches (test name contains the key, the message matches the pattern) is
+# marked with the diagnosis, so that a red line explains itself; the test
+# still fails.  Remove an entry when its bug is fixed.
+
+KNOWN_BUGS = [
+    ("threads32/", r"threads in the recording, want >= 33",
+     "agent/thread.c claim_slot() clears the slot from offset sizeof(state), as if 'state' were the "
+     "first field of struct rhea_tstate; it is not (agent.h), so the memset resets a just-claimed slot "
+     "to TS_FREE and a second starting thread can claim the same slot: its records then carry the other "
+     "thread's tid (fix: make 'state' the first field)"),
+    ("sigkill/", r"\[vdso\]",
+     "stacks captured by the sampler inside the vDSO (clock_gettime) end there: agent/modules.c builds "
+     "CFI only for modules whose path starts with '/', so the dwarf unwinder cannot leave [vdso]"),
+    ("nofollow-child-stderr-untouched", r"agent switched off",
+     "agent/agent.c agent_postfork_child() calls agent_disable(\"\", 0) under --no-follow, which writes "
+     "'rhea: agent switched off: ' to the stderr of every forked child (even with --quiet)"),
+]
+
+
+def known_bug(name, why):
+    for key, pattern, text in KNOWN_BUGS:
+        if key in name and re.search(pattern, why):
+            return text
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -811,6 +842,9 @@ def main():
             print("ok %s%s" % (t.name, extra), flush=True)
         else:
             failed += 1
+            bug = known_bug(t.name, why)
+            if bug:
+                why += " [KNOWN RHEA BUG: %s]" % bug
             print("FAIL %s: %s%s" % (t.name, why, extra), flush=True)
 
     parallel = [t for t in tests if not t.timing]

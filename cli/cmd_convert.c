@@ -1,0 +1,327 @@
+/*
+ * cmd_convert.c - `rhea convert [-f FORMAT] [-o OUT] [filters] FILE.rhea`:
+ * write a recording as a Perfetto trace (default), Chrome JSON, a pprof
+ * profile, folded stacks or a Nanoscope trace (export/convert.h).
+ *
+ * Order of work: options, then the recording (bad input exits 2 before
+ * anything is created), then the output file (an unwritable path exits 2
+ * before symbolization, the slow part), then the model and the writer.  A
+ * failed write removes the partial output.
+ */
+#include "cli.h"
+#include "convert.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const struct {
+	const char *name;
+	int format;
+	const char *ext;
+} formats[] = {
+	{"perfetto", CONVERT_PERFETTO, ".pftrace"},
+	{"chrome", CONVERT_CHROME, ".json"},
+	{"json", CONVERT_CHROME, ".json"},
+	{"pprof", CONVERT_PPROF, ".pb.gz"},
+	{"folded", CONVERT_FOLDED, ".folded"},
+	{"nanoscope", CONVERT_NANOSCOPE, ".nanoscope.txt"},
+};
+
+static const char *const weights[CONVERT_NVALUES] = {"wall", "cpu", "alloc-count", "alloc-bytes"};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rhea convert [options] FILE.rhea\n"
+		"\n"
+		"  -f, --format FMT   perfetto (default: FILE.pftrace, for ui.perfetto.dev),\n"
+		"                     chrome (FILE.json, trace-event JSON), pprof (FILE.pb.gz,\n"
+		"                     for go tool pprof / Pyroscope), folded (FILE.folded, for\n"
+		"                     flamegraph.pl / speedscope), nanoscope (FILE.nanoscope.txt)\n"
+		"  -o, --output OUT   where to write ('-' = standard output)\n"
+		"  --weight W         folded: wall (default), cpu, alloc-count or alloc-bytes\n"
+		"  --end next|last    when a function's slice ends: at the next sample (default)\n"
+		"                     or after the last sample that saw it (as in rhea report)\n"
+		"  --thread T         only thread T (tid or name); repeat or separate with commas\n"
+		"  --from DUR         only samples from DUR after the recording's start (1.5s)\n"
+		"  --to DUR           ... up to DUR after the start\n"
+		"  --min-dur DUR      drop slices shorter than DUR (their children go too)\n"
+		"  --salvage          read a damaged recording up to the damage\n"
+		"  --timing           print load, symbolization and conversion times\n"
+		"  -v, --verbose      also print the symbolizer's warnings\n"
+		"  -q, --quiet        no summary line\n");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int parse_dur(const char *opt, const char *arg, int64_t *out)
+{
+	int64_t v = cli_parse_duration(arg);
+	if (v < 0) {
+		cli_err("%s %s: want a duration such as 1.5s, 200ms, 50us or 1000ns", opt, arg);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static char *default_output(const char *in, const char *ext)
+{
+	size_t n = strlen(in);
+	if (n > 5 && strcmp(in + n - 5, ".rhea") == 0)
+		n -= 5;
+	char *out = malloc(n + strlen(ext) + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, in, n);
+	strcpy(out + n, ext);
+	return out;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
+		{"weight", required_argument, NULL, 'w'}, {"end", required_argument, NULL, 'e'},
+		{"thread", required_argument, NULL, 't'}, {"from", required_argument, NULL, 'F'},
+		{"to", required_argument, NULL, 'T'},     {"min-dur", required_argument, NULL, 'm'},
+		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
+		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	};
+	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0};
+	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
+	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, c;
+	char **threads = NULL;
+	size_t nthreads = 0;
+	int rc = EXIT_BADINPUT;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:o:vqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f': {
+			size_t i;
+			for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+				if (strcmp(optarg, formats[i].name) == 0)
+					break;
+			if (i == sizeof(formats) / sizeof(formats[0])) {
+				cli_err("--format %s: unknown format (want perfetto, chrome, pprof, folded or nanoscope)",
+					optarg);
+				goto out;
+			}
+			o.format = formats[i].format;
+			fmt_name = formats[i].name;
+			ext = formats[i].ext;
+			break;
+		}
+		case 'o': output = optarg; break;
+		case 'w': {
+			int i;
+			for (i = 0; i < CONVERT_NVALUES; i++)
+				if (strcmp(optarg, weights[i]) == 0)
+					break;
+			if (i == CONVERT_NVALUES) {
+				cli_err("--weight %s: want wall, cpu, alloc-count or alloc-bytes", optarg);
+				goto out;
+			}
+			o.weight = i;
+			weight_given = 1;
+			break;
+		}
+		case 'e':
+			if (strcmp(optarg, "next") == 0)
+				o.policy = MODEL_END_NEXT;
+			else if (strcmp(optarg, "last") == 0)
+				o.policy = MODEL_END_LAST;
+			else {
+				cli_err("--end %s: want next or last", optarg);
+				goto out;
+			}
+			break;
+		case 't': {
+			char *copy = strdup(optarg), *save = NULL;
+			for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				char **p = realloc(threads, (nthreads + 1) * sizeof(char *));
+				if (!p) {
+					free(copy);
+					cli_err("out of memory");
+					goto out;
+				}
+				threads = p;
+				threads[nthreads++] = strdup(tok);
+			}
+			free(copy);
+			break;
+		}
+		case 'F':
+			if (parse_dur("--from", optarg, &o.from_ns) < 0)
+				goto out;
+			break;
+		case 'T':
+			if (parse_dur("--to", optarg, &o.to_ns) < 0)
+				goto out;
+			break;
+		case 'm': {
+			int64_t v;
+			if (parse_dur("--min-dur", optarg, &v) < 0)
+				goto out;
+			o.min_dur_ns = (uint64_t)v;
+			break;
+		}
+		case 's': salvage = 1; break;
+		case 'S': timing = 1; break;
+		case 'v': verbose = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); rc = 0; goto out;
+		default: usage(stderr); goto out;
+		}
+	}
+	o.threads = (const char *const *)threads;
+	o.nthreads = nthreads;
+	if (optind != argc - 1) {
+		cli_err("convert: want one recording (rhea convert [-f FORMAT] FILE.rhea)");
+		goto out;
+	}
+	if (weight_given && o.format != CONVERT_FOLDED) {
+		cli_err("--weight applies to -f folded only (pprof carries every weight)");
+		goto out;
+	}
+	if (o.to_ns >= 0 && o.to_ns <= o.from_ns) {
+		cli_err("--from must come before --to");
+		goto out;
+	}
+	const char *in = argv[optind];
+	char *outpath = output ? strdup(output) : default_output(in, ext);
+	if (!outpath) {
+		cli_err("out of memory");
+		goto out;
+	}
+	int to_stdout = strcmp(outpath, "-") == 0;
+	struct stat si, so;
+	if (!to_stdout && stat(in, &si) == 0 && stat(outpath, &so) == 0 && si.st_dev == so.st_dev &&
+	    si.st_ino == so.st_ino) {
+		cli_err("%s: the output would overwrite the recording (give -o)", outpath);
+		free(outpath);
+		goto out;
+	}
+
+	double t0 = now_s();
+	struct recording r;
+	rc = cli_load(in, &r, salvage);
+	if (rc) {
+		free(outpath);
+		goto out;
+	}
+	double t1 = now_s();
+
+	FILE *f = to_stdout ? stdout : fopen(outpath, "wb");
+	if (!f) {
+		cli_err("%s: cannot write: %s", outpath, strerror(errno));
+		recording_free(&r);
+		free(outpath);
+		rc = EXIT_BADINPUT;
+		goto out;
+	}
+	static char iobuf[1 << 16];
+	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
+
+	struct model m;
+	if (model_build(&m, &r, o.policy) < 0) {
+		cli_err("out of memory");
+		rc = 1;
+		goto close;
+	}
+	double t2 = now_s();
+	struct convert_ctx cx;
+	char err[1024];
+	if (convert_init(&cx, &m, &o, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		rc = EXIT_BADINPUT;
+		goto close_model;
+	}
+	if (o.format == CONVERT_NANOSCOPE && nthreads) {
+		size_t n = 0;
+		for (size_t i = 0; i < r.nthreads; i++)
+			n += cx.selected[i];
+		if (n != 1) {
+			cli_err("--thread selects %zu threads: a Nanoscope trace holds one", n);
+			rc = EXIT_BADINPUT;
+			goto close_ctx;
+		}
+	}
+	if (!r.have_end && !r.salvaged)
+		cli_err("warning: %s was cut short (no end marker: killed, or still running): "
+			"converting what it holds", in);
+	else if (r.salvaged)
+		cli_err("warning: %s: %s: converting what precedes it", in, r.problem);
+	if (verbose) {
+		const char *w;
+		for (size_t i = 0; (w = sym_warning(m.sym, i)) != NULL; i++)
+			cli_err("warning: %s", w);
+	}
+
+	int wrc;
+	switch (o.format) {
+	case CONVERT_PERFETTO: wrc = perfetto_write(&cx, f); break;
+	case CONVERT_CHROME: wrc = chrome_write(&cx, f); break;
+	case CONVERT_PPROF: wrc = pprof_write(&cx, f); break;
+	case CONVERT_FOLDED: wrc = folded_write(&cx, f); break;
+	default: wrc = nanoscope_write(&cx, f); break;
+	}
+	if (fflush(f) != 0)
+		wrc = -1;
+	double t3 = now_s();
+	if (wrc < 0) {
+		cli_err("%s: write failed: %s", to_stdout ? "standard output" : outpath,
+			errno ? strerror(errno) : "out of memory");
+		rc = 1;
+		goto close_ctx;
+	}
+	rc = 0;
+	if (timing) {
+		double io = (t1 - t0) + (t3 - t2);
+		cli_err("timing: load %.3f s, symbolize %.3f s, convert %.3f s; %llu records, "
+			"%.0f records/s excluding symbolization",
+			t1 - t0, t2 - t1, t3 - t2, (unsigned long long)r.nsamples,
+			io > 0 ? (double)r.nsamples / io : 0.0);
+	}
+	if (!quiet) {
+		size_t n = 0;
+		for (size_t i = 0; i < r.nthreads; i++)
+			n += cx.selected[i];
+		cli_err("converted %s to %s (%s): %zu thread%s, %llu records", in,
+			to_stdout ? "standard output" : outpath, fmt_name, n, n == 1 ? "" : "s",
+			(unsigned long long)cx.records);
+	}
+close_ctx:
+	convert_free(&cx);
+close_model:
+	model_free(&m);
+close:
+	if (!to_stdout) {
+		if (fclose(f) != 0 && rc == 0) {
+			cli_err("%s: write failed: %s", outpath, strerror(errno));
+			rc = 1;
+		}
+		if (rc != 0)
+			unlink(outpath);
+	}
+	recording_free(&r);
+	free(outpath);
+out:
+	for (size_t i = 0; i < nthreads; i++)
+		free(threads[i]);
+	free(threads);
+	return rc;
+}
