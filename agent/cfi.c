@@ -96,6 +96,7 @@ struct builder {
 	struct range *eh; /* FDE ranges taken from .eh_frame */
 	size_t neh, eh_cap;
 	uint32_t n_fde, n_unsupported;
+	bool ranges_only; /* cfi_fde_ranges: collect FDE ranges, compile nothing */
 	struct {
 		Dwarf_Off off;
 		int enc; /* -1: unusable CIE */
@@ -429,7 +430,7 @@ static int compile_section(struct builder *b, const struct cfi_sec *s, const uns
 		if (s->eh && (err = push_eh_range(b, lo, hi)))
 			return err;
 		b->n_fde++;
-		if ((err = compile_fde(b, s->cfi, lo, hi)))
+		if (!b->ranges_only && (err = compile_fde(b, s->cfi, lo, hi)))
 			return err;
 	}
 	return 0;
@@ -633,6 +634,52 @@ out:
 	if (eh_cfi)
 		dwarf_cfi_end(eh_cfi);
 	elf_end(elf);
+	free(b.v);
+	free(b.eh);
+	free(b.text);
+	return err;
+}
+
+int cfi_fde_ranges(const char *path, struct cfi_range **out, size_t *n)
+{
+	struct builder b = {.ranges_only = true};
+	Elf_Scn *eh_scn, *debug_scn;
+	GElf_Ehdr eh;
+	int err = -ENOEXEC;
+
+	*out = NULL;
+	*n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
+		goto out;
+	if ((err = text_segments(elf, &b)) || (err = find_sections(elf, &eh_scn, &debug_scn)))
+		goto out;
+	err = -ENOEXEC;
+	if (eh_scn) {
+		struct cfi_sec s = {.eh = true};
+		if ((err = section_data(eh_scn, &s)))
+			goto out;
+		if ((err = compile_section(&b, &s, eh.e_ident)))
+			goto out;
+		qsort(b.eh, b.neh, sizeof(*b.eh), cmp_range);
+		_Static_assert(sizeof(struct range) == sizeof(struct cfi_range), "same layout");
+		*out = (struct cfi_range *)b.eh;
+		*n = b.neh;
+		b.eh = NULL;
+		err = 0;
+	}
+out:
+	elf_end(elf);
+	close(fd);
 	free(b.v);
 	free(b.eh);
 	free(b.text);

@@ -11,6 +11,7 @@
 #ifndef RHEA_CFI_H
 #define RHEA_CFI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum cfi_kind {
@@ -56,5 +57,12 @@ const struct cfi_row *cfi_lookup(const struct cfi_table *t, uint64_t vaddr);
 
 /* Unmap a table from cfi_build (NULL is fine). */
 void cfi_free(struct cfi_table *t);
+
+/* The [lo, hi) vaddr ranges of the .eh_frame FDEs of an ELF file, sorted:
+ * the functions of a stripped binary.  *out is malloc'ed.  0 or -errno. */
+struct cfi_range {
+	uint64_t lo, hi;
+};
+int cfi_fde_ranges(const char *path, struct cfi_range **out, size_t *n);
 
 #endif

@@ -75,6 +75,7 @@
  * - debuginfod: see symbolize.h.  Not thread-safe; no global state.
  */
 #include "symbolize.h"
+#include "cfi.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -125,6 +126,9 @@ struct mod {
 	size_t ncur;
 	uint64_t cur_bias;
 	bool cur_built;
+	struct cfi_range *fdes; /* functions by .eh_frame, for stripped code */
+	size_t nfde;
+	bool fdes_loaded;
 };
 
 struct curange {
@@ -901,6 +905,29 @@ static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 	if (name) {
 		f->func = demangled(s, name);
 		f->resolved = 1;
+		return;
+	}
+	/* Stripped: name the address after the function that contains it, the
+	 * FDE covering it, so that all its addresses are one function. */
+	if (!md->fdes_loaded) {
+		md->fdes_loaded = true;
+		if (cfi_fde_ranges(md->path, &md->fdes, &md->nfde) < 0) {
+			md->fdes = NULL;
+			md->nfde = 0;
+		}
+	}
+	size_t lo = 0, hi = md->nfde;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (f->module_off < md->fdes[mid].lo)
+			hi = mid;
+		else if (f->module_off >= md->fdes[mid].hi)
+			lo = mid + 1;
+		else {
+			f->func_off = md->fdes[mid].lo;
+			f->func_off_known = 1;
+			break;
+		}
 	}
 }
 
@@ -994,6 +1021,7 @@ void sym_free(struct symbolizer *s)
 		}
 		free(s->mods[i].cus);
 		free(s->mods[i].cur);
+		free(s->mods[i].fdes);
 	}
 	free(s->mods);
 	free(s->maxhi);
@@ -1016,6 +1044,6 @@ const char *sym_frame_name(const struct sym_frame *f, char *buf, size_t len)
 		snprintf(buf, len, "%s", f->func);
 	else
 		snprintf(buf, len, "%s+0x%" PRIx64, f->module ? f->module : "?",
-			 f->module_off);
+			 f->func_off_known ? f->func_off : f->module_off);
 	return buf;
 }

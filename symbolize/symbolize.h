@@ -48,6 +48,8 @@ struct sym_frame {
 	uint64_t module_off; /* addr - module's load bias (the ELF vaddr); addr itself for "?" */
 	int resolved;        /* 1 when func is known */
 	int inlined_depth;   /* inlined calls at addr (file:line is then the outermost call site) */
+	uint64_t func_off;   /* unresolved: start of the enclosing function (its .eh_frame FDE), */
+	int func_off_known;  /* so that a stripped function is one name: module+0xSTART */
 };
 
 struct symbolizer;

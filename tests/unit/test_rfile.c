@@ -25,6 +25,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "rfile.h"
 
@@ -137,6 +138,25 @@ static void gen_payload(uint8_t *p, size_t n, int style, uint64_t *s)
 	}
 }
 
+/* The header CRC of the chunk header at p, computed as doc/format.md says. */
+static uint32_t header_crc_of(const uint8_t *p)
+{
+	uint8_t h[sizeof(struct rhea_chunk_header)];
+
+	memcpy(h, p, sizeof(h));
+	memset(h + offsetof(struct rhea_chunk_header, header_crc), 0, 4);
+	return (uint32_t)crc32(0, h, sizeof(h));
+}
+
+/* Give the chunk header at p a matching header CRC again (after editing
+ * it on purpose, to reach the checks behind the header CRC). */
+static void reseal_header(uint8_t *p)
+{
+	uint32_t c = header_crc_of(p);
+
+	memcpy(p + offsetof(struct rhea_chunk_header, header_crc), &c, 4);
+}
+
 /* A recording made with the writer, kept in memory with its chunks. */
 struct rec {
 	uint8_t *file;
@@ -201,6 +221,8 @@ static void rec_build(struct rec *rc, size_t n, size_t max_len, int compress,
 		struct rhea_chunk_header ch;
 		memcpy(&ch, rc->file + rc->off[i], sizeof(ch));
 		rc->zstd[i] = ch.flags & RHEA_CHUNK_ZSTD;
+		cr_assert_eq(ch.header_crc, header_crc_of(rc->file + rc->off[i]),
+			     "chunk %zu: header CRC", i);
 	}
 }
 
@@ -616,19 +638,32 @@ Test(rfile, cut_everywhere_small_file)
 /* ---- corruption ------------------------------------------------------ */
 
 /*
- * Damage one byte and check that the reader says the right thing.  The CRC
- * covers the stored bytes only (format.h), so in a chunk header the type
- * (an unknown type is skipped) and the reserved field are not checked;
- * every other byte is.
+ * Damage one byte and check that the reader says the right thing.  Damage
+ * anywhere in a chunk header, type and sizes included, fails its header CRC:
+ * corrupt.  With `reseal`, a damaged chunk header gets a matching header CRC
+ * again, which reaches the field checks behind it: there the type is not
+ * checked (an unknown type is skipped) and damage to header_crc is undone by
+ * the resealing; every other byte is checked.
  */
 static void check_damage(const struct rec *rc, uint8_t *file, size_t pos,
-			 uint8_t x)
+			 uint8_t x, int reseal)
 {
+	uint8_t saved[CHDR];
 	struct rfile_reader *r;
-	size_t i, rel;
+	size_t i = 0, rel = 0;
 	int st;
 
+	if (pos >= HDR) {
+		for (i = 0; rc->off[i + 1] <= pos; i++)
+			;
+		rel = pos - rc->off[i];
+	}
+	reseal = reseal && pos >= HDR && rel < CHDR;
+	if (reseal)
+		memcpy(saved, file + rc->off[i], CHDR);
 	file[pos] ^= x;
+	if (reseal)
+		reseal_header(file + rc->off[i]);
 	st = open_bytes(file, rc->size, &r);
 	if (pos < HDR) {
 		if (pos < 8) {
@@ -659,18 +694,16 @@ static void check_damage(const struct rec *rc, uint8_t *file, size_t pos,
 		goto out;
 	}
 	cr_assert_eq(st, RFILE_OK, "pos %zu", pos);
-	for (i = 0; rc->off[i + 1] <= pos; i++)
-		;
-	rel = pos - rc->off[i];
-	if (rel >= 4 && rel < 6) { /* type: the chunk is skipped */
+	if (reseal && rel >= 4 && rel < 6) { /* type: the chunk is skipped */
 		cr_assert_eq(expect_chunks(r, rc, rc->n - 1, (long)i),
 			     RFILE_END_OF_FILE, "pos %zu", pos);
-	} else if (rel >= 20 && rel < 24) { /* reserved */
+	} else if (reseal && rel >= 20 && rel < 24) { /* header_crc: undone */
 		cr_assert_eq(expect_chunks(r, rc, rc->n, -1),
 			     RFILE_END_OF_FILE, "pos %zu", pos);
 	} else {
 		st = expect_chunks(r, rc, i, -1);
-		if (rel >= 12 && rel < 16) /* stored_size: may point past EOF */
+		if (reseal && rel >= 12 && rel < 16) /* stored_size: may
+							 point past EOF */
 			cr_assert(st == RFILE_ERR_CORRUPT ||
 					  st == RFILE_ERR_TRUNCATED,
 				  "pos %zu: %d %s", pos, st, rfile_error(r));
@@ -681,10 +714,24 @@ static void check_damage(const struct rec *rc, uint8_t *file, size_t pos,
 		cr_assert_eq(rfile_offset(r), rc->off[i]);
 		cr_assert(rfile_error(r)[0] != '\0');
 		cr_assert(strchr(rfile_error(r), '\n') == NULL);
+		if (rel < CHDR && !reseal) {
+			char want[128];
+			snprintf(want, sizeof(want),
+				 "corrupt: chunk %zu at byte %llu: header "
+				 "checksum mismatch",
+				 i, (unsigned long long)rc->off[i]);
+			cr_assert_str_eq(rfile_error(r), want, "pos %zu", pos);
+		} else {
+			cr_assert(strstr(rfile_error(r), "header checksum") ==
+					  NULL,
+				  "pos %zu: %s", pos, rfile_error(r));
+		}
 	}
 out:
 	rfile_close(r);
 	file[pos] ^= x;
+	if (reseal)
+		memcpy(file + rc->off[i], saved, CHDR);
 }
 
 Test(rfile, single_byte_corruption, .timeout = 120)
@@ -707,15 +754,19 @@ Test(rfile, single_byte_corruption, .timeout = 120)
 		} else {
 			pos = rnd_next(&s) % rc.size;
 		}
-		check_damage(&rc, file, pos, x);
+		check_damage(&rc, file, pos, x, 0);
+		if (k % 4 == 0) /* and the field checks behind the CRC */
+			check_damage(&rc, file, pos, x, 1);
 	}
 	/* And every header byte once, each bit. */
 	for (size_t pos = 0; pos < HDR; pos++)
 		for (int b = 0; b < 8; b++)
-			check_damage(&rc, file, pos, (uint8_t)(1u << b));
+			check_damage(&rc, file, pos, (uint8_t)(1u << b), 0);
 	for (size_t i = 0; i < rc.n; i++)
 		for (size_t rel = 0; rel < CHDR; rel++)
-			check_damage(&rc, file, rc.off[i] + rel, 0x80);
+			for (int reseal = 0; reseal < 2; reseal++)
+				check_damage(&rc, file, rc.off[i] + rel, 0x80,
+					     reseal);
 	cr_assert_eq(memcmp(file, rc.file, rc.size), 0);
 	free(file);
 	rec_free(&rc);
@@ -852,9 +903,54 @@ Test(rfile, unknown_chunk_type_skipped)
 
 	rec_build(&rc, 4, 500, 2, &s);
 	memcpy(rc.file + rc.off[1] + 4, &type, 2);
+	/* As a newer writer would write it: with a matching header CRC. */
+	reseal_header(rc.file + rc.off[1]);
 	cr_assert_eq(open_bytes(rc.file, rc.size, &r), RFILE_OK);
 	cr_assert_eq(expect_chunks(r, &rc, 3, 1), RFILE_END_OF_FILE);
 	rfile_close(r);
+	rec_free(&rc);
+}
+
+/* The header CRC does not replace the payload CRC: a chunk whose header is
+ * intact (its header CRC matches) but whose stored bytes do not match its
+ * crc is still corrupt, with the payload message. */
+Test(rfile, payload_crc_behind_good_header_crc)
+{
+	uint64_t s = 4;
+	struct rfile_reader *r;
+	struct rec rc;
+	char want[128];
+
+	rec_build(&rc, 3, 500, 2, &s); /* chunk 1: 500 bytes, zstd asked */
+	snprintf(want, sizeof(want), "corrupt: chunk 1 at byte %llu: CRC "
+		 "mismatch", (unsigned long long)rc.off[1]);
+	for (int how = 0; how < 2; how++) {
+		uint8_t *file = malloc(rc.size);
+		uint8_t *h = file + rc.off[1];
+		uint32_t crc;
+
+		memcpy(file, rc.file, rc.size);
+		if (how == 0) { /* a stored byte damaged, header untouched */
+			h[CHDR + 7] ^= 0x10;
+		} else { /* crc damaged, header CRC made to match again */
+			memcpy(&crc, h + offsetof(struct rhea_chunk_header, crc),
+			       4);
+			crc ^= 0x00010000u;
+			memcpy(h + offsetof(struct rhea_chunk_header, crc), &crc,
+			       4);
+			reseal_header(h);
+		}
+		memcpy(&crc,
+		       h + offsetof(struct rhea_chunk_header, header_crc), 4);
+		cr_assert_eq(crc, header_crc_of(h), "how %d", how);
+		cr_assert_eq(open_bytes(file, rc.size, &r), RFILE_OK);
+		cr_assert_eq(expect_chunks(r, &rc, 1, -1), RFILE_ERR_CORRUPT,
+			     "how %d: %s", how, rfile_error(r));
+		cr_assert_str_eq(rfile_error(r), want, "how %d", how);
+		cr_assert_eq(rfile_offset(r), rc.off[1]);
+		rfile_close(r);
+		free(file);
+	}
 	rec_free(&rc);
 }
 
@@ -1318,6 +1414,10 @@ Test(rfile, fuzz_entry_on_damaged_files, .timeout = 120)
 		memcpy(file, rc.file, rc.size);
 		for (int d = 0; d < nd; d++)
 			file[rnd_next(&s) % rc.size] = (uint8_t)rnd_next(&s);
+		/* Half the time, chunk headers with matching header CRCs, so
+		 * that damaged fields get past the header CRC check. */
+		for (size_t i = 0; k % 2 && i < rc.n; i++)
+			reseal_header(file + rc.off[i]);
 		rfile_fuzz_one(file, rc.size);
 	}
 	for (int k = 0; k < 200; k++) { /* plain noise behind a valid header */
@@ -1376,7 +1476,7 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_chunk_header, raw_size, 8);
 	DOC(rhea_chunk_header, stored_size, 12);
 	DOC(rhea_chunk_header, crc, 16);
-	DOC(rhea_chunk_header, reserved, 20);
+	DOC(rhea_chunk_header, header_crc, 20);
 	DOC(rhea_chunk_header, seq, 24);
 
 	DOC_SIZE(rhea_entry, 8);
@@ -1437,6 +1537,7 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_module, build_id_len, 40);
 	DOC(rhea_module, build_id, 44);
 	DOC(rhea_module, path_len, 80);
+	DOC(rhea_module, pad, 84);
 
 	DOC_SIZE(rhea_nodes, 16);
 	DOC(rhea_nodes, first_id, 8);

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include "symbolize.h"
+#include "cfi.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -1004,4 +1005,41 @@ Test(symbolize, throughput, .timeout = 120)
 	free(a);
 	sym_free(s);
 	free(map);
+}
+
+/* A stripped binary (Debian's gzip): addresses without a symbol are named
+ * after the .eh_frame FDE that covers them, so one function is one name. */
+Test(symbolize, stripped_functions_named_by_fde)
+{
+	const char *path = "/usr/bin/gzip";
+	if (access(path, R_OK) != 0)
+		cr_skip_test("no %s", path);
+	struct cfi_range *fdes;
+	size_t n;
+	cr_assert_eq(cfi_fde_ranges(path, &fdes, &n), 0);
+	cr_assert_gt(n, 50);
+	struct symbolizer *s = sym_new();
+	struct sym_module m = {path, 0, fdes[0].lo, fdes[n - 1].hi, NULL, 0};
+	sym_add_module(s, &m);
+	int checked = 0;
+	for (size_t i = 0; i < n && checked < 20; i++) {
+		if (fdes[i].hi - fdes[i].lo < 32)
+			continue;
+		struct sym_frame a, b;
+		sym_resolve(s, fdes[i].lo + 3, &a);
+		sym_resolve(s, fdes[i].hi - 2, &b);
+		if (a.resolved || b.resolved)
+			continue; /* an exported function: named by its symbol */
+		char na[128], nb[128], want[128];
+		sym_frame_name(&a, na, sizeof(na));
+		sym_frame_name(&b, nb, sizeof(nb));
+		snprintf(want, sizeof(want), "gzip+0x%" PRIx64, fdes[i].lo);
+		cr_assert_str_eq(na, want);
+		cr_assert_str_eq(nb, want, "two addresses of one function, one name");
+		cr_assert_eq(a.module_off, fdes[i].lo + 3, "module_off stays the address's own");
+		checked++;
+	}
+	cr_assert_gt(checked, 5);
+	free(fdes);
+	sym_free(s);
 }
