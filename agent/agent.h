@@ -136,7 +136,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t flow);
 uint64_t thread_cpu_now(void);
 /* A capture from a signal handler that interrupted the thread. */
-void capture_async(struct rhea_tstate *t, const void *ucontext);
+void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods);
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
  * the sampler thread.  Returns 1 when taken. */
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);

@@ -168,6 +168,8 @@ static void merge_or_emit(struct rhea_tstate *t, const struct rhea_sample *s)
 		p->c_end = s->c_end;
 		if (p->merged < 0xffff)
 			p->merged++;
+		if (s->trigger == RHEA_FN_SAMPLER)
+			p->object += s->object; /* periods add up */
 	} else {
 		if (t->has_pending)
 			emit(t, p, sizeof(*p));
@@ -293,7 +295,7 @@ void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
 
-void capture_async(struct rhea_tstate *t, const void *ucontext)
+void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods)
 {
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
@@ -305,6 +307,7 @@ void capture_async(struct rhea_tstate *t, const void *ucontext)
 	struct rhea_sample s;
 	uint32_t stack = take_stack(t, &regs, 1, 0, &flags);
 	fill_sample(&s, t, RHEA_FN_SAMPLER, flags, stack);
+	s.object = periods; /* sampling periods of CPU this capture stands for */
 	s.begin_ns = s.end_ns = rhea_now();
 	read_counters(t, &s.c_end);
 	s.c_begin = s.c_end;

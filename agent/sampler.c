@@ -78,7 +78,6 @@ static int is_agent_tid(uint32_t tid)
 static void on_sample(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
-	(void)si;
 	int e = errno;
 	if (rhea_guard || !rhea_g.active || rhea_g.finished)
 		goto out;
@@ -90,7 +89,10 @@ static void on_sample(int sig, siginfo_t *si, void *uc)
 	/* Always taken, even right after a hook's capture: the sampled captures
 	 * alone form an unbiased CPU profile (one per sample_ns of CPU), which
 	 * captures at hook points are not. */
-	capture_async(t, uc);
+	/* CPU-clock timers are checked on scheduler ticks (4 ms at HZ=250):
+	 * a shorter period expires several times per delivery, and the kernel
+	 * counts the extra expiries as overruns.  The sample stands for all. */
+	capture_async(t, uc, 1u + (si && si->si_overrun > 0 ? (unsigned)si->si_overrun : 0));
 out:
 	errno = e;
 }

@@ -114,7 +114,8 @@ struct rhea_sample {
 	uint16_t merged;  /* how many captures this entry stands for - 1 (sat.) */
 	uint32_t msgid;   /* per-thread event-loop message id */
 	uint64_t begin_ns, end_ns;
-	uint64_t object;     /* BLOCK, WAKER: lock address, fd, ... (0 if none) */
+	uint64_t object;     /* BLOCK, WAKER: lock address, fd, ... (0 if none);
+				sampler: CPU periods it stands for; forced: syscall */
 	uint32_t waker_tid;  /* BLOCK: thread that released/signalled, 0 unknown */
 	uint32_t owner_tid;  /* BLOCK: owner of the lock when the wait began */
 	uint64_t flow;       /* WAKER: id of this release; BLOCK: id of the

@@ -499,7 +499,8 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
 			const struct rhea_sample *s = &r->threads[i].samples[k];
 			if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
 				continue;
-			uint64_t w = 1u + s->merged;
+			/* object: sampling periods of CPU the (merged) capture stands for */
+			uint64_t w = s->object ? s->object : 1u + s->merged;
 			int n = model_frames(m, s, ids, 4096);
 			p->total += w;
 			if (n == 0)
@@ -808,7 +809,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	}
 
 	if (cp.total) {
-		fprintf(out, "\nCPU profile (%s samples, one per sampling period of a thread's CPU)\n"
+		fprintf(out, "\nCPU profile (%s sampling periods of threads' CPU)\n"
 			     "  %7s %7s %s\n", fmt_count(cp.total, b1), "SELF", "INCL", "FUNCTION");
 		for (uint32_t i = 0; i < ncp && i < (uint32_t)top && cp.self[cporder[i]]; i++)
 			fprintf(out, "  %6.1f%% %6.1f%% %s\n", 100.0 * (double)cp.self[cporder[i]] / (double)cp.total,

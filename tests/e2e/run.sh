@@ -43,7 +43,9 @@ clang-O2:clang:-O2
 clang-O2-fp:clang:-O2 -fno-omit-frame-pointer
 clang-O2-nofp:clang:-O2 -fomit-frame-pointer"
 
-# One compile command per line, run two at a time.
+# One compile command per line, run two at a time.  A scenario that does
+# not build is reported; its tests then fail ("was not built"), the others
+# still run.
 cmds="$build/compile.txt"
 : >"$cmds"
 echo "$variants" | while IFS=: read -r name cc flags; do
@@ -53,10 +55,7 @@ echo "$variants" | while IFS=: read -r name cc flags; do
 		echo "$cc $flags -g -Wall -Wextra -pthread -o '$build/$name/$prog' '$src'" >>"$cmds"
 	done
 done
-if ! tr '\n' '\0' <"$cmds" | xargs -0 -P 2 -n 1 sh -c 'eval "$1" || { echo "e2e: build failed: $1" >&2; exit 255; }' build; then
-	echo "e2e: could not build the scenarios" >&2
-	exit 1
-fi
+tr '\n' '\0' <"$cmds" | xargs -0 -P 2 -n 1 sh -c 'eval "$1" || echo "e2e: build failed: $1" >&2' build
 
 status=0
 "$PY" "$root/tests/e2e/test_e2e.py" --root "$root" --build "$build" "$@" || status=$?
