@@ -108,7 +108,7 @@ void agent_disable(const char *why, int err)
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
 	rhea_g.active = 0;
-	if (!rhea_g.cfg.quiet) {
+	if (!rhea_g.cfg.quiet && why[0]) { /* "": a deliberate stop (--no-follow) */
 		char num[24];
 		u64_to_str((uint64_t)err, num);
 		say("agent switched off: ", why, err ? strerror(err) : "");

@@ -48,6 +48,8 @@ struct rhea_tstate {
 	uint32_t cache_ids[RHEA_MAX_DEPTH];
 	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
 	uint64_t sites_emitted_ns;
+	uint64_t rel_site, rel_ns; /* release-stack cache: call site, when */
+	uint32_t rel_stack;
 	struct rhea_site_slot sites[RHEA_SITES];
 	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
 	uint32_t nsite_used;
@@ -127,14 +129,19 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
 struct block_info {
 	uint64_t begin, end;
 	uint64_t cpu_begin; /* thread CPU at begin, 0 when not read */
+	int have_begin;     /* c_begin below was read at the call */
+	struct rhea_counters c_begin;
 	uint64_t object;
-	uint32_t owner, waker;
-	uint64_t flow;
+	uint32_t owner, waker, waker_stack;
+	uint64_t release_ns;
 };
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
-/* The thread released an object someone waited on: capture now. */
-void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t flow);
+/* The calling thread's stack now, for a release someone waits on: unwound
+ * at most once per call site per 50 us, else the cached one.  0: none. */
+uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site);
 uint64_t thread_cpu_now(void);
+/* The calling thread's counters now (CPU, allocations, faults, switches). */
+void capture_counters(struct rhea_tstate *t, struct rhea_counters *c);
 /* A capture from a signal handler that interrupted the thread. */
 void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods);
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
@@ -156,17 +163,17 @@ void modules_emit_all(void); /* after fork: the child's file needs them all */
 extern uint32_t rhea_waits_active;
 extern uint64_t rhea_waits_missed;
 int waits_begin(uint64_t obj);
-void waits_end(int way, uint64_t obj, uint64_t t0, uint32_t *waker, uint64_t *flow);
-uint64_t waits_release_slow(uint64_t obj, uint32_t tid);
+void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b);
+void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site);
 void waits_after_fork(void);
-/* Before releasing obj: the flow id of this release when someone waits on
- * it (then capture_waker() after the release), else 0.  One load when
- * nobody waits anywhere. */
-static inline uint64_t waits_release(uint64_t obj, uint32_t tid)
+/* Before releasing obj (called from site): if someone waits on it, record
+ * this thread as the releaser, with its stack.  One load when nobody waits
+ * anywhere. */
+static inline void waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site)
 {
 	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
-		return 0;
-	return waits_release_slow(obj, tid);
+		return;
+	waits_release_slow(t, obj, site);
 }
 
 /* sampler.c */

@@ -48,6 +48,11 @@ static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 	}
 }
 
+void capture_counters(struct rhea_tstate *t, struct rhea_counters *c)
+{
+	read_counters(t, c);
+}
+
 static void emit(struct rhea_tstate *t, const void *e, size_t len)
 {
 	buf_emit(&rhea_g.buf, t->tid, e, len);
@@ -259,13 +264,16 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	s.object = b->object;
 	s.owner_tid = b->owner;
 	s.waker_tid = b->waker;
-	s.flow = b->flow;
+	s.waker_stack = b->waker_stack;
+	s.release_ns = b->release_ns;
 	read_counters(t, &s.c_end);
 	/* Nothing is allocated while blocked.  When the CPU clock was read at
 	 * the call, the kernel's time in the call is the wait's own; else it
 	 * shows in the enclosing slice. */
 	s.c_begin = s.c_end;
-	if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
+	if (b->have_begin)
+		s.c_begin = b->c_begin;
+	else if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
 		s.c_begin.cpu_ns = b->cpu_begin;
 	note_capture(t, &s);
 	emit_now(t, &s);
@@ -274,25 +282,24 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
 
-void capture_waker(struct rhea_tstate *t, unsigned fn, uint64_t object, uint64_t flow)
+uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site)
 {
+	/* The release's call site identifies the stack well enough to reuse
+	 * one taken there within the last 50 us. */
+	uint64_t now = rhea_now();
+	if (t->rel_stack && t->rel_site == site && now - t->rel_ns < 50000)
+		return t->rel_stack;
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
-		return;
+		return 0;
 	rhea_guard++;
-	t->last_epoch = rhea_g.epoch;
-	unsigned flags = RHEA_S_WAKER;
-	struct rhea_sample s;
+	unsigned flags = 0;
 	uint32_t stack = stack_here(t, &flags);
-	fill_sample(&s, t, fn, flags, stack);
-	s.begin_ns = s.end_ns = rhea_now();
-	s.object = object;
-	s.flow = flow;
-	read_counters(t, &s.c_end);
-	s.c_begin = s.c_end;
-	note_capture(t, &s);
-	emit_now(t, &s);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	t->rel_site = site;
+	t->rel_ns = now;
+	t->rel_stack = stack;
+	return stack;
 }
 
 void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods)

@@ -226,23 +226,28 @@ static void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint64_t o
 
 /*
  * A wait on a synchronization object that is known to wait: registered in
- * the wait table so that the releaser can be named, timed, with the CPU
- * clock read too (a syscall, on a path that sleeps anyway) so that a spin
- * and a sleep are told apart.
+ * the wait table so that the releaser can be named, timed, with the
+ * thread's counters read at the call too (two syscalls, on a path that
+ * sleeps anyway): CPU tells a spin from a sleep, and voluntary switches
+ * tell a wait that slept on the lock from one that was only preempted.
  */
-#define SYNC_WAIT(t, FN, obj, owner_expr, call)                                  	({                                                                       		struct block_info b_ = {0};                                      		b_.object = (uint64_t)(uintptr_t)(obj);                          		b_.owner = (owner_expr);                                         		b_.begin = rhea_now();                                           		int way_ = waits_begin(b_.object);                               		b_.cpu_begin = thread_cpu_now();                                 		int r_ = (call);                                                 		int e_ = errno;                                                  		waits_end(way_, b_.object, b_.begin, &b_.waker, &b_.flow);       		after_block(t, FN, &b_);                                         		errno = e_;                                                      		r_;                                                              	})
+#define SYNC_WAIT(t, FN, obj, owner_expr, call)                                  \
+	({                                                                       \
+		struct block_info b_ = {0};                                      \
+		b_.object = (uint64_t)(uintptr_t)(obj);                          \
+		b_.owner = (owner_expr);                                         \
+		int way_ = waits_begin(b_.object);                               \
+		b_.begin = rhea_now();                                           \
+		capture_counters(t, &b_.c_begin);                                \
+		b_.have_begin = 1;                                               \
+		int r_ = (call);                                                 \
+		int e_ = errno;                                                  \
+		waits_end(way_, b_.object, b_.begin, &b_);                       \
+		after_block(t, FN, &b_);                                         \
+		errno = e_;                                                      \
+		r_;                                                              \
+	})
 
-/* After releasing obj (flow from waits_release() before the release). */
-static inline void released(struct rhea_tstate *t, unsigned fn, uint64_t obj, uint64_t flow)
-{
-	if (likely(!flow)) {
-		tick(t, fn);
-		return;
-	}
-	int e = errno;
-	capture_waker(t, fn, obj, flow);
-	errno = e;
-}
 
 static inline void alloc_done(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
 {
@@ -402,9 +407,9 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
 		if (!t)                                                          \
 			return real_##name(o);                                   \
-		uint64_t flow = waits_release((uint64_t)(uintptr_t)o, t->tid);  \
+		waits_release(t, (uint64_t)(uintptr_t)o, CALLER);                \
 		int r = real_##name(o);                                          \
-		released(t, FN, (uint64_t)(uintptr_t)o, flow);                   \
+		tick(t, FN);                                                     \
 		return r;                                                        \
 	}
 RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK)

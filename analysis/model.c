@@ -295,8 +295,15 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 			close_to(w, n - 1, s->end_ns, &s->c_end);
 		prev = s;
 	}
-	if (prev)
-		close_to(w, 0, cursor, &prev->c_end);
+	/* The thread's exit is its last event: under NEXT, its open frames
+	 * last until then (a thread computing to its end is not cut at its
+	 * last sample).  Its counters there are unknown: the last ones. */
+	if (prev) {
+		uint64_t end = cursor;
+		if (m->policy == MODEL_END_NEXT && t->exit_ns > end && t->exit_ns - end < 10000000000ull)
+			end = t->exit_ns;
+		close_to(w, 0, end, &prev->c_end);
+	}
 	free(w->active);
 	free(w);
 	free(frames);

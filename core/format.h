@@ -98,7 +98,7 @@ enum rhea_sample_flags {
 	RHEA_S_ASYNC = 4,      /* taken by the sampler, not in a hook */
 	RHEA_S_LEAF_EXACT = 8, /* leaf address is an exact pc, not a return-1 */
 	RHEA_S_NOSTACK = 16,   /* unwinding failed or stack table full */
-	RHEA_S_WAKER = 32,     /* released/signalled an object others waited on */
+	RHEA_S_WAKER = 32,     /* reserved: a release sample (not written by v1) */
 };
 
 /*
@@ -118,8 +118,10 @@ struct rhea_sample {
 				sampler: CPU periods it stands for; forced: syscall */
 	uint32_t waker_tid;  /* BLOCK: thread that released/signalled, 0 unknown */
 	uint32_t owner_tid;  /* BLOCK: owner of the lock when the wait began */
-	uint64_t flow;       /* WAKER: id of this release; BLOCK: id of the
-				release that ended the wait (0: none) */
+	uint32_t waker_stack; /* BLOCK: the releaser's stack (leaf node id) at
+				 the release that ended the wait, 0 unknown */
+	uint32_t reserved;
+	uint64_t release_ns;  /* BLOCK: when that release happened, 0 unknown */
 	struct rhea_counters c_begin, c_end;
 };
 

@@ -326,6 +326,8 @@ void convert_walk(struct convert_ctx *c, const struct rec_thread *t, const struc
 	struct rec_thread sub = *t;
 	sub.samples = t->samples + lo;
 	sub.nsamples = hi - lo;
+	if (hi < t->nsamples)
+		sub.exit_ns = 0; /* the window ends before the thread: no slice lasts to its exit */
 	struct walk w = {c, k, t, NULL, 0, 0, 0};
 	struct model_cb cb = {on_begin, on_end, &w};
 	model_walk_thread(c->m, &sub, &cb);

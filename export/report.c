@@ -266,20 +266,11 @@ struct wgroup {
 	uint32_t stack; /* the waiter's stack */
 	uint32_t tid;   /* a waiting thread (the first seen) */
 	uint64_t count, total, max, attributed;
+	uint64_t slept, slept_attributed; /* waits that blocked (voluntary switch) */
 	struct who owners[8], releasers[8];
 	int nowners, nreleasers;
 };
 
-struct flowmap {
-	uint64_t flow;
-	uint32_t tid, stack;
-};
-
-static int cmp_flow(const void *a, const void *b)
-{
-	const struct flowmap *x = a, *y = b;
-	return (x->flow > y->flow) - (x->flow < y->flow);
-}
 
 static void add_who(struct who *w, int *n, uint32_t tid, uint32_t stack)
 {
@@ -305,21 +296,8 @@ static int cmp_wgroup(const void *a, const void *b)
 /* All BLOCK samples grouped; *n groups returned, sorted by total time. */
 static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 {
-	size_t nflows = 0, cap = 0, n = 0, gcap = 0;
-	struct flowmap *flows = NULL;
+	size_t n = 0, gcap = 0;
 	struct wgroup *g = NULL;
-	for (size_t i = 0; i < r->nthreads; i++)
-		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
-			const struct rhea_sample *s = &r->threads[i].samples[k];
-			if (!(s->h.flags & RHEA_S_WAKER) || !s->flow)
-				continue;
-			if (nflows == cap) {
-				cap = cap ? cap * 2 : 256;
-				flows = realloc(flows, cap * sizeof(*flows));
-			}
-			flows[nflows++] = (struct flowmap){s->flow, s->tid, s->stack};
-		}
-	qsort(flows, nflows, sizeof(*flows), cmp_flow);
 	for (size_t i = 0; i < r->nthreads; i++)
 		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
 			const struct rhea_sample *s = &r->threads[i].samples[k];
@@ -348,15 +326,14 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 				g[j].max = d;
 			if (s->owner_tid)
 				add_who(g[j].owners, &g[j].nowners, s->owner_tid, 0);
+			int slept = s->c_end.nvcsw > s->c_begin.nvcsw;
+			g[j].slept += slept;
+			g[j].slept_attributed += slept && s->waker_tid;
 			if (s->waker_tid) {
 				g[j].attributed++;
-				struct flowmap key = {s->flow, 0, 0}, *f = NULL;
-				if (s->flow && nflows)
-					f = bsearch(&key, flows, nflows, sizeof(*flows), cmp_flow);
-				add_who(g[j].releasers, &g[j].nreleasers, s->waker_tid, f ? f->stack : 0);
+				add_who(g[j].releasers, &g[j].nreleasers, s->waker_tid, s->waker_stack);
 			}
 		}
-	free(flows);
 	qsort(g, n, sizeof(*g), cmp_wgroup);
 	*n_out = n;
 	return g;
@@ -415,6 +392,8 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_u64(j, "total_ns", g[i].total);
 		json_u64(j, "max_ns", g[i].max);
 		json_u64(j, "attributed", g[i].attributed);
+		json_u64(j, "slept", g[i].slept);
+		json_u64(j, "slept_attributed", g[i].slept_attributed);
 		json_stack(j, "stack", m, g[i].stack);
 		json_arr_begin(j, "owners");
 		for (int k = 0; k < g[i].nowners; k++) {
@@ -460,8 +439,10 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 				fmt_count(g[i].releasers[k].count, b1),
 				fit(stack_line(m, g[i].releasers[k].stack, 5, line, sizeof(line)), W - 40, nb));
 		if (g[i].attributed < g[i].count)
-			fprintf(out, "    %s waits without a known releaser\n",
-				fmt_count(g[i].count - g[i].attributed, b1));
+			fprintf(out, "    %s waits without a known releaser (%s of them never slept:\n"
+				     "    preempted or spinning in the call, not waiting for a holder)\n",
+				fmt_count(g[i].count - g[i].attributed, b1),
+				fmt_count((g[i].count - g[i].attributed) - (g[i].slept - g[i].slept_attributed), b2));
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");

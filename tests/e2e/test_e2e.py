@@ -26,7 +26,14 @@ Output: one line per test, "ok NAME" or "FAIL NAME: WHY", then
 
 Tests whose assertions are about wall time (ratio, sleeper) run alone,
 after the others, so that the suite's own parallelism does not disturb
-them.  Their tolerances are stated where they are checked.
+them.  Their tolerances are stated where they are checked.  The machine is
+shared: those scenarios time themselves too, and a run in which, by the
+program's own clock, the machine (not rhea) distorted the timing is
+repeated (a few times, within a time budget) instead of judged; a test
+that never gets an undisturbed run fails with "machine too busy".
+
+A failure matching a diagnosed rhea bug (KNOWN_BUGS below) is marked
+"[KNOWN RHEA BUG: ...]"; it still counts as a failure.
 
 Usage (run.sh does the building and passes these):
   test_e2e.py --root REPO --build DIR [--jobs N] [--only SUBSTR] [--list]
@@ -688,14 +695,6 @@ def t_bad_interval(c):
 # still fails.  Remove an entry when its bug is fixed.
 
 KNOWN_BUGS = [
-    ("threads32/", r"threads in the recording, want >= 33",
-     "agent/thread.c claim_slot() clears the slot from offset sizeof(state), as if 'state' were the "
-     "first field of struct rhea_tstate; it is not (agent.h), so the memset resets a just-claimed slot "
-     "to TS_FREE and a second starting thread can claim the same slot: its records then carry the other "
-     "thread's tid (fix: make 'state' the first field)"),
-    ("sigkill/", r"\[vdso\]",
-     "stacks captured by the sampler inside the vDSO (clock_gettime) end there: agent/modules.c builds "
-     "CFI only for modules whose path starts with '/', so the dwarf unwinder cannot leave [vdso]"),
     ("nofollow-child-stderr-untouched", r"agent switched off",
      "agent/agent.c agent_postfork_child() calls agent_disable(\"\", 0) under --no-follow, which writes "
      "'rhea: agent switched off: ' to the stderr of every forked child (even with --quiet)"),
@@ -751,6 +750,12 @@ def run_one(args, name):
     if t is None:
         print("FAIL: no test named %s" % name)
         return 1
+    if t.timing:
+        # Less preemption by other work on the machine, where allowed (root).
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, -10)
+        except OSError:
+            pass
     try:
         c = Ctx(args.root, args.build, name)
         t.fn(c, *t.args)

@@ -3,12 +3,15 @@
  * thread waits for it in wait_for_lock().
  * Ground truth: one pthread_mutex_lock wait of 50 ms (within 5 ms) whose
  * stack contains wait_for_lock; owner recorded = B; woken by B, whose
- * releasing stack contains hold_lock.  Prints B's tid.
+ * releasing stack contains hold_lock.  Prints B's tid and how long the
+ * main thread itself measured its wait (a loaded machine can delay main
+ * after it saw the lock taken: then the measurement is disturbed).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -45,8 +48,12 @@ int main(void)
 	pthread_create(&b, NULL, thread_b, NULL);
 	while (!held)
 		;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	wait_for_lock();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	pthread_join(b, NULL);
-	printf("%ld\n", b_tid);
+	printf("%ld %ld\n", b_tid,
+	       (long)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec)));
 	return 0;
 }

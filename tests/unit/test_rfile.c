@@ -1499,7 +1499,7 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_counters, nvcsw, 32);
 	DOC(rhea_counters, nivcsw, 36);
 
-	DOC_SIZE(rhea_sample, 144);
+	DOC_SIZE(rhea_sample, 152);
 	DOC(rhea_sample, tid, 8);
 	DOC(rhea_sample, stack, 12);
 	DOC(rhea_sample, trigger, 16);
@@ -1510,9 +1510,11 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_sample, object, 40);
 	DOC(rhea_sample, waker_tid, 48);
 	DOC(rhea_sample, owner_tid, 52);
-	DOC(rhea_sample, flow, 56);
-	DOC(rhea_sample, c_begin, 64);
-	DOC(rhea_sample, c_end, 104);
+	DOC(rhea_sample, waker_stack, 56);
+	DOC(rhea_sample, reserved, 60);
+	DOC(rhea_sample, release_ns, 64);
+	DOC(rhea_sample, c_begin, 72);
+	DOC(rhea_sample, c_end, 112);
 	cr_expect_eq(RHEA_S_BLOCK, 1);
 	cr_expect_eq(RHEA_S_TRUNCATED, 2);
 	cr_expect_eq(RHEA_S_ASYNC, 4);
