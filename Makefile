@@ -39,7 +39,7 @@ AGENT_OBJS := $(CORE_SRCS:%.c=$(O)/agent/%.o) $(AGENT_SRCS:%.c=$(O)/agent/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 
-.PHONY: all test unit e2e crosscheck bench clean deps demo
+.PHONY: all test unit e2e issues crosscheck bench clean deps demo
 all: rhea librhea.so
 
 $(O)/cli/%.o: %.c
@@ -76,6 +76,10 @@ unit: deps $(UNIT_BINS) all
 e2e: deps all
 	@sh tests/e2e/run.sh
 
+# Blocking attribution, the sampler, signals, churn, redis under load.
+issues: deps all
+	@/usr/bin/python3 tests/e2e/issues.py $(CURDIR)
+
 # The sampler against perf on Debian's python3 (skips itself without perf).
 crosscheck: deps all
 	@/usr/bin/python3 tests/crosscheck/run.py $(CURDIR)
@@ -84,6 +88,7 @@ test: deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) issues
 	$(MAKE) crosscheck
 
 bench: deps all
