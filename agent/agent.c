@@ -318,6 +318,17 @@ static int open_output(void)
 	return 0;
 }
 
+/* A merged run of identical captures waits in its thread's slot for the
+ * next different capture; one older than a flush period is emitted now, so
+ * that a SIGKILL loses at most that much of it.  The pending_busy protocol
+ * makes this safe against the owner merging at the same time. */
+static void flush_old_pending(struct rhea_tstate *t, void *arg)
+{
+	uint64_t now = *(uint64_t *)arg;
+	if (t->has_pending && now - t->pending.begin_ns > FLUSH_PERIOD_NS)
+		capture_flush_pending(t);
+}
+
 /* One round of the writer: everything buffered goes into one chunk (or a
  * few when more than the staging buffer is waiting).  Drain lock held. */
 static void flush_round(int seal_spin_ns)
@@ -331,6 +342,8 @@ static void flush_round(int seal_spin_ns)
 			return;
 		}
 	}
+	uint64_t now = rhea_now();
+	thread_foreach(flush_old_pending, &now);
 	buf_seal_all(&rhea_g.buf, (uint64_t)seal_spin_ns);
 	stage_nodes();
 	buf_drain(&rhea_g.buf, drain_cb, NULL);

@@ -8,7 +8,8 @@
  *
  * For each loop, REPS (default 15) repetitions of ITERS iterations (default
  * 2000000); prints one line per loop: name, median ns per iteration, the
- * number of hooked calls per iteration.  The median of the repetitions
+ * number of hooked calls per iteration, and the CPU time of this thread over
+ * the loop (warm-up included, in ns).  The median of the repetitions
  * keeps a descheduling on this noisy machine from counting.  -l runs only
  * the loop named LOOP (bench/run.sh uses it to measure the cost of one
  * synchronous capture from the process's CPU time).
@@ -37,6 +38,13 @@ static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -140,6 +148,7 @@ int main(int argc, char **argv)
 		if (only && strcmp(only, loops[l].name) != 0)
 			continue;
 		long n = iters / loops[l].scale;
+		uint64_t cpu0 = thread_cpu_ns();
 		loops[l].fn(n / 10); /* warm up: caches, lazy binding, first capture */
 		for (int r = 0; r < reps; r++) {
 			uint64_t t0 = now_ns();
@@ -147,7 +156,9 @@ int main(int argc, char **argv)
 			t[r] = (double)(now_ns() - t0) / (double)n;
 		}
 		qsort(t, (size_t)reps, sizeof(double), cmp_double);
-		printf("%s %.3f %d\n", loops[l].name, t[reps / 2], loops[l].calls);
+		uint64_t cpu = thread_cpu_ns() - cpu0;
+		printf("%s %.3f %d %llu\n", loops[l].name, t[reps / 2], loops[l].calls,
+		       (unsigned long long)cpu);
 	}
 	free(t);
 	close(null_fd);

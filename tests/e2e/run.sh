@@ -1,5 +1,6 @@
 #!/bin/sh
-# End-to-end tests: build the scenario programs (tests/scenarios/*.c) with
+# End-to-end tests: build the scenario programs the driver uses
+# (tests/scenarios/<name>.c, names from test_e2e.py --scenarios) with
 # gcc and clang at -O2, with the compiler's default frame-pointer setting,
 # with -fno-omit-frame-pointer and with -fomit-frame-pointer, then run the
 # driver (tests/e2e/test_e2e.py), which records them, and some Debian
@@ -43,6 +44,9 @@ clang-O2:clang:-O2
 clang-O2-fp:clang:-O2 -fno-omit-frame-pointer
 clang-O2-nofp:clang:-O2 -fomit-frame-pointer"
 
+# The scenarios the driver uses (tests/scenarios also holds other suites').
+scenarios=$("$PY" "$root/tests/e2e/test_e2e.py" --scenarios)
+
 # One compile command per line, run two at a time.  A scenario that does
 # not build is reported; its tests then fail ("was not built"), the others
 # still run.
@@ -50,9 +54,8 @@ cmds="$build/compile.txt"
 : >"$cmds"
 echo "$variants" | while IFS=: read -r name cc flags; do
 	mkdir -p "$build/$name"
-	for src in "$root"/tests/scenarios/*.c; do
-		prog=$(basename "$src" .c)
-		echo "$cc $flags -g -Wall -Wextra -pthread -o '$build/$name/$prog' '$src'" >>"$cmds"
+	for prog in $scenarios; do
+		echo "$cc $flags -g -Wall -Wextra -pthread -o '$build/$name/$prog' '$root/tests/scenarios/$prog.c'" >>"$cmds"
 	done
 done
 tr '\n' '\0' <"$cmds" | xargs -0 -P 2 -n 1 sh -c 'eval "$1" || echo "e2e: build failed: $1" >&2' build

@@ -54,6 +54,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 MS = 1000000
 
+# The programs of tests/scenarios/ this driver runs (run.sh builds these;
+# other files there belong to other suites).
+SCENARIOS = ["allocs", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -827,11 +830,15 @@ def main():
     ap.add_argument("--build", help="directory with the scenario builds (run.sh makes it)")
     ap.add_argument("--jobs", type=int, default=2, help="tests run at once (timing tests always run alone)")
     ap.add_argument("--only", action="append", help="run tests whose name contains this (repeatable)")
-    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--list", action="store_true", help="print the test names")
+    ap.add_argument("--scenarios", action="store_true", help="print the scenario programs to build")
     ap.add_argument("--verbose", action="store_true", help="print each test's duration")
     ap.add_argument("--run-one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.root = os.path.abspath(args.root)
+    if args.scenarios:
+        print(" ".join(SCENARIOS))
+        return 0
     tests = all_tests()
     if args.only:
         tests = [t for t in tests if any(s in t.name for s in args.only)]

@@ -1,0 +1,383 @@
+#!/bin/sh
+# bench/run.sh - rhea's benchmark suite (`make bench`; not part of `make test`).
+#
+#   sh bench/run.sh              full run (5 rounds, about 6-9 minutes on 2 cores)
+#   QUICK=1 sh bench/run.sh      short run (3 rounds, smaller workloads, ~2 min)
+#   ROUNDS=N                     override the number of rounds
+#   ONLY="micro w1 w2 w3 w4 redis"  run only these parts
+#
+# What it measures (see bench/README.md for the method and the targets):
+#  1. micro-benchmarks: hook fast path in ns per call (bench/hookloop.c run
+#     bare and under rhea, interleaved), the cost of one synchronous capture
+#     inside the agent, capture cost per stack for both unwinders at depth
+#     10/30/60 (bench/micro.c, linked with the agent's objects), stack-table
+#     throughput, record encoding (bytes per sample before/after zstd);
+#  2. whole-program overhead: W1 allocation storm (1/4/16 threads), W2
+#     server-like pipeline, W3 CPU-bound recursion (8 threads), W4 sqlite3
+#     and redis-server under redis-benchmark; each bare and under rhea
+#     (defaults, --unwind fp on the frame-pointer build, --sample 0,
+#     --hooks all), perf record -g / --call-graph dwarf, heaptrack,
+#     gperftools' CPU profiler.  Runs are interleaved (bare, tool1, tool2,
+#     ..., bare, tool1, ...) so that the machine's slow drifts hit every
+#     column alike; ratios are medians of per-round ratios to the bare run
+#     of the same round.
+#
+# The table is printed and written to bench/results/<UTC date-time>.txt with
+# a description of the machine, the raw measurements to <same>.tsv.
+#
+# rhea and librhea.so are copied at the start, so that a rebuild in the
+# tree while the suite runs does not change what is measured.
+
+set -u
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$(pwd)
+QUICK=${QUICK:-0}
+[ "$QUICK" = 1 ] && DEF_ROUNDS=3 || DEF_ROUNDS=5
+ROUNDS=${ROUNDS:-$DEF_ROUNDS}
+ONLY=${ONLY:-"micro w1 w2 w3 w4 redis"}
+CC=${CC:-gcc}
+CFLAGS_BENCH="-O2 -g -Wall -Wextra"
+TIMEOUT=300
+PROFILER=/usr/lib/x86_64-linux-gnu/libprofiler.so
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "bench: $*"; exit 2; }
+want() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
+
+for f in rhea librhea.so build/librhea_core.a; do
+	[ -e "$f" ] || die "$f is missing: run make first (make bench builds it)"
+done
+
+START=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+WORK=$(mktemp -d /tmp/rhea-bench.XXXXXX) || die "cannot create a work directory"
+REDIS_PORT=""
+cleanup() {
+	if [ -n "$REDIS_PORT" ]; then
+		redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+BIN=$WORK/bin
+mkdir -p "$BIN" "$WORK/out" || exit 2
+cp rhea librhea.so build/librhea_core.a "$BIN/" || die "cannot copy the binaries"
+RHEA=$BIN/rhea
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain --untracked-files=no -- agent core cli 2>/dev/null)" ]; then
+	COMMIT="$COMMIT+dirty(agent/core/cli)"
+fi
+
+# ---- tools: install what is missing (root only), else skip the column ----
+NOTES=$WORK/notes.txt
+: >"$NOTES"
+note() { printf '%s\n' "$*" >>"$NOTES"; }
+pkg_of() {
+	case $1 in
+	perf) echo linux-perf ;;
+	heaptrack) echo heaptrack ;;
+	profiler) echo libgoogle-perftools-dev ;;
+	sqlite3) echo sqlite3 ;;
+	redis-server) echo redis-server ;;
+	redis-benchmark | redis-cli) echo redis-tools ;;
+	esac
+}
+have() {
+	if [ "$1" = profiler ]; then [ -e "$PROFILER" ]; else command -v "$1" >/dev/null 2>&1; fi
+}
+ensure() { # ensure TOOL: 0 when usable, after an apt-get install if root
+	have "$1" && return 0
+	pkg=$(pkg_of "$1")
+	if [ "$(id -u)" = 0 ] && [ -n "$pkg" ] && command -v apt-get >/dev/null 2>&1; then
+		say "bench: installing $pkg for $1"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" \
+			>/dev/null 2>&1 ||
+			{ DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 &&
+				DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+					--no-install-recommends "$pkg" >/dev/null 2>&1; }
+	fi
+	have "$1" && return 0
+	note "skipped: $1 not available (package ${pkg:-?}); its column is left out"
+	return 1
+}
+HAVE_PERF=0 HAVE_HT=0 HAVE_GPERF=0 HAVE_SQLITE=0 HAVE_REDIS=0
+if ensure perf; then
+	if perf record -q -o "$WORK/probe.data" -- true >/dev/null 2>&1; then
+		HAVE_PERF=1
+	else
+		note "skipped: perf record does not work here (perf_event_paranoid, container?)"
+	fi
+	rm -f "$WORK/probe.data"
+fi
+ensure heaptrack && HAVE_HT=1
+ensure profiler && HAVE_GPERF=1
+ensure sqlite3 && HAVE_SQLITE=1
+ensure redis-server && ensure redis-benchmark && ensure redis-cli && HAVE_REDIS=1
+
+# ---- build the bench programs -------------------------------------------
+build() { # build OUT SRC EXTRA-FLAGS...
+	out=$1 src=$2
+	shift 2
+	$CC $CFLAGS_BENCH "$@" -pthread -o "$BIN/$out" "$src" 2>"$WORK/cc.log" ||
+		{ cat "$WORK/cc.log" >&2; die "cannot build $src"; }
+	[ -s "$WORK/cc.log" ] && cat "$WORK/cc.log" >&2
+	return 0
+}
+say "bench: building the benchmark programs"
+build runstat bench/runstat.c
+build hookloop bench/hookloop.c
+build w1 bench/w1_alloc.c -fomit-frame-pointer
+build w1fp bench/w1_alloc.c -fno-omit-frame-pointer
+build w2 bench/w2_server.c -fomit-frame-pointer
+build w2fp bench/w2_server.c -fno-omit-frame-pointer
+build w3 bench/w3_cpu.c -fomit-frame-pointer
+build w3fp bench/w3_cpu.c -fno-omit-frame-pointer
+$CC $CFLAGS_BENCH -fomit-frame-pointer -DCHAIN=chain_nofp -c bench/micro_chain.c \
+	-o "$BIN/chain_nofp.o" &&
+	$CC $CFLAGS_BENCH -fno-omit-frame-pointer -DCHAIN=chain_fp -c bench/micro_chain.c \
+		-o "$BIN/chain_fp.o" &&
+	$CC $CFLAGS_BENCH -fno-omit-frame-pointer -Iagent -Icore -o "$BIN/micro" \
+		bench/micro.c "$BIN/chain_nofp.o" "$BIN/chain_fp.o" "$BIN/librhea_core.a" \
+		-ldw -lelf -lzstd -lz -lpthread || die "cannot build bench/micro.c"
+RUNSTAT=$BIN/runstat
+
+# ---- workload sizes ------------------------------------------------------
+if [ "$QUICK" = 1 ]; then
+	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 REDIS_N=10000
+	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000 CAP_N=10000000
+else
+	W1_N=6000000 W1_THREADS="1 4 16" W2_N=60000 W3_N=200 W4_N=200000 REDIS_N=25000
+	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CAP_N=20000000
+fi
+
+RAW=$WORK/raw.tsv   # wl cfg tool base round wall user sys rss status outbytes extra
+RSTATS=$WORK/rhea.tsv # wl cfg tool samples dropped captures bytes_raw file_bytes stack_nodes
+: >"$RAW"
+: >"$RSTATS"
+LOG=$WORK/stderr.log
+: >"$LOG"
+
+# The value of KEY in the "stats" object of `rhea report --json`.
+json_stat() {
+	awk -v k="\"$2\":" '/"stats":[ ]*\{/ { s = 1; next }
+		s && /\}/ { exit }
+		s { gsub(/[ ,]/, ""); if (index($0, k) == 1) { print substr($0, length(k) + 1); exit } }' "$1"
+}
+
+# Prefix the command in "$@" with TOOL's wrapper, writing into OUT; sets
+# CMD_OK=0 when the tool is not available.
+out_bytes() { find "$1" -type f -exec stat -c %s {} + 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+
+# run_one WL CFG TOOL BASE ROUND STDIN prog args... : one measured run.
+run_one() {
+	wl=$1 cfg=$2 tool=$3 base=$4 round=$5 input=$6
+	shift 6
+	out=$WORK/out/$wl-$cfg-$tool
+	rm -rf "$out"
+	mkdir -p "$out"
+	case $tool in
+	bare | bare-fp) ;;
+	rhea) set -- "$RHEA" record -q -o "$out/rec.rhea" -- "$@" ;;
+	rhea-fp) set -- "$RHEA" record -q --unwind fp -o "$out/rec.rhea" -- "$@" ;;
+	rhea-sync) set -- "$RHEA" record -q --sample 0 -o "$out/rec.rhea" -- "$@" ;;
+	rhea-all) set -- "$RHEA" record -q --hooks all -o "$out/rec.rhea" -- "$@" ;;
+	perf-g) set -- perf record -q -g -F 1000 -o "$out/perf.data" -- "$@" ;;
+	perf-dwarf) set -- perf record -q --call-graph dwarf -F 1000 -o "$out/perf.data" -- "$@" ;;
+	heaptrack) set -- heaptrack -r -o "$out/ht" "$@" ;;
+	gperf) set -- env LD_PRELOAD="$PROFILER" CPUPROFILE="$out/cpu.prof" CPUPROFILE_FREQUENCY=1000 "$@" ;;
+	*) die "unknown tool $tool" ;;
+	esac
+	rm -f "$WORK/res"
+	"$RUNSTAT" -q -t "$TIMEOUT" -o "$WORK/res" -- "$@" <"$input" 2>>"$LOG"
+	[ -s "$WORK/res" ] || echo "0 0 0 0 failed" >"$WORK/res"
+	set -- $(cat "$WORK/res")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$cfg" "$tool" "$base" \
+		"$round" "$1" "$2" "$3" "$4" "$5" "$(out_bytes "$out")" "${EXTRA:--}" >>"$RAW"
+}
+
+# After the last round: samples and drops of the rhea recordings.
+rhea_stats() { # rhea_stats WL CFG TOOLS...
+	wl=$1 cfg=$2
+	shift 2
+	for tool in "$@"; do
+		case $tool in rhea*) ;; *) continue ;; esac
+		f=$WORK/out/$wl-$cfg-$tool/rec.rhea
+		[ -s "$f" ] || continue
+		"$RHEA" report --json "$f" >"$WORK/report.json" 2>>"$LOG" || continue
+		j=$WORK/report.json
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$cfg" "$tool" \
+			"$(json_stat "$j" samples)" "$(json_stat "$j" dropped)" \
+			"$(json_stat "$j" captures)" "$(json_stat "$j" bytes_raw)" \
+			"$(json_stat "$j" file_bytes)" "$(json_stat "$j" stack_nodes)" >>"$RSTATS"
+	done
+}
+
+tools_for() { # the columns of a workload, given which builds exist
+	t="bare rhea rhea-sync"
+	[ "$2" = fp ] && t="bare bare-fp rhea rhea-fp rhea-sync"
+	case $1 in w1 | w2) t="$t rhea-all" ;; esac
+	[ $HAVE_PERF = 1 ] && t="$t perf-g perf-dwarf"
+	case $1 in w1 | w2) [ $HAVE_HT = 1 ] && t="$t heaptrack" ;; esac
+	[ $HAVE_GPERF = 1 ] && t="$t gperf"
+	echo "$t"
+}
+
+# run_workload WL CFG "TOOLS" PROG PROG_FP ARGS... (PROG_FP "-": no fp build)
+run_workload() {
+	wl=$1 cfg=$2 tools=$3 prog=$4 progfp=$5
+	shift 5
+	say "bench: $wl $cfg: $ROUNDS rounds of: $tools"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		for tool in $tools; do
+			case $tool in
+			bare-fp | rhea-fp) run_one "$wl" "$cfg" "$tool" bare-fp "$r" /dev/null "$progfp" "$@" ;;
+			*) run_one "$wl" "$cfg" "$tool" bare "$r" /dev/null "$prog" "$@" ;;
+			esac
+		done
+		r=$((r + 1))
+	done
+	rhea_stats "$wl" "$cfg" $tools
+}
+
+
+# ---- 1. micro-benchmarks -------------------------------------------------
+MICRO=$WORK/micro.txt
+: >"$MICRO"
+if want micro; then
+	say "bench: micro: capture cost, stack table, emit"
+	"$BIN/micro" -n "$MICRO_N" >"$WORK/micro.out" 2>>"$LOG" || say "bench: micro failed"
+	say "bench: micro: hook fast path ($ROUNDS rounds, interleaved)"
+	HL=$WORK/hookloop.tsv
+	: >"$HL"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		for v in bare fast default; do
+			case $v in
+			bare) set -- ;;
+			fast) set -- "$RHEA" record -q --interval 10s --sample 0 -o "$WORK/out/hl.rhea" -- ;;
+			default) set -- "$RHEA" record -q -o "$WORK/out/hl.rhea" -- ;;
+			esac
+			"$@" "$BIN/hookloop" -n "$HOOK_N" -r "$HOOK_R" 2>>"$LOG" |
+				awk -v v="$v" '{ print v "\t" $1 "\t" $2 "\t" $3 }' >>"$HL"
+		done
+		r=$((r + 1))
+	done
+	# One synchronous capture inside the agent: the looping thread's CPU
+	# time with a capture every 10us against none (interval 10s), divided
+	# by the extra captures the report counts.  The thread's own clock keeps
+	# the ticker thread's wake-ups out of it.
+	say "bench: micro: in-agent capture cost ($ROUNDS rounds)"
+	CAPS=$WORK/captures.tsv
+	: >"$CAPS"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		for v in 10s 10us; do
+			rm -f "$WORK/out/cap.rhea"
+			cpu=$("$RHEA" record -q --interval "$v" --sample 0 -o "$WORK/out/cap.rhea" -- \
+				"$BIN/hookloop" -l malloc_free -n "$CAP_N" -r 1 2>>"$LOG" | awk '{ print $4 }')
+			"$RHEA" report --json "$WORK/out/cap.rhea" >"$WORK/report.json" 2>>"$LOG"
+			printf '%s\t%s\t%s\t%s\n' "$v" "$r" "$cpu" \
+				"$(json_stat "$WORK/report.json" captures)" >>"$CAPS"
+		done
+		r=$((r + 1))
+	done
+fi
+
+# ---- 2. workloads ----------------------------------------------------------
+if want w1; then
+	for t in $W1_THREADS; do
+		run_workload w1 "t=$t" "$(tools_for w1 fp)" "$BIN/w1" "$BIN/w1fp" -t "$t" -n "$W1_N"
+	done
+fi
+if want w2; then
+	run_workload w2 "r=$W2_N" "$(tools_for w2 fp)" "$BIN/w2" "$BIN/w2fp" -r "$W2_N"
+fi
+if want w3; then
+	run_workload w3 "t=8" "$(tools_for w3 fp)" "$BIN/w3" "$BIN/w3fp" -t 8 -n "$W3_N"
+fi
+if want w4 && [ $HAVE_SQLITE = 1 ]; then
+	# The SQL: @n rows, the query mix, @n/100 one-row transactions.
+	SQL=$WORK/w4.sql
+	{
+		echo ".parameter set @n $W4_N"
+		cat bench/w4_sqlite.sql
+		awk -v k=$((W4_N / 100)) 'BEGIN { for (i = 0; i < k; i++)
+			printf "INSERT INTO log(msg) VALUES(%cm%d%c);\n", 39, i, 39 }'
+		echo "SELECT count(*) FROM log;"
+	} >"$SQL"
+	tools=$(tools_for w4 nofp)
+	cfg="rows=$W4_N"
+	say "bench: w4 sqlite3 $cfg: $ROUNDS rounds of: $tools"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		for tool in $tools; do
+			rm -f "$WORK/w4.db" "$WORK/w4.db-wal" "$WORK/w4.db-shm"
+			run_one w4 "$cfg" "$tool" bare "$r" "$SQL" sqlite3 -bail -init /dev/null "$WORK/w4.db"
+		done
+		r=$((r + 1))
+	done
+	rm -f "$WORK/w4.db" "$WORK/w4.db-wal" "$WORK/w4.db-shm"
+	rhea_stats w4 "$cfg" $tools
+fi
+
+# redis-server under each tool, driven by redis-benchmark on 127.0.0.1: the
+# server's CPU/wall/RSS/output, and requests per second in the extra column.
+redis_one() { # redis_one TOOL ROUND CFG
+	tool=$1 round=$2 cfg=$3
+	port=$((20000 + ($$ + round * 7) % 20000))
+	while redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; do port=$((port + 1)); done
+	REDIS_PORT=$port
+	(
+		EXTRA=""
+		run_one redis "$cfg" "$tool" bare "$round" /dev/null redis-server --port "$port" \
+			--bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning
+	) &
+	rpid=$!
+	i=0
+	until redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 200 ] && break
+		sleep 0.05
+	done
+	redis-benchmark -h 127.0.0.1 -p "$port" -n "$REDIS_N" -c 16 -t set,get,lpush,lpop --csv \
+		2>>"$LOG" >"$WORK/rb.csv"
+	redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1
+	wait "$rpid"
+	REDIS_PORT=""
+	# mean requests/s of the tests, patched into the run's extra field
+	rps=$(awk -F'"' 'NR > 1 && $4 + 0 > 0 { s += $4; n++ } END { if (n) printf "%.0f", s / n; else print "-" }' "$WORK/rb.csv")
+	awk -v rps="$rps" 'BEGIN { FS = OFS = "\t" } { if (NR == last) $12 = "rps=" rps; print }' \
+		last="$(wc -l <"$RAW")" "$RAW" >"$RAW.new" && mv "$RAW.new" "$RAW"
+}
+if want redis && [ $HAVE_REDIS = 1 ]; then
+	tools=$(tools_for redis nofp)
+	cfg="n=$REDIS_N"
+	say "bench: redis $cfg: $ROUNDS rounds of: $tools"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		for tool in $tools; do redis_one "$tool" "$r" "$cfg"; done
+		r=$((r + 1))
+	done
+	rhea_stats redis "$cfg" $tools
+fi
+
+END=$(date +%s)
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- 3. the report ---------------------------------------------------------
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+mkdir -p bench/results
+TXT=bench/results/$STAMP.txt
+TSV=bench/results/$STAMP.tsv
+REPORT=$WORK/report.txt
+. bench/report.sh >"$REPORT"
+cp "$REPORT" "$TXT"
+{
+	printf 'workload\tconfig\ttool\tbaseline\tround\twall_ns\tuser_ns\tsys_ns\tmaxrss_kb\tstatus\toutput_bytes\textra\n'
+	cat "$RAW"
+} >"$TSV"
+cat "$REPORT"
+say "bench: written $TXT and $TSV ($((END - START)) s)"
