@@ -39,7 +39,7 @@ AGENT_OBJS := $(CORE_SRCS:%.c=$(O)/agent/%.o) $(AGENT_SRCS:%.c=$(O)/agent/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 
-.PHONY: all test unit e2e issues crosscheck bench clean deps demo
+.PHONY: all test unit e2e issues convert crosscheck bench clean deps demo
 all: rhea librhea.so
 
 $(O)/cli/%.o: %.c
@@ -76,6 +76,11 @@ unit: deps $(UNIT_BINS) all
 e2e: deps all
 	@sh tests/e2e/run.sh
 
+# Every output format against its real consumer (protoc, trace_processor,
+# go tool pprof, a JSON parser) and the recordings' ground truth.
+convert: deps all
+	@sh tests/convert/run.sh
+
 # Blocking attribution, the sampler, signals, churn, redis under load.
 issues: deps all
 	@/usr/bin/python3 tests/e2e/issues.py $(CURDIR)
@@ -89,6 +94,7 @@ test: deps
 	$(MAKE) unit
 	$(MAKE) e2e
 	$(MAKE) issues
+	$(MAKE) convert
 	$(MAKE) crosscheck
 
 bench: deps all

@@ -11,6 +11,13 @@
  *             and p99 per capture, timed with the TSC.  `frames` is what the
  *             unwinder found (the fp walker stops early in code without
  *             frame pointers).
+ *   sync      a replica of one whole synchronous capture as capture.c does
+ *             it: UNWIND_HERE + unwind_cfi, compare with the previous stack
+ *             and intern only the new tail, clock_gettime(CLOCK_MONOTONIC),
+ *             the counters below, buf_emit of the sample; on a 10- and a
+ *             30-frame stack (no-fp code), the stack alternating between two
+ *             leaves so that one node is interned and a record emitted each
+ *             time (the agent merges identical captures instead)
  *   counters  what capture.c reads on every capture besides the stack:
  *             clock_gettime(CLOCK_THREAD_CPUTIME_ID) + getrusage(RUSAGE_THREAD)
  *   emit      buf_emit of one 128-byte record (the size of a SAMPLE)
@@ -240,6 +247,92 @@ static void run_capture(int reps)
 	free(tt);
 }
 
+/* ---- a whole synchronous capture ------------------------------------------ */
+
+static struct buf sync_buf;
+
+struct sync_job {
+	int reps;
+	uint64_t *t;
+	int frames;
+	uint64_t cache[MAXF];
+	uint32_t cache_ids[MAXF];
+	int cache_n;
+};
+
+static int drain_nop(void *arg, const void *data, size_t len);
+
+static __attribute__((noinline)) void sync_capture(struct sync_job *j, int k)
+{
+	uint64_t out[MAXF], a[MAXF];
+	struct unwind_regs r;
+	UNWIND_HERE(&r);
+	int n = unwind_cfi(&r, &main_stack, find_cfi, NULL, out, MAXF, NULL);
+	/* root first, minus one; the leaf alternates (k & 1) as two call sites would */
+	int common = 0, same = 1;
+	for (int i = 0; i < n; i++) {
+		a[i] = out[n - 1 - i] - 1 + (i == n - 1 ? (uint64_t)(k & 1) : 0);
+		if (same && i < j->cache_n && j->cache[i] == a[i])
+			common = i + 1;
+		else
+			same = 0;
+	}
+	uint32_t parent = common ? j->cache_ids[common - 1] : 0;
+	stacktab_intern(&tab, parent, a + common, n - common, j->cache_ids + common);
+	for (int i = common; i < n; i++)
+		j->cache[i] = a[i];
+	j->cache_n = n;
+	struct timespec ts, cpu;
+	struct rusage ru;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+	getrusage(RUSAGE_THREAD, &ru);
+	uint64_t rec[16] = {(uint64_t)ts.tv_nsec, (uint64_t)cpu.tv_nsec, (uint64_t)ru.ru_minflt,
+			    j->cache_ids[n - 1]};
+	buf_emit(&sync_buf, 1, rec, sizeof(rec));
+	j->frames = n;
+}
+
+static __attribute__((noinline)) uint64_t sync_leaf(void *arg)
+{
+	struct sync_job *j = arg;
+	for (int k = 0; k < j->reps; k++) {
+		uint64_t t0 = ticks();
+		sync_capture(j, k);
+		j->t[k] = ticks() - t0;
+		if ((k & 255) == 255) {
+			buf_seal_all(&sync_buf, 0);
+			buf_drain(&sync_buf, drain_nop, NULL);
+		}
+	}
+	return 0;
+}
+
+static void run_sync(int reps)
+{
+	uint64_t *t = calloc((size_t)reps, sizeof(uint64_t));
+	if (!t || buf_init(&sync_buf, 64, 64u << 10, 8) < 0)
+		exit(1);
+	struct job probe = {1, 1, NULL, NULL, 0};
+	chain_nofp(1, capture_leaf, &probe);
+	for (int depth = 10; depth <= 30; depth += 20) {
+		struct sync_job *j = calloc(1, sizeof(*j));
+		if (!j)
+			exit(1);
+		j->reps = reps;
+		j->t = t;
+		int levels = depth - probe.frames; /* sync_capture is one more frame */
+		chain_nofp(levels > 1 ? levels : 1, sync_leaf, j);
+		double m, p;
+		stats(t, reps, &m, &p);
+		printf("sync:     whole capture replica, %d frames (CFI, no-fp code): median %.0f ns, p99 %.0f ns\n",
+		       j->frames, m, p);
+		free(j);
+	}
+	buf_destroy(&sync_buf);
+	free(t);
+}
+
 /* ---- counters and emit -------------------------------------------------- */
 
 static void run_counters(int reps)
@@ -412,6 +505,7 @@ int main(int argc, char **argv)
 		return 1;
 	printf("(TSC: %.4f ns per tick; CFI tables for %d modules)\n", ns_per_tick, nmods);
 	run_capture(reps);
+	run_sync(reps);
 	run_counters(reps);
 	run_emit();
 	run_stacktab(reps * 5);

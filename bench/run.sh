@@ -4,15 +4,17 @@
 #   sh bench/run.sh              full run (5 rounds, about 6-9 minutes on 2 cores)
 #   QUICK=1 sh bench/run.sh      short run (3 rounds, smaller workloads, ~2 min)
 #   ROUNDS=N                     override the number of rounds
-#   ONLY="micro w1 w2 w3 w4 redis"  run only these parts
+#   ONLY="micro w0 w1 w2 w3 w4 redis"  run only these parts
+#   KEEP=1                       keep the work directory (raw data, recordings)
 #
 # What it measures (see bench/README.md for the method and the targets):
 #  1. micro-benchmarks: hook fast path in ns per call (bench/hookloop.c run
-#     bare and under rhea, interleaved), the cost of one synchronous capture
-#     inside the agent, capture cost per stack for both unwinders at depth
-#     10/30/60 (bench/micro.c, linked with the agent's objects), stack-table
+#     bare and under rhea, interleaved), capture cost per stack for both
+#     unwinders at depth 10/30/60 and of a whole synchronous capture
+#     (bench/micro.c, linked with the agent's objects), stack-table
 #     throughput, record encoding (bytes per sample before/after zstd);
-#  2. whole-program overhead: W1 allocation storm (1/4/16 threads), W2
+#  2. whole-program overhead: W0 start-up (the fixed cost of each tool on
+#     a process that does nothing, for each set of modules), W1 allocation storm (1/4/16 threads), W2
 #     server-like pipeline, W3 CPU-bound recursion (8 threads), W4 sqlite3
 #     and redis-server under redis-benchmark; each bare and under rhea
 #     (defaults, --unwind fp on the frame-pointer build, --sample 0,
@@ -34,7 +36,7 @@ ROOT=$(pwd)
 QUICK=${QUICK:-0}
 [ "$QUICK" = 1 ] && DEF_ROUNDS=3 || DEF_ROUNDS=5
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
-ONLY=${ONLY:-"micro w1 w2 w3 w4 redis"}
+ONLY=${ONLY:-"micro w0 w1 w2 w3 w4 redis"}
 CC=${CC:-gcc}
 CFLAGS_BENCH="-O2 -g -Wall -Wextra"
 TIMEOUT=300
@@ -56,7 +58,7 @@ cleanup() {
 	if [ -n "$REDIS_PORT" ]; then
 		redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1
 	fi
-	rm -rf "$WORK"
+	if [ "${KEEP:-0}" = 1 ]; then say "bench: kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -146,10 +148,10 @@ RUNSTAT=$BIN/runstat
 # ---- workload sizes ------------------------------------------------------
 if [ "$QUICK" = 1 ]; then
 	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 REDIS_N=10000
-	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000 CAP_N=10000000
+	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000
 else
-	W1_N=6000000 W1_THREADS="1 4 16" W2_N=60000 W3_N=200 W4_N=200000 REDIS_N=25000
-	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CAP_N=20000000
+	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 REDIS_N=25000
+	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000
 fi
 
 RAW=$WORK/raw.tsv   # wl cfg tool base round wall user sys rss status outbytes extra
@@ -216,10 +218,11 @@ rhea_stats() { # rhea_stats WL CFG TOOLS...
 
 tools_for() { # the columns of a workload, given which builds exist
 	t="bare rhea rhea-sync"
+	[ "$1" = w0 ] && t="bare rhea"
 	[ "$2" = fp ] && t="bare bare-fp rhea rhea-fp rhea-sync"
 	case $1 in w1 | w2) t="$t rhea-all" ;; esac
 	[ $HAVE_PERF = 1 ] && t="$t perf-g perf-dwarf"
-	case $1 in w1 | w2) [ $HAVE_HT = 1 ] && t="$t heaptrack" ;; esac
+	case $1 in w0 | w1 | w2) [ $HAVE_HT = 1 ] && t="$t heaptrack" ;; esac
 	[ $HAVE_GPERF = 1 ] && t="$t gperf"
 	echo "$t"
 }
@@ -265,31 +268,31 @@ if want micro; then
 		done
 		r=$((r + 1))
 	done
-	# One synchronous capture inside the agent: the looping thread's CPU
-	# time with a capture every 10us against none (interval 10s), divided
-	# by the extra captures the report counts.  The thread's own clock keeps
-	# the ticker thread's wake-ups out of it.
-	say "bench: micro: in-agent capture cost ($ROUNDS rounds)"
-	CAPS=$WORK/captures.tsv
-	: >"$CAPS"
-	r=1
-	while [ "$r" -le "$ROUNDS" ]; do
-		for v in 10s 10us; do
-			rm -f "$WORK/out/cap.rhea"
-			cpu=$("$RHEA" record -q --interval "$v" --sample 0 -o "$WORK/out/cap.rhea" -- \
-				"$BIN/hookloop" -l malloc_free -n "$CAP_N" -r 1 2>>"$LOG" | awk '{ print $4 }')
-			"$RHEA" report --json "$WORK/out/cap.rhea" >"$WORK/report.json" 2>>"$LOG"
-			printf '%s\t%s\t%s\t%s\n' "$v" "$r" "$cpu" \
-				"$(json_stat "$WORK/report.json" captures)" >>"$CAPS"
-		done
-		r=$((r + 1))
-	done
 fi
 
 # ---- 2. workloads ----------------------------------------------------------
+if want w0; then
+	# What every tool costs a process that does nothing: agent start-up
+	# (CFI tables for every module), perf's set-up and tear-down...  Per
+	# set of modules: the bench programs (exe + libc), sqlite3 (W4) and
+	# redis-server (its libssl/libcrypto...).  report.sh subtracts these to
+	# give the steady-state ratios (x* columns).
+	run_workload w0 empty "$(tools_for w0 nofp)" "$BIN/w1" - -t 1 -n 0
+	[ $HAVE_SQLITE = 1 ] &&
+		run_workload w0 sqlite3 "$(tools_for w0 nofp)" "$(command -v sqlite3)" - -version
+	[ $HAVE_REDIS = 1 ] && want redis &&
+		run_workload w0 redis "$(tools_for w0 nofp)" "$(command -v redis-server)" - --version
+fi
 if want w1; then
 	for t in $W1_THREADS; do
 		run_workload w1 "t=$t" "$(tools_for w1 fp)" "$BIN/w1" "$BIN/w1fp" -t "$t" -n "$W1_N"
+	done
+fi
+if want w1 && [ "$QUICK" != 1 ]; then
+	# depth sensitivity: one depth per run, 16 threads, both unwinders
+	for d in 10 30 60; do
+		run_workload w1 "t=16,d=$d" "bare bare-fp rhea rhea-fp" "$BIN/w1" "$BIN/w1fp" \
+			-t 16 -d "$d" -n "$W1_N"
 	done
 fi
 if want w2; then

@@ -108,7 +108,8 @@ int cmd_convert(int argc, char **argv)
 	size_t nthreads = 0;
 	int rc = EXIT_BADINPUT;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "f:o:vqh", opts, NULL)) != -1) {
+	opterr = 0; /* one line of our own instead of getopt's and the usage */
+	while ((c = getopt_long(argc, argv, ":f:o:vqh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': {
 			size_t i;
@@ -184,7 +185,12 @@ int cmd_convert(int argc, char **argv)
 		case 'v': verbose = 1; break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); rc = 0; goto out;
-		default: usage(stderr); goto out;
+		case ':':
+			cli_err("convert: %s needs a value (see rhea convert --help)", argv[optind - 1]);
+			goto out;
+		default:
+			cli_err("convert: unknown option %s (see rhea convert --help)", argv[optind - 1]);
+			goto out;
 		}
 	}
 	o.threads = (const char *const *)threads;
@@ -235,6 +241,10 @@ int cmd_convert(int argc, char **argv)
 	}
 	static char iobuf[1 << 16];
 	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
+	/* Only a regular file is removed after a failed write, never a
+	 * device or a pipe given as -o. */
+	struct stat fst;
+	int regular = !to_stdout && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode);
 
 	struct model m;
 	if (model_build(&m, &r, o.policy) < 0) {
@@ -248,7 +258,7 @@ int cmd_convert(int argc, char **argv)
 	if (convert_init(&cx, &m, &o, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		rc = EXIT_BADINPUT;
-		goto close_model;
+		goto close_ctx;
 	}
 	if (o.format == CONVERT_NANOSCOPE && nthreads) {
 		size_t n = 0;
@@ -265,6 +275,17 @@ int cmd_convert(int argc, char **argv)
 			"converting what it holds", in);
 	else if (r.salvaged)
 		cli_err("warning: %s: %s: converting what precedes it", in, r.problem);
+	if (cx.windowed) {
+		uint64_t n = 0;
+		for (size_t i = 0; i < r.nthreads; i++) {
+			size_t lo, hi;
+			convert_range(&cx, &r.threads[i], &lo, &hi);
+			n += cx.selected[i] ? hi - lo : 0;
+		}
+		if (n == 0)
+			cli_err("warning: no sample begins between --from and --to (the recording spans %.3f s)",
+				r.last_ns > cx.origin_ns ? (double)(r.last_ns - cx.origin_ns) / 1e9 : 0.0);
+	}
 	if (verbose) {
 		const char *w;
 		for (size_t i = 0; (w = sym_warning(m.sym, i)) != NULL; i++)
@@ -306,7 +327,6 @@ int cmd_convert(int argc, char **argv)
 	}
 close_ctx:
 	convert_free(&cx);
-close_model:
 	model_free(&m);
 close:
 	if (!to_stdout) {
@@ -314,7 +334,7 @@ close:
 			cli_err("%s: write failed: %s", outpath, strerror(errno));
 			rc = 1;
 		}
-		if (rc != 0)
+		if (rc != 0 && regular)
 			unlink(outpath);
 	}
 	recording_free(&r);

@@ -237,7 +237,28 @@ struct walk {
 	struct frame *st;
 	int cap;
 	uint64_t root_allocs, root_bytes;
+	uint64_t last_ts; /* of the last event emitted */
 };
+
+/* Emit a begin or an end, never before the previous event: the model's
+ * slices are in time order, but samples that overlap in time (a sampler's
+ * capture during a blocking call) must not make a writer go back. */
+static void emit_begin(struct walk *w, struct frame *f)
+{
+	if (f->cs.begin_ns < w->last_ts)
+		f->cs.begin_ns = w->last_ts;
+	w->last_ts = f->cs.begin_ns;
+	w->k->begin(w->k->arg, w->t, &f->cs);
+	f->emitted = 1;
+}
+
+static void emit_end(struct walk *w, struct frame *f)
+{
+	if (f->cs.end_ns < w->last_ts)
+		f->cs.end_ns = w->last_ts;
+	w->last_ts = f->cs.end_ns;
+	w->k->end(w->k->arg, w->t, &f->cs);
+}
 
 static inline uint64_t sub0(uint64_t a, uint64_t b)
 {
@@ -268,10 +289,8 @@ static void on_begin(void *arg, const struct rec_thread *t, const struct model_s
 	f->cs.sample = s->sample;
 	f->cs.trigger = s->sample ? s->sample->trigger : 0;
 	f->child_end = s->begin_ns;
-	if (w->c->o->min_dur_ns == 0) {
-		w->k->begin(w->k->arg, w->t, &f->cs);
-		f->emitted = 1;
-	}
+	if (w->c->o->min_dur_ns == 0)
+		emit_begin(w, f);
 }
 
 static void on_end(void *arg, const struct rec_thread *t, const struct model_slice *s)
@@ -307,15 +326,12 @@ static void on_end(void *arg, const struct rec_thread *t, const struct model_sli
 		w->root_bytes += cs->alloc_bytes;
 	}
 	int keep = end - cs->begin_ns >= w->c->o->min_dur_ns;
-	if (keep) {
+	if (keep)
 		for (int d = 0; d <= s->depth; d++)
-			if (!w->st[d].emitted) {
-				w->k->begin(w->k->arg, w->t, &w->st[d].cs);
-				w->st[d].emitted = 1;
-			}
-	}
+			if (!w->st[d].emitted)
+				emit_begin(w, &w->st[d]);
 	if (f->emitted)
-		w->k->end(w->k->arg, w->t, cs);
+		emit_end(w, f);
 }
 
 void convert_walk(struct convert_ctx *c, const struct rec_thread *t, const struct convert_sink *k,
@@ -328,7 +344,7 @@ void convert_walk(struct convert_ctx *c, const struct rec_thread *t, const struc
 	sub.nsamples = hi - lo;
 	if (hi < t->nsamples)
 		sub.exit_ns = 0; /* the window ends before the thread: no slice lasts to its exit */
-	struct walk w = {c, k, t, NULL, 0, 0, 0};
+	struct walk w = {c, k, t, NULL, 0, 0, 0, 0};
 	struct model_cb cb = {on_begin, on_end, &w};
 	model_walk_thread(c->m, &sub, &cb);
 	free(w.st);

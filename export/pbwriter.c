@@ -45,8 +45,8 @@ void pbwriter_reset(struct pbwriter *w)
 	w->depth = 0;
 }
 
-/* Make room for n more bytes; 0 or -1 (then oom is set). */
-static int reserve(struct pbwriter *w, size_t n)
+/* The slow path of reserve(). */
+static __attribute__((noinline)) int grow(struct pbwriter *w, size_t n)
 {
 	if (w->oom)
 		return -1;
@@ -63,6 +63,14 @@ static int reserve(struct pbwriter *w, size_t n)
 	w->buf = p;
 	w->cap = cap;
 	return 0;
+}
+
+/* Make room for n more bytes; 0 or -1 (then oom is set). */
+static inline int reserve(struct pbwriter *w, size_t n)
+{
+	if (__builtin_expect(!w->oom && w->len + n <= w->cap, 1))
+		return 0;
+	return grow(w, n);
 }
 
 int pbwriter_varint_size(uint64_t v)

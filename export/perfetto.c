@@ -603,6 +603,7 @@ static void write_samples(struct pf *p, size_t ti)
 	write_mappings(p);
 	packet_end(p);
 	const struct rhea_sample *prev = NULL;
+	uint64_t last_ts = t->samples[lo].begin_ns;
 	for (size_t k = lo; k < hi; k++) {
 		const struct rhea_sample *s = &t->samples[k];
 		int block = (s->h.flags & RHEA_S_BLOCK) != 0;
@@ -632,6 +633,9 @@ static void write_samples(struct pf *p, size_t ti)
 		uint64_t span = s->end_ns > s->begin_ns ? s->end_ns - s->begin_ns : 0;
 		for (unsigned j = 0; j < count; j++) {
 			uint64_t ts = s->begin_ns + (count > 1 ? span * j / (count - 1) : 0);
+			if (ts < last_ts) /* a merged record overlapping the next one */
+				ts = last_ts;
+			last_ts = ts;
 			packet_begin(p, ts, 1);
 			pbwriter_begin(&p->w, TP_PERF_SAMPLE);
 			pbwriter_varint(&p->w, PS_PID, r->hdr.pid);

@@ -18,8 +18,10 @@ What is checked, per recording (scenario programs recorded with ./rhea):
       track, slices balance and nest per track;
     - trace_processor (Perfetto v55.3, WebAssembly, when available): the
       trace loads, no slice is left open (dur = -1), the stats table has no
-      error or data-loss entry, it sees the same number of slices, the
-      thread names, the samples (perf_sample) and the counter tracks.
+      error or data-loss entry, it sees the same number of slices with the
+      arguments of both their begin and end events, the thread names, the
+      samples (perf_sample) with their callstacks resolved, and the counter
+      tracks.
   pprof (.pb.gz): `go tool pprof -top` reads it; `go tool pprof -raw`
     totals equal the recording's: wall = the sum of all functions' self
     time in `rhea report --json`, cpu = the sum of their self CPU time,
@@ -27,7 +29,8 @@ What is checked, per recording (scenario programs recorded with ./rhea):
     allocation counts (exactly).
   Chrome JSON: parses with Python's json, B/E balance per thread, the
     slices are exactly the Perfetto ones, timestamps have their fractional
-    (nanosecond) part; thread names as metadata.
+    (nanosecond) part; thread names as metadata; trace_processor imports it
+    with the same slices, to the nanosecond.
   Folded: totals per --weight equal the pprof totals.
   Nanoscope: every line "ns:+name" or "ns:POP", balanced, in time order, the
     same enter/exit sequence as the main thread's slices.
@@ -355,10 +358,19 @@ def tp_check(ctx, path, tr):
         "select count(distinct counter_track.id) as n from counter_track join counter "
         "on counter.track_id = counter_track.id where counter_track.name like '%/s' "
         "or counter_track.name like 'CPU use%'",
+        "select count(*) as n from perf_sample where callsite_id is not null",
+        "select count(*) as n from slice join args using (arg_set_id) "
+        "where args.key in ('debug.MessageId', 'debug.AllocatedObjects')",
     ])
     if res is None:
         return "skipped"
-    n, open_, errors, samples, threads, counters = res
+    n, open_, errors, samples, threads, counters, stacks, args = res
+    if stacks[0]["n"] != tr.samples:
+        raise Fail("trace_processor resolved the callstacks of %d of %d perf samples"
+                   % (stacks[0]["n"], tr.samples))
+    if args[0]["n"] != 2 * len(tr.slices):
+        raise Fail("trace_processor: %d begin/end arguments for %d slices, want both on every slice"
+                   % (args[0]["n"], len(tr.slices)))
     if open_[0]["n"]:
         raise Fail("trace_processor: %d slices never end" % open_[0]["n"])
     if errors:
@@ -624,6 +636,19 @@ def convert_all(ctx, rec, stem):
     for tid, name in tr.threads.values():
         if name and cj["threads"].get(tid) != name:
             raise Fail("chrome names thread %d %r, want %r" % (tid, cj["threads"].get(tid), name))
+    res = tp_query(ctx, ch, [
+        "select count(*) as n from slice",
+        "select count(*) as n from slice where dur = -1",
+        "select name, value from stats where value > 0 and severity in ('error', 'data_loss')",
+        "select sum(dur) as d from slice",
+    ])
+    if res is not None:
+        if res[0][0]["n"] != len(cj["slices"]) or res[1][0]["n"] or res[2]:
+            raise Fail("trace_processor on the Chrome JSON: %d slices (want %d), %d open, errors %s"
+                       % (res[0][0]["n"], len(cj["slices"]), res[1][0]["n"], res[2][:3]))
+        if res[3][0]["d"] != sum(s["end"] - s["begin"] for s in tr.slices):
+            raise Fail("trace_processor on the Chrome JSON: slice durations differ from the "
+                       "Perfetto trace's (nanoseconds lost?)")
     out["chrome"] = cj
     out["shift"] = shift
 
