@@ -14,7 +14,7 @@ static const struct {
 } cmds[] = {
 	{"record", cmd_record, "run a program with the agent and record what its threads do"},
 	{"report", cmd_report, "summarize a recording in the terminal (or as JSON)"},
-	{"convert", cmd_convert, "write a recording as Perfetto, Chrome JSON, pprof or folded stacks"},
+	{"convert", cmd_convert, "write a recording as Perfetto, Chrome JSON, pprof, folded stacks or nanoscope"},
 };
 
 static void usage(FILE *f)

@@ -82,7 +82,11 @@ enum {
 	TE_DOUBLE_COUNTER = 44,
 	TYPE_SLICE_BEGIN = 1,
 	TYPE_SLICE_END = 2,
+	TYPE_INSTANT = 3,
 	TYPE_COUNTER = 4,
+	TE_NAME = 23,
+	TE_FLOW_IDS = 47,
+	TE_TERMINATING_FLOW_IDS = 48,
 	/* DebugAnnotation */
 	DA_NAME_IID = 1,
 	DA_UINT = 3,
@@ -443,6 +447,84 @@ static void write_slices(struct pf *p, size_t ti)
 	convert_walk(c, t, &k, NULL);
 }
 
+/* ---- wakeups: flow arrows from a release to the end of the wait -------- */
+
+struct flow_ev {
+	uint64_t ts, track, id;
+	int end; /* 0: the release (source), 1: the wait's end (destination) */
+};
+
+static int cmp_flow_ev(const void *a, const void *b)
+{
+	const struct flow_ev *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->end - y->end;
+}
+
+/*
+ * For every recorded wait whose releaser is known, an instant "release" on
+ * the releasing thread's track when it released, and an instant "woken" on
+ * the waiter's track when the wait ended, joined by one flow id: the UI
+ * draws the arrow between them.  They go on a sequence of their own, in
+ * time order (instants on another sequence's track are allowed: tracks are
+ * global).
+ */
+static void write_flows(struct pf *p)
+{
+	struct convert_ctx *c = p->c;
+	size_t n = 0, cap = 0;
+	struct flow_ev *ev = NULL;
+	uint64_t id = 0;
+	for (size_t ti = 0; ti < c->r->nthreads; ti++) {
+		if (!c->selected[ti])
+			continue;
+		const struct rec_thread *t = &c->r->threads[ti];
+		size_t lo, hi;
+		convert_range(c, t, &lo, &hi);
+		for (size_t k = lo; k < hi; k++) {
+			const struct rhea_sample *s = &t->samples[k];
+			if (!(s->h.flags & RHEA_S_BLOCK) || !s->waker_tid || !s->release_ns ||
+			    s->release_ns > s->end_ns)
+				continue;
+			size_t wi = c->r->nthreads;
+			for (size_t j = 0; j < c->r->nthreads; j++)
+				if (c->r->threads[j].tid == s->waker_tid && c->selected[j]) {
+					wi = j;
+					break;
+				}
+			if (wi == c->r->nthreads)
+				continue;
+			if (n + 2 > cap) {
+				cap = cap ? cap * 2 : 256;
+				ev = realloc(ev, cap * sizeof(*ev));
+				if (!ev)
+					return;
+			}
+			id++;
+			ev[n++] = (struct flow_ev){s->release_ns, UUID_THREAD0 + wi, id, 0};
+			ev[n++] = (struct flow_ev){s->end_ns, UUID_THREAD0 + ti, id, 1};
+		}
+	}
+	if (n == 0) {
+		free(ev);
+		return;
+	}
+	qsort(ev, n, sizeof(*ev), cmp_flow_ev);
+	start_sequence(p, 2 + 2 * (uint32_t)c->r->nthreads + 1);
+	for (size_t i = 0; i < n; i++) {
+		packet_begin(p, ev[i].ts, 1);
+		pbwriter_begin(&p->w, TP_TRACK_EVENT);
+		pbwriter_varint(&p->w, TE_TYPE, TYPE_INSTANT);
+		pbwriter_varint(&p->w, TE_TRACK, ev[i].track);
+		pbwriter_string(&p->w, TE_NAME, ev[i].end ? "woken" : "release");
+		pbwriter_fixed64(&p->w, ev[i].end ? TE_TERMINATING_FLOW_IDS : TE_FLOW_IDS, ev[i].id);
+		pbwriter_end(&p->w);
+		packet_end(p);
+	}
+	free(ev);
+}
+
 /* ---- samples ----------------------------------------------------------- */
 
 static uint64_t mix(uint64_t k)
@@ -676,6 +758,8 @@ int perfetto_write(struct convert_ctx *c, FILE *out)
 		write_slices(p, i);
 		write_samples(p, i);
 	}
+	if (!p->err)
+		write_flows(p);
 	flush(p, 1);
 	rc = p->err ? -1 : 0;
 out:

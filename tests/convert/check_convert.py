@@ -161,6 +161,7 @@ class Trace:
         self.counters = {}    # uuid -> name
         self.counter_values = {}  # uuid -> [(ts, value)]
         self.slices = []      # dicts: tid, thread, name, begin, end, depth, args
+        self.instants = []    # flow ends: track, name, ts, flow, end
         self.samples = 0
         self.callstack_depths = []
         self.packets = 0
@@ -290,6 +291,15 @@ def decode_perfetto(data):
                 if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v) or v < 0)):
                     raise Fail("counter value %r" % v)
                 tr.counter_values.setdefault(track, []).append((ts, v))
+            elif typ == 3:
+                # Instants: the two ends of a wakeup flow (release, woken),
+                # named inline and carrying exactly one flow id.
+                name = one(ev, 23)
+                ids = ev.get(47, []) + ev.get(48, [])
+                if name not in (b"release", b"woken") or len(ids) != 1:
+                    raise Fail("instant %r with flow ids %r" % (name, ids))
+                tr.instants.append({"track": track, "name": name.decode(), "ts": ts,
+                                    "flow": ids[0], "end": 48 in ev})
             else:
                 raise Fail("track event of type %s" % typ)
         if 66 in p:
@@ -375,8 +385,9 @@ def tp_check(ctx, path, tr):
         raise Fail("trace_processor: %d slices never end" % open_[0]["n"])
     if errors:
         raise Fail("trace_processor stats report errors: %s" % errors[:5])
-    if n[0]["n"] != len(tr.slices):
-        raise Fail("trace_processor sees %d slices, the trace has %d" % (n[0]["n"], len(tr.slices)))
+    if n[0]["n"] != len(tr.slices) + len(tr.instants):
+        raise Fail("trace_processor sees %d slices, the trace has %d and %d flow instants"
+                   % (n[0]["n"], len(tr.slices), len(tr.instants)))
     if samples[0]["n"] != tr.samples:
         raise Fail("trace_processor sees %d perf samples, the trace has %d" % (samples[0]["n"], tr.samples))
     names = {r["tid"]: r["name"] for r in threads}
@@ -896,8 +907,45 @@ def t_sigkill(ctx):
     return "%s%s; tp %s" % ("(salvaged) " if salvage else "", lines[0][:60], tp)
 
 
+def t_wakeup(ctx):
+    """Thread B holds a mutex 50 ms; main waits for it.  The wait slice
+    names B as WakeUpBy and LockOwner, and the trace has a flow arrow from
+    a "release" instant on B's track to a "woken" instant on main's track
+    at the end of the wait (checked in trace_processor when available)."""
+    rec, so = record(ctx, "convert_wakeup")
+    b_tid = int(so.split()[0])
+    out = convert_all(ctx, rec, "wakeup")
+    tr = out["trace"]
+    waits = [s for s in tr.slices if s["name"] == "pthread_mutex_lock"
+             and s["args"].get("BlockTime", 0) >= 40 * MS]
+    if len(waits) != 1:
+        raise Fail("want one ~50 ms mutex wait slice, got %d" % len(waits))
+    w = waits[0]
+    if w["args"].get("WakeUpBy") != b_tid or w["args"].get("LockOwner") != b_tid:
+        raise Fail("WakeUpBy %s LockOwner %s, want B = %d" % (w["args"].get("WakeUpBy"),
+                                                                w["args"].get("LockOwner"), b_tid))
+    if not ctx.tp_dir:
+        return "WakeUpBy = LockOwner = B; flows not checked (no trace_processor)"
+    res = tp_query(ctx, ctx.path("wakeup.pftrace"), [
+        "select t1.tid as src_tid, s1.name as src, t2.tid as dst_tid, s2.name as dst, "
+        "s1.ts as src_ts, s2.ts as dst_ts from flow f "
+        "join slice s1 on f.slice_out = s1.id join thread_track k1 on s1.track_id = k1.id "
+        "join thread t1 using(utid) "
+        "join slice s2 on f.slice_in = s2.id join thread_track k2 on s2.track_id = k2.id "
+        "join thread t2 on k2.utid = t2.utid"])
+    flows = res[0]
+    if len(flows) != 1:
+        raise Fail("want one flow, trace_processor has %r" % flows)
+    f = flows[0]
+    if (f["src"], f["dst"], f["src_tid"]) != ("release", "woken", b_tid):
+        raise Fail("flow %r, want release on B (%d) -> woken" % (f, b_tid))
+    if not (0 <= f["dst_ts"] - f["src_ts"] <= 10 * MS):
+        raise Fail("release %d ns before the wait's end, want 0..10 ms" % (f["dst_ts"] - f["src_ts"]))
+    return "WakeUpBy = LockOwner = B; trace_processor flow release(B) -> woken(main)"
+
+
 TESTS = [("known", t_known), ("loop", t_loop), ("filters", t_filters), ("bad_input", t_bad),
-         ("sigkill", t_sigkill)]
+         ("sigkill", t_sigkill), ("wakeup", t_wakeup)]
 
 
 def main():
