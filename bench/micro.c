@@ -10,7 +10,9 @@
  *             capture: the steady state of a program in a loop).  Median
  *             and p99 per capture, timed with the TSC.  `frames` is what the
  *             unwinder found (the fp walker stops early in code without
- *             frame pointers).
+ *             frame pointers).  The last rows repeat depth 30 with the
+ *             caches evicted before each capture (16 MB written, untimed),
+ *             as they are when a program runs for an interval in between.
  *   sync      a replica of one whole synchronous capture as capture.c does
  *             it: UNWIND_HERE + unwind_cfi, compare with the previous stack
  *             and intern only the new tail, clock_gettime(CLOCK_MONOTONIC),
@@ -178,7 +180,20 @@ struct job {
 	int reps;
 	uint64_t *t_unwind, *t_intern;
 	int frames;
+	int cold; /* evict the caches before each capture (not timed) */
 };
+
+/* Between two captures a real program runs for about an interval and
+ * evicts the agent's tables from the caches: write over 16 MB. */
+static char *scrub_buf;
+#define SCRUB_BYTES (16u << 20)
+static void scrub(void)
+{
+	if (!scrub_buf && !(scrub_buf = malloc(SCRUB_BYTES)))
+		return;
+	for (size_t i = 0; i < SCRUB_BYTES; i += 64)
+		scrub_buf[i]++;
+}
 
 static __attribute__((noinline)) uint64_t capture_leaf(void *arg)
 {
@@ -187,6 +202,8 @@ static __attribute__((noinline)) uint64_t capture_leaf(void *arg)
 	uint32_t ids[MAXF];
 	for (int k = 0; k < j->reps; k++) {
 		struct unwind_regs r;
+		if (j->cold)
+			scrub();
 		uint64_t t0 = ticks();
 		UNWIND_HERE(&r);
 		int n = j->use_cfi ? unwind_cfi(&r, &main_stack, find_cfi, NULL, out, MAXF, NULL)
@@ -222,14 +239,14 @@ static void run_capture(int reps)
 		const char *code = b == 0 ? "no-fp (-O2)" : "-fno-omit-fp";
 		for (int u = 0; u < 2; u++) {
 			/* frames outside the chain: measured with a CFI walk at depth 1 */
-			struct job probe = {1, 1, NULL, NULL, 0};
+			struct job probe = {1, 1, NULL, NULL, 0, 0};
 			chain(1, capture_leaf, &probe);
 			int outside = probe.frames - 1;
 			for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
 				int levels = depths[d] - outside;
 				if (levels < 1)
 					levels = 1;
-				struct job j = {u, reps, tu, ti, 0};
+				struct job j = {u, reps, tu, ti, 0, 0};
 				chain(levels, capture_leaf, &j);
 				for (int k = 0; k < reps; k++)
 					tt[k] = tu[k] + ti[k];
@@ -241,6 +258,22 @@ static void run_capture(int reps)
 				       u ? "cfi" : "fp", code, depths[d], j.frames, um, up, im, ip, sm, sp);
 			}
 		}
+	}
+	/* the same with cold caches, as between two captures 1 ms apart */
+	int creps = reps / 10 > 200 ? reps / 10 : 200;
+	struct job probe = {1, 1, NULL, NULL, 0, 0};
+	chain_nofp(1, capture_leaf, &probe);
+	for (int u = 0; u < 2; u++) {
+		struct job j = {u, creps, tu, ti, 0, 1};
+		chain_nofp(30 - (probe.frames - 1), capture_leaf, &j);
+		for (int k = 0; k < creps; k++)
+			tt[k] = tu[k] + ti[k];
+		double um, up, im, ip, sm, sp;
+		stats(tu, creps, &um, &up);
+		stats(ti, creps, &im, &ip);
+		stats(tt, creps, &sm, &sp);
+		printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f  cold caches\n",
+		       u ? "cfi" : "fp", "no-fp (-O2)", 30, j.frames, um, up, im, ip, sm, sp);
 	}
 	free(tu);
 	free(ti);
@@ -313,7 +346,7 @@ static void run_sync(int reps)
 	uint64_t *t = calloc((size_t)reps, sizeof(uint64_t));
 	if (!t || buf_init(&sync_buf, 64, 64u << 10, 8) < 0)
 		exit(1);
-	struct job probe = {1, 1, NULL, NULL, 0};
+	struct job probe = {1, 1, NULL, NULL, 0, 0};
 	chain_nofp(1, capture_leaf, &probe);
 	for (int depth = 10; depth <= 30; depth += 20) {
 		struct sync_job *j = calloc(1, sizeof(*j));
@@ -503,7 +536,12 @@ int main(int argc, char **argv)
 	}
 	if (stacktab_init(&tab, 1u << 16) < 0)
 		return 1;
-	printf("(TSC: %.4f ns per tick; CFI tables for %d modules)\n", ns_per_tick, nmods);
+	printf("(TSC: %.4f ns per tick; CFI tables:", ns_per_tick);
+	for (int i = 0; i < nmods; i++) {
+		const char *b = strrchr(mods[i].path, '/');
+		printf(" %s %u rows %u KB%s", b ? b + 1 : mods[i].path, mods[i].cfi->n,
+		       (unsigned)((size_t)mods[i].cfi->n * sizeof(struct cfi_row) / 1024), i + 1 < nmods ? "," : ")\n");
+	}
 	run_capture(reps);
 	run_sync(reps);
 	run_counters(reps);

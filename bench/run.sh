@@ -32,7 +32,6 @@
 
 set -u
 cd "$(dirname "$0")/.." || exit 2
-ROOT=$(pwd)
 QUICK=${QUICK:-0}
 [ "$QUICK" = 1 ] && DEF_ROUNDS=3 || DEF_ROUNDS=5
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
