@@ -382,6 +382,8 @@ static void *ticker_main(void *arg)
 	while (!threads_stop && !rhea_g.finished) {
 		syscall(SYS_nanosleep, &ts, NULL);
 		__atomic_store_n(&rhea_g.epoch, rhea_g.epoch + 1, __ATOMIC_RELAXED);
+		if ((rhea_g.epoch & 15) == 0)
+			clock_calibrate();
 	}
 	return NULL;
 }
@@ -680,7 +682,10 @@ static void read_config(void)
 	c->buffer_bytes = env_u64("RHEA_BUFFER", 8u << 20);
 	if (c->buffer_bytes < (1u << 20))
 		c->buffer_bytes = 1u << 20;
-	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 20);
+	/* 512k nodes: 8 MiB of nodes touched as used, 4 MiB of hash slots
+	 * (pre-faulted).  Real programs use thousands; an allocation storm
+	 * through random call chains some 10^5. */
+	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 19);
 	c->quiet = env_u64("RHEA_QUIET", 0) != 0;
 	const char *out = getenv("RHEA_OUTPUT");
 	if (out && *out) {
@@ -778,6 +783,7 @@ __attribute__((constructor)) static void agent_init(void)
 	hooks_resolve();
 	read_config();
 	rhea_g.pid = getpid();
+	clock_init();
 	if (!rhea_g.cfg.follow && !is_root) {
 		rhea_guard--;
 		return; /* --no-follow: children are not traced */

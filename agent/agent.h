@@ -41,6 +41,8 @@ struct rhea_tstate {
 	struct rhea_sample pending;
 	uint64_t stack_lo, stack_hi;
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
+	int timer_id; /* atomic: the sampling timer, -1 none; whoever exchanges
+			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
 	char name[16];
 	int cache_n; /* root-first stack of the last capture and its node ids */
@@ -48,8 +50,11 @@ struct rhea_tstate {
 	uint32_t cache_ids[RHEA_MAX_DEPTH];
 	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
 	uint64_t sites_emitted_ns;
-	uint64_t rel_site, rel_ns; /* release-stack cache: call site, when */
-	uint32_t rel_stack;
+	struct {
+		uint64_t site, ns; /* release-stack cache: call site, when */
+		uint32_t stack;
+	} rel[4];
+	uint32_t rel_next;
 	struct rhea_site_slot sites[RHEA_SITES];
 	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
 	uint32_t nsite_used;
@@ -178,6 +183,8 @@ static inline void waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t s
 
 /* sampler.c */
 int sampler_start(void);
+void sampler_arm(struct rhea_tstate *t); /* this thread's CPU timer, now */
+void sampler_disarm(struct rhea_tstate *t);
 void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
@@ -194,11 +201,23 @@ void agent_postfork_parent(void);
 void agent_postfork_child(void);
 void agent_ensure_init(void);
 
+/* clock.c: CLOCK_MONOTONIC nanoseconds, from the TSC when the kernel
+ * keeps time with it (see clock.c), else from clock_gettime. */
+struct rhea_cal {
+	uint64_t base_tsc, base_ns, mult; /* ns = base_ns + (dtsc * mult) >> 32 */
+};
+extern struct rhea_cal *volatile rhea_cal;
+void clock_init(void);
+void clock_calibrate(void);
+uint64_t rhea_now_slow(void);
+
 static inline uint64_t rhea_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	const struct rhea_cal *c = __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(c == NULL, 0))
+		return rhea_now_slow();
+	uint64_t d = __builtin_ia32_rdtsc() - c->base_tsc;
+	return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
 }
 
 void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i);

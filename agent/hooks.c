@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,6 +121,8 @@
 	X(__openat_2, int, (int, const char *, int))                             \
 	X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	X(pthread_setname_np, int, (pthread_t, const char *))                    \
+	X(pthread_join, int, (pthread_t, void **))                               \
+	X(waitpid, pid_t, (pid_t, int *, int))                                   \
 	X(dlopen, void *, (const char *, int))                                   \
 	X(dlclose, int, (void *))                                                \
 	X(execve, int, (const char *, char *const[], char *const[]))             \
@@ -651,6 +654,8 @@ SLEEP_HOOK(int, clock_nanosleep, RHEA_FN_CLOCK_NANOSLEEP,
 	   (clockid_t c, int f, const struct timespec *a, struct timespec *b), (c, f, a, b))
 SLEEP_HOOK(int, usleep, RHEA_FN_USLEEP, (useconds_t u), (u))
 SLEEP_HOOK(unsigned, sleep, RHEA_FN_SLEEP, (unsigned s), (s))
+SLEEP_HOOK(int, pthread_join, RHEA_FN_PTHREAD_JOIN, (pthread_t th, void **ret), (th, ret))
+SLEEP_HOOK(pid_t, waitpid, RHEA_FN_WAITPID, (pid_t p, int *st, int o), (p, st, o))
 
 /* ---- mmap and time ------------------------------------------------------- */
 

@@ -52,9 +52,10 @@
 
 int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
+/* Threads the sampler knows, to notice them vanish.  Their timers live in
+ * their registry slots (timer_id). */
 struct timed {
 	uint32_t tid;
-	int timer; /* kernel timer id */
 	struct rhea_tstate *t;
 	uint32_t seen; /* scan generation */
 };
@@ -151,6 +152,25 @@ static int arm_timer(uint32_t tid, int *id)
 	return 0;
 }
 
+void sampler_arm(struct rhea_tstate *t)
+{
+	if (!sample_sig || !rhea_g.cfg.sample_ns || __atomic_load_n(&t->timer_id, __ATOMIC_RELAXED) >= 0)
+		return;
+	int id = -1;
+	if (arm_timer(t->tid, &id) != 0)
+		return;
+	int none = -1;
+	if (!__atomic_compare_exchange_n(&t->timer_id, &none, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		syscall(SYS_timer_delete, id); /* armed meanwhile by the other side */
+}
+
+void sampler_disarm(struct rhea_tstate *t)
+{
+	int id = __atomic_exchange_n(&t->timer_id, -1, __ATOMIC_ACQ_REL);
+	if (id >= 0)
+		syscall(SYS_timer_delete, id);
+}
+
 static struct timed *find_timed(uint32_t tid)
 {
 	for (uint32_t i = 0; i < ntimed; i++)
@@ -222,9 +242,7 @@ static void scan(uint32_t gen)
 				tm = &timed[ntimed++];
 				tm->tid = tid;
 				tm->t = t;
-				tm->timer = -1;
-				if (sample_sig && rhea_g.cfg.sample_ns)
-					arm_timer(tid, &tm->timer);
+				sampler_arm(t); /* unless it armed itself */
 			}
 			if (tm)
 				tm->seen = gen;
@@ -238,11 +256,11 @@ static void scan(uint32_t gen)
 			i++;
 			continue;
 		}
-		if (tm->timer >= 0)
-			syscall(SYS_timer_delete, tm->timer);
 		struct rhea_tstate *t = thread_find(tm->tid);
-		if (t && t == tm->t)
+		if (t && t == tm->t) {
+			sampler_disarm(t);
 			thread_release(t);
+		}
 		timed[i] = timed[--ntimed];
 	}
 }
@@ -273,11 +291,11 @@ static void *sampler_main(void *arg)
 		if (rearm) {
 			rearm = 0;
 			for (uint32_t i = 0; i < ntimed; i++) {
-				if (timed[i].timer >= 0)
-					syscall(SYS_timer_delete, timed[i].timer);
-				timed[i].timer = -1;
-				if (sample_sig)
-					arm_timer(timed[i].tid, &timed[i].timer);
+				struct rhea_tstate *t = timed[i].t;
+				if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TS_LIVE || t->tid != timed[i].tid)
+					continue;
+				sampler_disarm(t);
+				sampler_arm(t);
 			}
 		}
 		scan(++gen);
@@ -286,9 +304,6 @@ static void *sampler_main(void *arg)
 		struct timespec ts = {0, (long)SCAN_PERIOD_NS};
 		syscall(SYS_nanosleep, &ts, NULL);
 	}
-	for (uint32_t i = 0; i < ntimed; i++)
-		if (timed[i].timer >= 0)
-			syscall(SYS_timer_delete, timed[i].timer);
 	ntimed = 0;
 	return NULL;
 }

@@ -144,6 +144,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
 	clear_sites(t);
 	t->tid = tid;
+	t->timer_id = -1;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	t->last_epoch = rhea_g.epoch - 1; /* the first hook captures */
 	t->last_capture_ns = rhea_now();
@@ -189,6 +190,9 @@ struct rhea_tstate *thread_register(void)
 	rhea_tls_self = t;
 	if (key_ok)
 		pthread_setspecific(exit_key, t);
+	/* Sampled from its first CPU interval on, not from the sampler's next
+	 * scan of /proc (up to 100 ms later). */
+	sampler_arm(t);
 	rhea_guard--;
 	return t;
 }
@@ -209,6 +213,7 @@ void thread_release(struct rhea_tstate *t)
 {
 	/* The thread is gone (the sampler saw its tid vanish): nobody else
 	 * touches its slot now. */
+	sampler_disarm(t);
 	if (rhea_g.active) {
 		capture_flush_pending(t);
 		capture_emit_sites(t);
@@ -231,6 +236,7 @@ void thread_exit_current(void)
 	if (!t)
 		return;
 	rhea_guard++;
+	sampler_disarm(t);
 	if (rhea_g.active) {
 		char name[16] = {0};
 		read_comm(t->tid, name);
@@ -268,6 +274,7 @@ void thread_after_fork(void)
 			slots[i].state = TS_FREE;
 	if (self) {
 		self->tid = thread_gettid();
+		self->timer_id = -1; /* timers are not inherited */
 		self->has_pending = 0;
 		self->pending_busy = 0;
 		self->in_capture = 0;

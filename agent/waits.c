@@ -52,7 +52,8 @@ struct wslot {
 	uint32_t waiters;
 	uint32_t releaser;
 	uint64_t release_ns;
-	uint32_t stack; /* the releaser's stack */
+	uint64_t since;  /* when waiters last went from 0 to 1 */
+	uint32_t stack;  /* the releaser's stack */
 	uint32_t pad;
 };
 
@@ -117,8 +118,8 @@ int waits_begin(uint64_t obj)
 		memset(&s->way[way], 0, sizeof(s->way[way]));
 		s->way[way].object = obj;
 	}
-	if (way >= 0)
-		s->way[way].waiters++;
+	if (way >= 0 && s->way[way].waiters++ == 0)
+		s->way[way].since = rhea_now();
 	unlock_set(s);
 	if (way < 0) {
 		__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
@@ -151,23 +152,35 @@ void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
 	__atomic_fetch_sub(&rhea_waits_active, 1, __ATOMIC_RELAXED);
 }
 
-/* Does obj have a registered waiter?  A racy read, to decide whether the
- * releaser's stack is worth taking; the record below is under the lock. */
-static int has_waiters(uint64_t obj)
+/*
+ * Does obj have a registered waiter, and has one waited long enough that
+ * its wait may be recorded (min_block)?  Racy reads, to decide what the
+ * release is worth; the record below is made under the lock.  Returns 0
+ * (nobody waits), 1 (only young waiters: record who released, skip the
+ * stack) or 2 (take the stack too).
+ */
+static int waiters_state(uint64_t obj, uint64_t now)
 {
 	struct wset *s = set_of(obj);
 	for (int i = 0; i < WAYS; i++)
 		if (__atomic_load_n(&s->way[i].object, __ATOMIC_RELAXED) == obj &&
 		    __atomic_load_n(&s->way[i].waiters, __ATOMIC_RELAXED) > 0)
-			return 1;
+			return now - __atomic_load_n(&s->way[i].since, __ATOMIC_RELAXED) >=
+					       rhea_g.cfg.min_block_ns
+				       ? 2
+				       : 1;
 	return 0;
 }
 
 void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site)
 {
-	if (!has_waiters(obj))
+	uint64_t now = rhea_now();
+	int st = waiters_state(obj, now);
+	if (st == 0)
 		return;
-	uint32_t stack = capture_release_stack(t, site);
+	/* A waiter younger than min_block ends a wait too short to record: its
+	 * release needs no stack.  Under contention most waits are short. */
+	uint32_t stack = st == 2 ? capture_release_stack(t, site) : 0;
 	struct wset *s = set_of(obj);
 	if (!lock_set(s, 1)) {
 		__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
@@ -177,7 +190,7 @@ void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site)
 		struct wslot *w = &s->way[i];
 		if (w->object == obj && w->waiters > 0) {
 			w->releaser = t->tid;
-			w->release_ns = rhea_now();
+			w->release_ns = now;
 			w->stack = stack;
 			break;
 		}

@@ -85,7 +85,9 @@ enum rhea_class {
 	X(GETTIMEOFDAY, "gettimeofday", RHEA_C_TIME, 0)            \
 	X(OPERATOR_NEW, "operator new", RHEA_C_ALLOC, 0)           \
 	X(OPERATOR_DELETE, "operator delete", RHEA_C_ALLOC, 0)     \
-	X(FORCED, "forced", RHEA_C_SAMPLER, 0)
+	X(FORCED, "forced", RHEA_C_SAMPLER, 0)                     \
+	X(PTHREAD_JOIN, "pthread_join", RHEA_C_WAIT, 1)            \
+	X(WAITPID, "waitpid", RHEA_C_WAIT, 1)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,
