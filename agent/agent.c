@@ -414,6 +414,8 @@ static int start_threads(void)
 	return -r;
 }
 
+static void write_end(unsigned reason, int status);
+
 /* ---- finishing ------------------------------------------------------------ */
 
 static void flush_thread(struct rhea_tstate *t, void *arg)
@@ -435,21 +437,27 @@ void agent_finish(unsigned reason, int status)
 		rhea_g.on[c] = 0;
 	lock_drain(500000000ull);
 	flush_round(10000000);
-	if (rhea_g.fd >= 0) {
-		struct rhea_end *e = staging_reserve(sizeof(*e));
-		if (e) {
-			memset(e, 0, sizeof(*e));
-			e->h.kind = RHEA_E_END;
-			e->h.size = sizeof(*e);
-			e->time_ns = rhea_now();
-			e->reason = reason;
-			e->status = status;
-		}
-		write_staging();
-	}
+	write_end(reason, status);
 	unlock_drain();
 	rhea_g.active = 0;
 	rhea_guard--;
+}
+
+/* The END entry, written with whatever is staged.  Drain lock held. */
+static void write_end(unsigned reason, int status)
+{
+	if (rhea_g.fd < 0)
+		return;
+	struct rhea_end *e = staging_reserve(sizeof(*e));
+	if (e) {
+		memset(e, 0, sizeof(*e));
+		e->h.kind = RHEA_E_END;
+		e->h.size = sizeof(*e);
+		e->time_ns = rhea_now();
+		e->reason = reason;
+		e->status = status;
+	}
+	write_staging();
 }
 
 static void on_exit_cb(int status, void *arg)
@@ -477,17 +485,7 @@ void agent_before_exec(void)
 	thread_foreach(flush_thread, NULL);
 	lock_drain(500000000ull);
 	flush_round(10000000);
-	if (rhea_g.fd >= 0) {
-		struct rhea_end *e = staging_reserve(sizeof(*e));
-		if (e) {
-			memset(e, 0, sizeof(*e));
-			e->h.kind = RHEA_E_END;
-			e->h.size = sizeof(*e);
-			e->time_ns = rhea_now();
-			e->reason = RHEA_END_EXEC;
-		}
-		write_staging();
-	}
+	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
 	rhea_guard--;
 }

@@ -37,14 +37,19 @@
  * another source (a forced capture reads the thread's CPU clock in ns) are
  * clamped to the last one.
  */
+static uint64_t rusage_cpu_ns(const struct rusage *ru)
+{
+	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru->ru_utime.tv_usec + (uint64_t)ru->ru_stime.tv_usec) * 1000ull;
+}
+
 static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 {
 	struct rusage ru;
 	c->alloc_count = t->alloc_count;
 	c->alloc_bytes = t->alloc_bytes;
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-		c->cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-			    ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+		c->cpu_ns = rusage_cpu_ns(&ru);
 		c->minflt = (uint32_t)ru.ru_minflt;
 		c->majflt = (uint32_t)ru.ru_majflt;
 		c->nvcsw = (uint32_t)ru.ru_nvcsw;
@@ -244,8 +249,7 @@ uint64_t thread_cpu_now(void)
 	struct rusage ru;
 	if (getrusage(RUSAGE_THREAD, &ru) != 0)
 		return 0;
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+	return rusage_cpu_ns(&ru);
 }
 
 /* Emit s right away, after the pending sample (s must not merge). */

@@ -162,6 +162,23 @@ static void absolute(const char *path, char *out, size_t cap)
 		out[cap - 1] = 0;
 }
 
+/* The recording's path: -o as given (made absolute), or
+ * ./rhea-<program>-<pid>.rhea (the child computes it before exec, the
+ * parent after fork: the same name). */
+static void output_path(char *out, size_t cap, const char *given, const char *prog, pid_t pid)
+{
+	if (given) {
+		snprintf(out, cap, "%s", given);
+		return;
+	}
+	char p0[PATH_MAX], cwd[PATH_MAX];
+	snprintf(p0, sizeof(p0), "%s", prog);
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	if (snprintf(out, cap, "%s/rhea-%s-%d.rhea", cwd, basename(p0), (int)pid) >= (int)cap)
+		out[cap - 1] = 0;
+}
+
 static volatile pid_t child_pid;
 
 static void forward(int sig)
@@ -411,15 +428,7 @@ int cmd_record(int argc, char **argv)
 	}
 	if (pid == 0) {
 		char path[PATH_MAX + 64];
-		if (output) {
-			snprintf(path, sizeof(path), "%s", out_abs);
-		} else {
-			char p0[PATH_MAX], cwd[PATH_MAX];
-			snprintf(p0, sizeof(p0), "%s", prog[0]);
-			if (!getcwd(cwd, sizeof(cwd)))
-				snprintf(cwd, sizeof(cwd), ".");
-			snprintf(path, sizeof(path), "%s/rhea-%s-%d.rhea", cwd, basename(p0), (int)getpid());
-		}
+		output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], getpid());
 		setenv("RHEA_OUTPUT", path, 1);
 		snprintf(buf, sizeof(buf), "%d", (int)getpid());
 		setenv("RHEA_ROOT_PID", buf, 1);
@@ -446,15 +455,7 @@ int cmd_record(int argc, char **argv)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	char path[PATH_MAX + 64];
-	if (output) {
-		snprintf(path, sizeof(path), "%s", out_abs);
-	} else {
-		char p0[PATH_MAX], cwd[PATH_MAX];
-		snprintf(p0, sizeof(p0), "%s", prog[0]);
-		if (!getcwd(cwd, sizeof(cwd)))
-			snprintf(cwd, sizeof(cwd), ".");
-		snprintf(path, sizeof(path), "%s/rhea-%s-%d.rhea", cwd, basename(p0), (int)pid);
-	}
+	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	if (!quiet) {
 		if (WIFSIGNALED(status))

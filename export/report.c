@@ -174,6 +174,23 @@ static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 		ts->last_ns = t->exit_ns;
 }
 
+struct trow {
+	size_t i;
+	struct tstat ts;
+};
+
+static int by_thread_cpu(const void *a, const void *b)
+{
+	const struct tstat *x = &((const struct trow *)a)->ts, *y = &((const struct trow *)b)->ts;
+	if (x->cpu_ns != y->cpu_ns)
+		return x->cpu_ns < y->cpu_ns ? 1 : -1;
+	uint64_t wx = x->last_ns - x->first_ns, wy = y->last_ns - y->first_ns;
+	if (wx != wy)
+		return wx < wy ? 1 : -1;
+	const struct trow *p = a, *q = b;
+	return (p->i > q->i) - (p->i < q->i);
+}
+
 static size_t build_sites(struct model *m, struct site_row **out, uint64_t *total_count,
 			  uint64_t *total_bytes)
 {
@@ -217,6 +234,21 @@ static const char *base(const char *p)
 {
 	const char *s = p ? strrchr(p, '/') : NULL;
 	return s ? s + 1 : p;
+}
+
+static void print_sites(FILE *out, const char *title, const struct site_row *sites, size_t n,
+			size_t rows, int W)
+{
+	char b1[64], b2[64], nb[700], loc[700];
+	fprintf(out, "  %s:\n  %10s %12s  %s\n", title, "COUNT", "BYTES", "CALLER");
+	for (size_t i = 0; i < n && i < rows; i++) {
+		if (sites[i].file)
+			snprintf(loc, sizeof(loc), "%s (%s:%d)", sites[i].name, base(sites[i].file), sites[i].line);
+		else
+			snprintf(loc, sizeof(loc), "%s", sites[i].name);
+		fprintf(out, "  %10s %12s  %s\n", fmt_count(sites[i].count, b1), fmt_bytes(sites[i].bytes, b2),
+			fit(loc, W - 28, nb));
+	}
 }
 
 static const char *end_text(const struct recording *r, char *buf)
@@ -748,14 +780,31 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 
 	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
 		"SAMPLES", "ALLOCS");
+	/* The busiest threads first (CPU, then wall); the rest summed up. */
+	struct trow *rows = calloc(r->nthreads ? r->nthreads : 1, sizeof(*rows));
 	for (size_t i = 0; i < r->nthreads; i++) {
-		const struct rec_thread *t = &r->threads[i];
-		struct tstat ts;
-		thread_stats(t, &ts);
-		fprintf(out, "  %-8u %-16s %10s %10s %9s %10s\n", t->tid, t->name[0] ? t->name : "?",
-			fmt_ns(ts.last_ns - ts.first_ns, b1), fmt_ns(ts.cpu_ns, b2),
-			fmt_count(ts.captures, b3), fmt_count(ts.alloc_count, b4));
+		rows[i].i = i;
+		thread_stats(&r->threads[i], &rows[i].ts);
 	}
+	qsort(rows, r->nthreads, sizeof(*rows), by_thread_cpu);
+	size_t shown_threads = r->nthreads <= (size_t)top + 5 ? r->nthreads : (size_t)top;
+	uint64_t rest_cpu = 0, rest_caps = 0;
+	for (size_t k = 0; k < r->nthreads; k++) {
+		const struct rec_thread *t = &r->threads[rows[k].i];
+		const struct tstat *ts = &rows[k].ts;
+		if (k >= shown_threads) {
+			rest_cpu += ts->cpu_ns;
+			rest_caps += ts->captures;
+			continue;
+		}
+		fprintf(out, "  %-8u %-16s %10s %10s %9s %10s\n", t->tid, t->name[0] ? t->name : "?",
+			fmt_ns(ts->last_ns - ts->first_ns, b1), fmt_ns(ts->cpu_ns, b2),
+			fmt_count(ts->captures, b3), fmt_count(ts->alloc_count, b4));
+	}
+	if (shown_threads < r->nthreads)
+		fprintf(out, "  ... and %zu more threads: %s CPU, %s samples (--json lists them all)\n",
+			r->nthreads - shown_threads, fmt_ns(rest_cpu, b1), fmt_count(rest_caps, b2));
+	free(rows);
 
 	int namew = W - 2 - 4 * 11;
 	qsort(order, nf, sizeof(uint32_t), by_incl);
@@ -800,27 +849,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 
 	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",
 		fmt_count(site_count, b1), fmt_bytes(site_bytes, b2));
-	fprintf(out, "  by count:\n  %10s %12s  %s\n", "COUNT", "BYTES", "CALLER");
-	for (size_t i = 0; i < nsites && i < (size_t)top; i++) {
-		char loc[700];
-		if (sites[i].file)
-			snprintf(loc, sizeof(loc), "%s (%s:%d)", sites[i].name, base(sites[i].file), sites[i].line);
-		else
-			snprintf(loc, sizeof(loc), "%s", sites[i].name);
-		fprintf(out, "  %10s %12s  %s\n", fmt_count(sites[i].count, b1), fmt_bytes(sites[i].bytes, b2),
-			fit(loc, W - 28, nb));
-	}
+	print_sites(out, "by count", sites, nsites, (size_t)top, W);
 	qsort(sites, nsites, sizeof(*sites), by_site_bytes);
-	fprintf(out, "  by bytes:\n  %10s %12s  %s\n", "COUNT", "BYTES", "CALLER");
-	for (size_t i = 0; i < nsites && i < (size_t)(top < 8 ? top : 8); i++) {
-		char loc[700];
-		if (sites[i].file)
-			snprintf(loc, sizeof(loc), "%s (%s:%d)", sites[i].name, base(sites[i].file), sites[i].line);
-		else
-			snprintf(loc, sizeof(loc), "%s", sites[i].name);
-		fprintf(out, "  %10s %12s  %s\n", fmt_count(sites[i].count, b1), fmt_bytes(sites[i].bytes, b2),
-			fit(loc, W - 28, nb));
-	}
+	print_sites(out, "by bytes", sites, nsites, (size_t)(top < 8 ? top : 8), W);
 
 	fprintf(out, "\nTime per hook class\n  %-8s %10s %10s %12s\n", "CLASS", "CAPTURES", "WAITS", "BLOCKED");
 	for (int c = 1; c < RHEA_C_COUNT; c++)
