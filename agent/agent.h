@@ -41,6 +41,7 @@ struct rhea_tstate {
 	struct rhea_sample pending;
 	uint64_t stack_lo, stack_hi;
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
+	uint32_t long_waits; /* recent sync waits that lasted >= min_block (decays) */
 	int timer_id; /* atomic: the sampling timer, -1 none; whoever exchanges
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
@@ -169,16 +170,29 @@ extern uint32_t rhea_waits_active;
 extern uint64_t rhea_waits_missed;
 int waits_begin(uint64_t obj);
 void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b);
-void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site);
+int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block);
 void waits_after_fork(void);
 /* Before releasing obj (called from site): if someone waits on it, record
  * this thread as the releaser, with its stack.  One load when nobody waits
- * anywhere. */
-static inline void waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site)
+ * anywhere.  may_block: 0 for sem_post, which a signal handler may call
+ * (the table lock is then only tried, and the attribution may be lost). */
+static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
+{
+	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
+		return 0;
+	return waits_release_slow(t, obj, site, may_block);
+}
+
+/* After the release, when waits_release() found nobody: a waiter may have
+ * registered and gone to sleep between that check and the release (which
+ * then woke it).  Checked again, dated now: the woken thread needs
+ * microseconds to run, this takes nanoseconds. */
+static inline void waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
+				       int may_block)
 {
 	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
 		return;
-	waits_release_slow(t, obj, site);
+	waits_release_slow(t, obj, site, may_block);
 }
 
 /* sampler.c */

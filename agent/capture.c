@@ -286,8 +286,10 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	 * the call, the kernel's time in the call is the wait's own; else it
 	 * shows in the enclosing slice. */
 	s.c_begin = s.c_end;
-	if (b->have_begin)
+	if (b->have_begin) {
 		s.c_begin = b->c_begin;
+		s.h.flags |= RHEA_S_AT_CALL;
+	}
 	else if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
 		s.c_begin.cpu_ns = b->cpu_begin;
 	note_capture(t, &s);

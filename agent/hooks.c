@@ -229,24 +229,34 @@ static void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint64_t o
 
 /*
  * A wait on a synchronization object that is known to wait: registered in
- * the wait table so that the releaser can be named, timed, with the
- * thread's counters read at the call too (two syscalls, on a path that
- * sleeps anyway): CPU tells a spin from a sleep, and voluntary switches
- * tell a wait that slept on the lock from one that was only preempted.
+ * the wait table so that the releaser can be named, and timed.  While this
+ * thread's recent waits were long enough to be recorded, its counters are
+ * read at the call too (a getrusage): CPU then tells a spin from a sleep,
+ * and voluntary switches a wait that slept on the lock from one that was
+ * preempted.  In phases of short waits that syscall is skipped (a server's
+ * condition-variable pipeline made 24 of them per request otherwise); the
+ * first long wait of a phase is then recorded without begin counters.
  */
 #define SYNC_WAIT(t, FN, obj, owner_expr, call)                                  \
 	({                                                                       \
 		struct block_info b_ = {0};                                      \
 		b_.object = (uint64_t)(uintptr_t)(obj);                          \
 		b_.owner = (owner_expr);                                         \
+		b_.begin = rhea_now(); /* before registering: any release    \
+					  recorded after it may wake us */ \
 		int way_ = waits_begin(b_.object);                               \
-		b_.begin = rhea_now();                                           \
-		capture_counters(t, &b_.c_begin);                                \
-		b_.have_begin = 1;                                               \
+		if (t->long_waits) {                                             \
+			capture_counters(t, &b_.c_begin);                        \
+			b_.have_begin = 1;                                       \
+		}                                                                \
 		int r_ = (call);                                                 \
 		int e_ = errno;                                                  \
 		waits_end(way_, b_.object, b_.begin, &b_);                       \
 		after_block(t, FN, &b_);                                         \
+		if (rhea_now() - b_.begin >= rhea_g.cfg.min_block_ns)            \
+			t->long_waits = 8;                                       \
+		else if (t->long_waits)                                          \
+			t->long_waits--;                                         \
 		errno = e_;                                                      \
 		r_;                                                              \
 	})
@@ -402,7 +412,7 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 
 /* Releases: the wait table is told before the real release, so that the
  * woken thread finds the record when it returns. */
-#define RELEASE_HOOK(name, T, FN)                                                \
+#define RELEASE_HOOK(name, T, FN, MAY_BLOCK)                                                \
 	EXPORT int name(T *o)                                                    \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
@@ -410,16 +420,18 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
 		if (!t)                                                          \
 			return real_##name(o);                                   \
-		waits_release(t, (uint64_t)(uintptr_t)o, CALLER);                \
+		int rec_ = waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		int r = real_##name(o);                                          \
+		if (!rec_)                                                       \
+			waits_release_after(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		tick(t, FN);                                                     \
 		return r;                                                        \
 	}
-RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK)
-RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK)
-RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL)
-RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST)
-RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST)
+RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1)
+RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1)
+RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1)
+RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1)
+RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0) /* async-signal-safe: may not block */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \
 	EXPORT int name(pthread_rwlock_t *l)                                     \

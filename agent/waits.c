@@ -31,10 +31,10 @@
  * holder can be preempted inside it, and spinners then burn their whole
  * time slice (the first version did, and turned 64 threads contending on
  * 8 mutexes into milliseconds of spinning inside rhea).  So it is a futex
- * lock (Drepper's three-state mutex): waiters, about to block anyway, sleep
- * on it; releasers only try it a few times (a program's signal handler may
- * sem_post while this very thread holds it) and on failure skip the
- * attribution, counted.  A set whose 4 ways are all in use by other objects
+ * lock (Drepper's three-state mutex): waiters and releasers sleep on it,
+ * except sem_post, which a program's signal handler may call while this
+ * very thread holds the lock: it only tries a few times and on failure
+ * skips the attribution, counted.  A set whose 4 ways are all in use by other objects
  * with waiters cannot take a fifth: that wait goes unattributed (counted).
  */
 #include "agent.h"
@@ -172,19 +172,19 @@ static int waiters_state(uint64_t obj, uint64_t now)
 	return 0;
 }
 
-void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site)
+int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
 {
 	uint64_t now = rhea_now();
 	int st = waiters_state(obj, now);
 	if (st == 0)
-		return;
+		return 0;
 	/* A waiter younger than min_block ends a wait too short to record: its
 	 * release needs no stack.  Under contention most waits are short. */
 	uint32_t stack = st == 2 ? capture_release_stack(t, site) : 0;
 	struct wset *s = set_of(obj);
-	if (!lock_set(s, 1)) {
+	if (!lock_set(s, !may_block)) {
 		__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
-		return;
+		return 0;
 	}
 	for (int i = 0; i < WAYS; i++) {
 		struct wslot *w = &s->way[i];
@@ -196,6 +196,7 @@ void waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site)
 		}
 	}
 	unlock_set(s);
+	return 1;
 }
 
 void waits_after_fork(void)

@@ -99,6 +99,7 @@ enum rhea_sample_flags {
 	RHEA_S_LEAF_EXACT = 8, /* leaf address is an exact pc, not a return-1 */
 	RHEA_S_NOSTACK = 16,   /* unwinding failed or stack table full */
 	RHEA_S_WAKER = 32,     /* reserved: a release sample (not written by v1) */
+	RHEA_S_AT_CALL = 64,   /* BLOCK: c_begin was read when the call began */
 };
 
 /*

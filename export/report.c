@@ -299,6 +299,7 @@ struct wgroup {
 	uint32_t tid;   /* a waiting thread (the first seen) */
 	uint64_t count, total, max, attributed;
 	uint64_t slept, slept_attributed; /* waits that blocked (voluntary switch) */
+	uint64_t unknown_sleep; /* no counters at the call: slept or not unknown */
 	struct who owners[8], releasers[8];
 	int nowners, nreleasers;
 };
@@ -358,7 +359,9 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 				g[j].max = d;
 			if (s->owner_tid)
 				add_who(g[j].owners, &g[j].nowners, s->owner_tid, 0);
-			int slept = s->c_end.nvcsw > s->c_begin.nvcsw;
+			int known = (s->h.flags & RHEA_S_AT_CALL) != 0;
+			int slept = known && s->c_end.nvcsw > s->c_begin.nvcsw;
+			g[j].unknown_sleep += !known;
 			g[j].slept += slept;
 			g[j].slept_attributed += slept && s->waker_tid;
 			if (s->waker_tid) {
@@ -426,6 +429,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_u64(j, "attributed", g[i].attributed);
 		json_u64(j, "slept", g[i].slept);
 		json_u64(j, "slept_attributed", g[i].slept_attributed);
+		json_u64(j, "sleep_unknown", g[i].unknown_sleep);
 		json_stack(j, "stack", m, g[i].stack);
 		json_arr_begin(j, "owners");
 		for (int k = 0; k < g[i].nowners; k++) {
@@ -471,10 +475,10 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 				fmt_count(g[i].releasers[k].count, b1),
 				fit(stack_line(m, g[i].releasers[k].stack, 5, line, sizeof(line)), W - 40, nb));
 		if (g[i].attributed < g[i].count)
-			fprintf(out, "    %s waits without a known releaser (%s of them never slept:\n"
-				     "    preempted or spinning in the call, not waiting for a holder)\n",
+			fprintf(out, "    %s waits without a known releaser, %s of which slept on it\n"
+				     "    (the others were preempted or spun in the call, or are not known)\n",
 				fmt_count(g[i].count - g[i].attributed, b1),
-				fmt_count((g[i].count - g[i].attributed) - (g[i].slept - g[i].slept_attributed), b2));
+				fmt_count(g[i].slept - g[i].slept_attributed, b2));
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");
