@@ -9,124 +9,104 @@
  *
  *  - a thread that has to wait (the hooks already know: the trylock failed,
  *    or it is a condition wait) registers on the object before waiting and
- *    unregisters when the wait returns, picking up the latest release that
- *    happened after it began to wait: that thread is its waker;
+ *    unregisters when the wait returns, picking up the latest release
+ *    recorded since it registered: that thread is its waker;
  *  - a releaser (unlock, post, signal, broadcast) first reads one global
  *    counter of registered waits.  When nobody waits anywhere (the common
  *    case) that load is all it costs: the counter's cache line is only
  *    written by threads entering or leaving a wait.  Otherwise it looks its
  *    object up; if someone waits on it, the release is recorded *before* the
  *    real unlock (so the woken thread cannot return before the record
- *    exists), with the releaser's stack, whatever its interval says.
+ *    exists), and checked again right after it (a waiter may register and
+ *    fall asleep between the check and the unlock).
  *
  * The waiter's BLOCK sample then carries the releaser's tid, stack and the
- * release time: no record is written for the release itself.  Under heavy
- * contention every unlock has a waiter, so the releaser's stack is unwound
- * at most once per call site per 50 us and reused in between (the first
- * design captured and emitted a sample per release: 240k/s and most of the
- * CPU with 64 threads on 8 mutexes).
+ * release time: no record is written for the release itself.  The
+ * releaser's stack is taken only when a waiter has waited long enough for
+ * its wait to be recorded, and reused per call site within the interval
+ * (the first design captured and emitted a sample per release: 240k/s and
+ * most of the CPU with 64 threads on 8 mutexes).
  *
- * The table is 1024 sets of 4 ways, each set behind a lock held for a few
- * instructions.  That lock must not spin: with more threads than cores a
- * holder can be preempted inside it, and spinners then burn their whole
- * time slice (the first version did, and turned 64 threads contending on
- * 8 mutexes into milliseconds of spinning inside rhea).  So it is a futex
- * lock (Drepper's three-state mutex): waiters and releasers sleep on it,
- * except sem_post, which a program's signal handler may call while this
- * very thread holds the lock: it only tries a few times and on failure
- * skips the attribution, counted.  A set whose 4 ways are all in use by other objects
- * with waiters cannot take a fifth: that wait goes unattributed (counted).
+ * No locks.  The second design put a futex lock on each set of the table:
+ * all waiters and releasers of one hot mutex met on it, and a server-like
+ * benchmark got 60% more futex calls and twice the context switches.  Now:
+ *
+ *  - a way is claimed for an object by a CAS on its `object` field, only
+ *    while nobody waits on the object it held; a waiter then increments
+ *    `waiters` and re-reads `object`: if a claimer took the way meanwhile it
+ *    backs out and looks again (a claimer's CAS and a waiter's increment can
+ *    cross; the re-check settles who owns the way);
+ *  - the latest release is one 64-bit word, written and read atomically:
+ *    the releaser's tid and the release time in microseconds (32 bits,
+ *    compared modulo 2^32 with the waiter's registration time: fine for
+ *    waits under an hour), plus the releaser's stack in a word of its own,
+ *    stored before it.  Writers never wait for each other, readers never
+ *    retry (a sequence lock here lost attributions whenever a writer was
+ *    preempted in the middle).  Two releases racing may pair one's time
+ *    with the other's stack: both released the object.
+ *
+ * Everything is async-signal-safe, so sem_post from a program's signal
+ * handler is fine.  The table has 1024 sets of 4 ways; a fifth object with
+ * waiters in one set goes unattributed (counted).
  */
 #include "agent.h"
 
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define SETS 1024
 #define WAYS 4
 
 struct wslot {
-	uint64_t object;
-	uint32_t waiters;
-	uint32_t releaser;
-	uint64_t release_ns;
-	uint64_t since;  /* when waiters last went from 0 to 1 */
-	uint32_t stack;  /* the releaser's stack */
-	uint32_t pad;
+	uint64_t object;   /* atomic */
+	uint32_t waiters;  /* atomic */
+	uint32_t stack;    /* atomic: the latest releaser's stack */
+	uint64_t since;    /* atomic: when waiters last went from 0 to 1 */
+	uint64_t release;  /* atomic: releaser tid << 32 | release time (us, mod 2^32) */
 };
 
-struct wset {
-	uint32_t lock;
-	uint32_t pad;
-	struct wslot way[WAYS];
-};
+static inline uint32_t us32(uint64_t ns)
+{
+	return (uint32_t)(ns / 1000);
+}
 
-static struct wset sets[SETS];
+static struct wslot slots[SETS * WAYS];
 uint32_t rhea_waits_active; /* registered waits, all objects */
 uint64_t rhea_waits_missed;
 
-static inline struct wset *set_of(uint64_t obj)
+static inline struct wslot *set_of(uint64_t obj)
 {
 	uint64_t h = obj * 0x9e3779b97f4a7c15ull;
-	return &sets[(h >> 40) % SETS];
-}
-
-/* lock: 0 free, 1 locked, 2 locked and someone may sleep on it. */
-static int lock_set(struct wset *s, int bounded)
-{
-	uint32_t c = 0;
-	for (int i = 0; i < 64; i++) {
-		c = 0;
-		if (__atomic_compare_exchange_n(&s->lock, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return 1;
-		__builtin_ia32_pause();
-	}
-	if (bounded)
-		return 0;
-	if (c != 2)
-		c = __atomic_exchange_n(&s->lock, 2, __ATOMIC_ACQUIRE);
-	while (c != 0) {
-		syscall(SYS_futex, &s->lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-		c = __atomic_exchange_n(&s->lock, 2, __ATOMIC_ACQUIRE);
-	}
-	return 1;
-}
-
-static inline void unlock_set(struct wset *s)
-{
-	if (__atomic_exchange_n(&s->lock, 0, __ATOMIC_RELEASE) == 2)
-		syscall(SYS_futex, &s->lock, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	return &slots[((h >> 40) % SETS) * WAYS];
 }
 
 int waits_begin(uint64_t obj)
 {
-	struct wset *s = set_of(obj);
-	lock_set(s, 0);
-	int free_way = -1, way = -1;
-	for (int i = 0; i < WAYS; i++) {
-		if (s->way[i].object == obj) {
-			way = i;
-			break;
+	struct wslot *set = set_of(obj);
+	for (int attempt = 0; attempt < 8; attempt++) {
+		int way = -1;
+		for (int i = 0; i < WAYS && way < 0; i++)
+			if (__atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE) == obj)
+				way = i;
+		for (int i = 0; i < WAYS && way < 0; i++) {
+			uint64_t old = __atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&set[i].waiters, __ATOMIC_ACQUIRE) == 0 &&
+			    __atomic_compare_exchange_n(&set[i].object, &old, obj, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED))
+				way = i;
 		}
-		if (free_way < 0 && s->way[i].waiters == 0)
-			free_way = i;
+		if (way < 0)
+			break;
+		struct wslot *w = &set[way];
+		if (__atomic_fetch_add(&w->waiters, 1, __ATOMIC_ACQ_REL) == 0)
+			__atomic_store_n(&w->since, rhea_now(), __ATOMIC_RELEASE);
+		if (__atomic_load_n(&w->object, __ATOMIC_ACQUIRE) == obj) {
+			__atomic_fetch_add(&rhea_waits_active, 1, __ATOMIC_RELAXED);
+			return way;
+		}
+		__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL); /* lost the way */
 	}
-	if (way < 0 && free_way >= 0) {
-		way = free_way;
-		memset(&s->way[way], 0, sizeof(s->way[way]));
-		s->way[way].object = obj;
-	}
-	if (way >= 0 && s->way[way].waiters++ == 0)
-		s->way[way].since = rhea_now();
-	unlock_set(s);
-	if (way < 0) {
-		__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
-		return -1;
-	}
-	__atomic_fetch_add(&rhea_waits_active, 1, __ATOMIC_RELAXED);
-	return way;
+	__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
+	return -1;
 }
 
 void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
@@ -136,71 +116,42 @@ void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
 	b->release_ns = 0;
 	if (way < 0)
 		return;
-	struct wset *s = set_of(obj);
-	lock_set(s, 0);
-	struct wslot *w = &s->way[way];
-	if (w->object == obj) {
-		if (w->release_ns >= t0 && w->releaser) {
-			b->waker = w->releaser;
-			b->waker_stack = w->stack;
-			b->release_ns = w->release_ns;
-		}
-		if (w->waiters)
-			w->waiters--;
+	struct wslot *w = &set_of(obj)[way];
+	uint64_t rel = __atomic_load_n(&w->release, __ATOMIC_ACQUIRE);
+	uint32_t who = (uint32_t)(rel >> 32);
+	int32_t after = (int32_t)((uint32_t)rel - us32(t0)); /* us since we registered */
+	if (who && after >= 0) {
+		b->waker = who;
+		b->waker_stack = __atomic_load_n(&w->stack, __ATOMIC_RELAXED);
+		b->release_ns = t0 - t0 % 1000 + (uint64_t)after * 1000;
 	}
-	unlock_set(s);
+	__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_fetch_sub(&rhea_waits_active, 1, __ATOMIC_RELAXED);
-}
-
-/*
- * Does obj have a registered waiter, and has one waited long enough that
- * its wait may be recorded (min_block)?  Racy reads, to decide what the
- * release is worth; the record below is made under the lock.  Returns 0
- * (nobody waits), 1 (only young waiters: record who released, skip the
- * stack) or 2 (take the stack too).
- */
-static int waiters_state(uint64_t obj, uint64_t now)
-{
-	struct wset *s = set_of(obj);
-	for (int i = 0; i < WAYS; i++)
-		if (__atomic_load_n(&s->way[i].object, __ATOMIC_RELAXED) == obj &&
-		    __atomic_load_n(&s->way[i].waiters, __ATOMIC_RELAXED) > 0)
-			return now - __atomic_load_n(&s->way[i].since, __ATOMIC_RELAXED) >=
-					       rhea_g.cfg.min_block_ns
-				       ? 2
-				       : 1;
-	return 0;
 }
 
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
 {
-	uint64_t now = rhea_now();
-	int st = waiters_state(obj, now);
-	if (st == 0)
+	(void)may_block; /* nothing here blocks */
+	struct wslot *set = set_of(obj), *w = NULL;
+	for (int i = 0; i < WAYS; i++)
+		if (__atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE) == obj &&
+		    __atomic_load_n(&set[i].waiters, __ATOMIC_ACQUIRE) > 0)
+			w = &set[i];
+	if (!w)
 		return 0;
+	uint64_t now = rhea_now();
 	/* A waiter younger than min_block ends a wait too short to record: its
 	 * release needs no stack.  Under contention most waits are short. */
-	uint32_t stack = st == 2 ? capture_release_stack(t, site) : 0;
-	struct wset *s = set_of(obj);
-	if (!lock_set(s, !may_block)) {
-		__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-	for (int i = 0; i < WAYS; i++) {
-		struct wslot *w = &s->way[i];
-		if (w->object == obj && w->waiters > 0) {
-			w->releaser = t->tid;
-			w->release_ns = now;
-			w->stack = stack;
-			break;
-		}
-	}
-	unlock_set(s);
+	uint32_t stack = 0;
+	if (now - __atomic_load_n(&w->since, __ATOMIC_ACQUIRE) >= rhea_g.cfg.min_block_ns)
+		stack = capture_release_stack(t, site);
+	__atomic_store_n(&w->stack, stack, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->release, (uint64_t)t->tid << 32 | us32(now), __ATOMIC_RELEASE);
 	return 1;
 }
 
 void waits_after_fork(void)
 {
-	memset(sets, 0, sizeof(sets));
+	memset(slots, 0, sizeof(slots));
 	rhea_waits_active = 0;
 }
