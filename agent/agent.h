@@ -158,10 +158,14 @@ void capture_flush_pending(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);
 void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent);
 
+struct cfi_table;
+/* cficache.c: compiled CFI tables on disk, by build-id */
+struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
+void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
+
 /* modules.c */
 int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
 void modules_after_fork(void);
-struct cfi_table;
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);
 void modules_emit_all(void); /* after fork: the child's file needs them all */
 

@@ -250,9 +250,13 @@ int modules_scan(void)
 	for (uint32_t i = before; i < nmods; i++) {
 		struct module *m = &mods[i];
 		if (!rhea_g.cfg.unwind_fp && m->path[0] == '/') {
-			int r = cfi_build(m->path, &m->cfi);
-			if (r < 0)
-				m->cfi = NULL;
+			m->cfi = m->build_id_len ? cficache_load(m->build_id, m->build_id_len) : NULL;
+			if (!m->cfi) {
+				if (cfi_build(m->path, &m->cfi) < 0)
+					m->cfi = NULL;
+				else if (m->build_id_len)
+					cficache_store(m->build_id, m->build_id_len, m->cfi);
+			}
 		} else if (!rhea_g.cfg.unwind_fp && m->bias == getauxval(AT_SYSINFO_EHDR)) {
 			m->cfi = vdso_cfi();
 		}
