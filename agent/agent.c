@@ -35,6 +35,7 @@
  * stderr and records why; it never exits or aborts the program.
  */
 #include "agent.h"
+#include "packed.h"
 #include "rfile.h"
 
 #include <errno.h>
@@ -174,12 +175,107 @@ static void *staging_reserve(size_t len)
 	return p;
 }
 
+/*
+ * Samples of a flush wait here to be packed per thread (packed.c): the
+ * buffers interleave threads, the file wants each thread's samples as one
+ * run of deltas.  Sized for a whole buffer pool of samples; mmap'ed once.
+ */
+static struct rhea_sample *hold;
+static uint32_t *hold_ix;
+static size_t nhold, hold_cap;
+static uint8_t *pack_buf;
+#define PACK_RUN 4096 /* samples per packed entry at most */
+#define PACK_BUF (PACK_RUN * 200u)
+
+static int hold_before(uint32_t a, uint32_t b)
+{
+	const struct rhea_sample *x = &hold[a], *y = &hold[b];
+	if (x->tid != y->tid)
+		return x->tid < y->tid;
+	if (x->begin_ns != y->begin_ns)
+		return x->begin_ns < y->begin_ns;
+	return a < b;
+}
+
+/* Heap sort of the hold index: no allocation, async-signal-safe (this
+ * also runs in the crash handler's flush). */
+static void sift(uint32_t *v, size_t i, size_t n)
+{
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && hold_before(v[c], v[c + 1]))
+			c++;
+		if (!hold_before(v[i], v[c]))
+			return;
+		uint32_t t = v[i];
+		v[i] = v[c];
+		v[c] = t;
+		i = c;
+	}
+}
+
+static void sort_hold(void)
+{
+	for (size_t i = 0; i < nhold; i++)
+		hold_ix[i] = (uint32_t)i;
+	for (size_t i = nhold / 2; i-- > 0;)
+		sift(hold_ix, i, nhold);
+	for (size_t n = nhold; n > 1; n--) {
+		uint32_t t = hold_ix[0];
+		hold_ix[0] = hold_ix[n - 1];
+		hold_ix[n - 1] = t;
+		sift(hold_ix, 0, n - 1);
+	}
+}
+
+static void stage_raw(const void *e, size_t len)
+{
+	void *p = staging_reserve(len);
+	if (p)
+		memcpy(p, e, len);
+}
+
+static void flush_hold(void)
+{
+	if (nhold == 0)
+		return;
+	sort_hold();
+	const struct rhea_sample *run[PACK_RUN];
+	size_t i = 0;
+	while (i < nhold) {
+		uint32_t n = 0, tid = hold[hold_ix[i]].tid;
+		while (i < nhold && n < PACK_RUN && hold[hold_ix[i]].tid == tid)
+			run[n++] = &hold[hold_ix[i++]];
+		size_t len = pack_buf ? packed_encode(run, n, pack_buf, PACK_BUF) : 0;
+		if (len) {
+			stage_raw(pack_buf, len);
+		} else {
+			for (uint32_t k = 0; k < n; k++) /* cannot pack: as they are */
+				stage_raw(run[k], sizeof(*run[k]));
+		}
+	}
+	nhold = 0;
+}
+
 static int drain_cb(void *arg, const void *data, size_t len)
 {
 	(void)arg;
-	void *p = staging_reserve(len);
-	if (p)
-		memcpy(p, data, len);
+	size_t off = 0;
+	while (off + sizeof(struct rhea_entry) <= len) {
+		const struct rhea_entry *e = (const void *)((const char *)data + off);
+		if (e->size < sizeof(*e) || off + e->size > len)
+			break; /* cannot happen: our own buffers */
+		if (e->kind == RHEA_E_SAMPLE && e->size == sizeof(struct rhea_sample) && hold) {
+			if (nhold == hold_cap)
+				flush_hold();
+			memcpy(&hold[nhold++], e, sizeof(struct rhea_sample));
+		} else {
+			stage_raw(e, e->size);
+		}
+		off += e->size;
+	}
 	return 0;
 }
 
@@ -347,6 +443,7 @@ static void flush_round(int seal_spin_ns)
 	buf_seal_all(&rhea_g.buf, (uint64_t)seal_spin_ns);
 	stage_nodes();
 	buf_drain(&rhea_g.buf, drain_cb, NULL);
+	flush_hold();
 	/* Nodes interned while draining: samples drained may refer to them. */
 	stage_nodes();
 	stage_stats();
@@ -613,6 +710,7 @@ void agent_postfork_child(void)
 	is_root = 0;
 	file_failed = 0;
 	staging_used = 0;
+	nhold = 0;
 	rhea_g.pid = getpid();
 	rhea_g.start_ns = rhea_now();
 	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
@@ -797,6 +895,14 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	uint32_t chunk = 64u << 10;
 	uint32_t nchunks = (uint32_t)(rhea_g.cfg.buffer_bytes / chunk);
+	hold_cap = rhea_g.cfg.buffer_bytes / sizeof(struct rhea_sample) + 1;
+	size_t hb = hold_cap * (sizeof(*hold) + sizeof(*hold_ix)) + PACK_BUF;
+	char *hm = mmap(NULL, hb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (hm != MAP_FAILED) {
+		hold = (struct rhea_sample *)hm;
+		hold_ix = (uint32_t *)(hm + hold_cap * sizeof(*hold));
+		pack_buf = (uint8_t *)(hold_ix + hold_cap);
+	}
 	if ((r = buf_init(&rhea_g.buf, nchunks, chunk, 8)) < 0) {
 		agent_disable("cannot map the buffers: ", -r);
 		goto out;

@@ -11,6 +11,7 @@
  * per (thread serial, pc) is kept.
  */
 #include "recording.h"
+#include "packed.h"
 #include "rfile.h"
 
 #include <errno.h>
@@ -66,25 +67,36 @@ static struct rec_thread *thread_get(struct recording *r, uint32_t tid)
 
 static size_t mods_cap, sites_cap, meta_cap;
 
+static void take_sample(struct recording *r, const struct rhea_sample *s)
+{
+	struct rec_thread *t = thread_get(r, s->tid);
+	t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
+	t->samples[t->nsamples++] = *s;
+	r->nsamples++;
+	r->nmerged += s->merged;
+	if (!r->first_ns || s->begin_ns < r->first_ns)
+		r->first_ns = s->begin_ns;
+	if (s->end_ns > r->last_ns)
+		r->last_ns = s->end_ns;
+}
+
+static int take_decoded(void *arg, const struct rhea_sample *s)
+{
+	take_sample(arg, s);
+	return 0;
+}
+
 static int take_entry(struct recording *r, const struct rhea_entry *e)
 {
 	const char *p = (const char *)e;
 	switch (e->kind) {
-	case RHEA_E_SAMPLE: {
+	case RHEA_E_PACKED:
+		return packed_decode(e, take_decoded, r);
+	case RHEA_E_SAMPLE:
 		if (e->size < sizeof(struct rhea_sample))
 			return -1;
-		const struct rhea_sample *s = (const void *)p;
-		struct rec_thread *t = thread_get(r, s->tid);
-		t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
-		t->samples[t->nsamples++] = *s;
-		r->nsamples++;
-		r->nmerged += s->merged;
-		if (!r->first_ns || s->begin_ns < r->first_ns)
-			r->first_ns = s->begin_ns;
-		if (s->end_ns > r->last_ns)
-			r->last_ns = s->end_ns;
+		take_sample(r, (const void *)p);
 		break;
-	}
 	case RHEA_E_THREAD: {
 		if (e->size < sizeof(struct rhea_thread))
 			return -1;

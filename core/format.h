@@ -75,6 +75,7 @@ enum rhea_entry_kind {
 	RHEA_E_META = 6,    /* struct rhea_meta + "key\0value\0" */
 	RHEA_E_END = 7,     /* struct rhea_end */
 	RHEA_E_STATS = 8,   /* struct rhea_stats (periodic; last one wins) */
+	RHEA_E_PACKED = 9,  /* struct rhea_packed: samples of one thread, varint deltas */
 };
 
 struct rhea_entry {
@@ -183,6 +184,19 @@ struct rhea_sites {
 	uint32_t count;
 	uint32_t pad;
 	/* struct rhea_site sites[count] */
+};
+
+/*
+ * Samples of one thread, encoded by core/packed.c: each field a LEB128
+ * varint of its difference to the previous sample's (doc/format.md).
+ * Decodes to exactly the struct rhea_sample entries the agent made.
+ */
+struct rhea_packed {
+	struct rhea_entry h;
+	uint32_t tid;
+	uint32_t count;   /* samples that follow */
+	uint64_t base_ns; /* the first sample's begin is relative to this */
+	/* uint8_t data[], zero-padded to 8 */
 };
 
 struct rhea_meta {
