@@ -1,10 +1,11 @@
 #!/bin/sh
 # Install the Debian packages rhea needs to build and test, when root and
-# missing.  Idempotent; prints nothing when all is there.
+# missing.  Idempotent; prints nothing when all is there.  (make bench
+# installs what only the benchmarks use - heaptrack, gperftools - itself.)
 set -e
 PKGS="gcc clang make pkg-config libdw-dev libelf-dev libzstd-dev zlib1g-dev
 libcriterion-dev protobuf-compiler golang-go python3 sqlite3 gzip
-redis-server redis-tools linux-perf heaptrack libgoogle-perftools-dev"
+redis-server redis-tools linux-perf"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
