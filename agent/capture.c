@@ -223,6 +223,21 @@ static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
 	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
 }
 
+/* The end of a capture at one point in time (hook or signal): time and
+ * counters now, merged or emitted, then the thread's capture flag cleared
+ * (set by the caller with the guard raised). */
+static void point_sample_done(struct rhea_tstate *t, struct rhea_sample *s)
+{
+	s->begin_ns = s->end_ns = rhea_now();
+	read_counters(t, &s->c_end);
+	s->c_begin = s->c_end;
+	note_capture(t, s);
+	merge_or_emit(t, s);
+	maybe_emit_sites(t, s->end_ns);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
 void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 {
 	(void)ucontext;
@@ -234,14 +249,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
 	fill_sample(&s, t, fn, flags, stack);
-	s.begin_ns = s.end_ns = rhea_now();
-	read_counters(t, &s.c_end);
-	s.c_begin = s.c_end;
-	note_capture(t, &s);
-	merge_or_emit(t, &s);
-	maybe_emit_sites(t, s.end_ns);
-	rhea_guard--;
-	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	point_sample_done(t, &s);
 }
 
 uint64_t thread_cpu_now(void)
@@ -335,14 +343,7 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 	uint32_t stack = take_stack(t, &regs, 1, 0, &flags);
 	fill_sample(&s, t, RHEA_FN_SAMPLER, flags, stack);
 	s.object = periods; /* sampling periods of CPU this capture stands for */
-	s.begin_ns = s.end_ns = rhea_now();
-	read_counters(t, &s.c_end);
-	s.c_begin = s.c_end;
-	note_capture(t, &s);
-	merge_or_emit(t, &s);
-	maybe_emit_sites(t, s.end_ns);
-	rhea_guard--;
-	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	point_sample_done(t, &s);
 }
 
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
