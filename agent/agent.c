@@ -478,7 +478,9 @@ static void *ticker_main(void *arg)
 			      (long)(rhea_g.cfg.interval_ns % 1000000000ull)};
 	while (!threads_stop && !rhea_g.finished) {
 		syscall(SYS_nanosleep, &ts, NULL);
-		__atomic_store_n(&rhea_g.epoch, rhea_g.epoch + 1, __ATOMIC_RELAXED);
+		/* Never 0: a thread's TLS last_epoch starts at 0 (see agent_init). */
+		uint32_t e = rhea_g.epoch + 1;
+		__atomic_store_n(&rhea_g.epoch, e ? e : 1, __ATOMIC_RELAXED);
 		if ((rhea_g.epoch & 15) == 0)
 			clock_calibrate();
 	}
@@ -885,6 +887,9 @@ __attribute__((constructor)) static void agent_init(void)
 		return; /* --no-follow: children are not traced */
 	}
 	rhea_g.start_ns = rhea_now();
+	/* A thread's last_epoch starts at 0 (TLS): the epoch never is, so the
+	 * first hook of every thread captures, even before the first tick. */
+	rhea_g.epoch = 1;
 	main_stack_bounds();
 	int r;
 	staging = mmap(NULL, STAGING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

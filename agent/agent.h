@@ -30,9 +30,7 @@ struct rhea_site_slot {
  */
 struct rhea_tstate {
 	uint32_t state;      /* TS_*; first: a new owner clears what follows */
-	uint32_t last_epoch; /* epoch of the last capture */
 	uint32_t msgid;
-	uint64_t alloc_count, alloc_bytes;
 	uint32_t tid;
 	uint32_t serial;     /* unique per thread instance */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
@@ -104,13 +102,30 @@ struct rhea_agent {
 
 extern struct rhea_agent rhea_g;
 
+/*
+ * What the hook fast path touches, in one TLS cache line: the recursion
+ * guard, the epoch of the last capture, the allocation counters and the
+ * thread's slot.  They used to live in the slot, a separate line that an
+ * allocation-heavy program evicts between two mallocs: the first load of
+ * it was most of the hook's cost there.  Only the thread itself reads or
+ * writes these; other threads see the counters as of its last capture
+ * (last_c in the slot).
+ */
+struct rhea_hot {
+	int guard;           /* set while the agent itself runs on this thread */
+	uint32_t last_epoch; /* epoch of the last capture */
+	uint64_t alloc_count, alloc_bytes;
+	struct rhea_tstate *self;
+};
+extern __thread struct rhea_hot rhea_hot;
+#define rhea_guard (rhea_hot.guard)
+
 /* thread.c */
-extern __thread struct rhea_tstate *rhea_tls_self;
 struct rhea_tstate *thread_register(void);
 /* This thread's state; registers the thread on first use (NULL: untraced). */
 static inline struct rhea_tstate *thread_self(void)
 {
-	struct rhea_tstate *t = rhea_tls_self;
+	struct rhea_tstate *t = rhea_hot.self;
 	if (__builtin_expect(t != NULL, 1))
 		return t;
 	return thread_register();
@@ -245,8 +260,9 @@ static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 {
 	uint32_t i = (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
 	struct rhea_site_slot *s = &t->sites[i];
-	t->alloc_count++;
-	t->alloc_bytes += bytes;
+	(void)t;
+	rhea_hot.alloc_count++;
+	rhea_hot.alloc_bytes += bytes;
 	if (__builtin_expect(s->pc == pc, 1)) {
 		s->count++;
 		s->bytes += bytes;
@@ -255,7 +271,5 @@ static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 	site_note_slow(t, pc, bytes, i);
 }
 
-/* Recursion guard, in TLS: set while the agent itself runs on this thread. */
-extern __thread int rhea_guard;
 
 #endif

@@ -46,8 +46,8 @@ static uint64_t rusage_cpu_ns(const struct rusage *ru)
 static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 {
 	struct rusage ru;
-	c->alloc_count = t->alloc_count;
-	c->alloc_bytes = t->alloc_bytes;
+	c->alloc_count = rhea_hot.alloc_count;
+	c->alloc_bytes = rhea_hot.alloc_bytes;
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
 		c->cpu_ns = rusage_cpu_ns(&ru);
 		c->minflt = (uint32_t)ru.ru_minflt;
@@ -56,8 +56,8 @@ static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 		c->nivcsw = (uint32_t)ru.ru_nivcsw;
 	} else {
 		*c = t->last_c;
-		c->alloc_count = t->alloc_count;
-		c->alloc_bytes = t->alloc_bytes;
+		c->alloc_count = rhea_hot.alloc_count;
+		c->alloc_bytes = rhea_hot.alloc_bytes;
 	}
 	if (c->cpu_ns < t->last_c.cpu_ns)
 		c->cpu_ns = t->last_c.cpu_ns;
@@ -244,7 +244,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
-	t->last_epoch = rhea_g.epoch;
+	rhea_hot.last_epoch = rhea_g.epoch;
 	unsigned flags = 0;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
@@ -277,7 +277,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
-	t->last_epoch = rhea_g.epoch;
+	rhea_hot.last_epoch = rhea_g.epoch;
 	unsigned flags = RHEA_S_BLOCK;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
@@ -335,7 +335,7 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
-	t->last_epoch = rhea_g.epoch;
+	rhea_hot.last_epoch = rhea_g.epoch;
 	unsigned flags = RHEA_S_ASYNC;
 	struct unwind_regs regs;
 	unwind_regs_from_ucontext(ucontext, &regs);
@@ -357,8 +357,9 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 	fill_sample(&s, t, RHEA_FN_FORCED, flags, stack);
 	s.object = (uint64_t)sysno;
 	s.begin_ns = s.end_ns = rhea_now();
-	/* Counters of another thread: CPU from its clock, allocations from its
-	 * slot, the rest as of its last capture (they only grow). */
+	/* Counters of another thread: CPU from its clock, the rest as of its
+	 * last capture (they only grow; its allocation counters live in its
+	 * TLS, which another thread must not touch). */
 	s.c_end = t->last_c;
 	struct timespec ts;
 	clockid_t clk = (clockid_t)((~(unsigned)t->tid << 3) | 6); /* its thread CPU clock */
@@ -368,8 +369,6 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 		if (cpu > s.c_end.cpu_ns)
 			s.c_end.cpu_ns = cpu;
 	}
-	s.c_end.alloc_count = t->alloc_count;
-	s.c_end.alloc_bytes = t->alloc_bytes;
 	s.c_begin = s.c_end;
 	note_capture(t, &s);
 	merge_or_emit(t, &s);

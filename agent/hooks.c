@@ -201,7 +201,7 @@ static inline struct rhea_tstate *enter(enum rhea_class cls)
 
 static inline void tick(struct rhea_tstate *t, unsigned fn)
 {
-	if (unlikely(t->last_epoch != rhea_g.epoch)) {
+	if (unlikely(rhea_hot.last_epoch != rhea_g.epoch)) {
 		int e = errno;
 		capture_sync(t, fn, NULL);
 		errno = e;
@@ -216,7 +216,7 @@ static void after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b
 	int e = errno;
 	if (b->end - b->begin >= rhea_g.cfg.min_block_ns)
 		capture_block(t, fn, b);
-	else if (t->last_epoch != rhea_g.epoch)
+	else if (rhea_hot.last_epoch != rhea_g.epoch)
 		capture_sync(t, fn, NULL);
 	errno = e;
 }

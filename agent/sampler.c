@@ -82,7 +82,7 @@ static void on_sample(int sig, siginfo_t *si, void *uc)
 	int e = errno;
 	if (rhea_guard || !rhea_g.active || rhea_g.finished)
 		goto out;
-	struct rhea_tstate *t = rhea_tls_self;
+	struct rhea_tstate *t = rhea_hot.self;
 	if (!t)
 		t = thread_register_tid(thread_gettid(), 1);
 	if (!t || __atomic_load_n(&t->in_capture, __ATOMIC_RELAXED))

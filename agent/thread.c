@@ -26,8 +26,7 @@
 
 #define MAX_THREADS 8192
 
-__thread int rhea_guard;
-__thread struct rhea_tstate *rhea_tls_self;
+__thread struct rhea_hot rhea_hot __attribute__((aligned(64)));
 static __thread int tls_dead; /* the thread is past its exit: pass through */
 
 static struct rhea_tstate *slots;
@@ -146,7 +145,6 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	t->tid = tid;
 	t->timer_id = -1;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-	t->last_epoch = rhea_g.epoch - 1; /* the first hook captures */
 	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
 		t->stack_lo = rhea_main_stack_lo;
@@ -187,7 +185,8 @@ struct rhea_tstate *thread_register(void)
 	}
 	if (tid != (uint32_t)rhea_g.pid && t->stack_hi == 0)
 		stack_bounds(t);
-	rhea_tls_self = t;
+	rhea_hot.self = t;
+	rhea_hot.last_epoch = rhea_g.epoch - 1; /* the first hook captures */
 	if (key_ok)
 		pthread_setspecific(exit_key, t);
 	/* Sampled from its first CPU interval on, not from the sampler's next
@@ -205,7 +204,7 @@ struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 	if (!t)
 		t = claim_slot(tid);
 	if (t && self)
-		rhea_tls_self = t;
+		rhea_hot.self = t;
 	return t;
 }
 
@@ -232,7 +231,7 @@ void thread_set_name(struct rhea_tstate *t, const char *name)
 
 void thread_exit_current(void)
 {
-	struct rhea_tstate *t = rhea_tls_self;
+	struct rhea_tstate *t = rhea_hot.self;
 	if (!t)
 		return;
 	rhea_guard++;
@@ -246,7 +245,7 @@ void thread_exit_current(void)
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
 	}
-	rhea_tls_self = NULL;
+	rhea_hot.self = NULL;
 	tls_dead = 1;
 	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
 	rhea_guard--;
@@ -267,7 +266,7 @@ void thread_after_fork(void)
 	/* Only the forking thread survives; it starts a new life. */
 	if (!slots)
 		return;
-	struct rhea_tstate *self = rhea_tls_self;
+	struct rhea_tstate *self = rhea_hot.self;
 	uint32_t n = nslots_used;
 	for (uint32_t i = 0; i < n; i++)
 		if (&slots[i] != self)
@@ -278,9 +277,9 @@ void thread_after_fork(void)
 		self->has_pending = 0;
 		self->pending_busy = 0;
 		self->in_capture = 0;
-		self->alloc_count = self->alloc_bytes = 0;
+		rhea_hot.alloc_count = rhea_hot.alloc_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 		clear_sites(self);
-		self->last_epoch = rhea_g.epoch - 1;
+		rhea_hot.last_epoch = rhea_g.epoch - 1;
 	}
 }
