@@ -327,6 +327,7 @@ static void stage_stats(void)
 	s->bytes_raw = writer.bytes_raw;
 	s->bytes_stored = writer.bytes_stored;
 	s->threads = __atomic_load_n(&rhea_g.threads_seen, __ATOMIC_RELAXED);
+	s->waits_unattributed = __atomic_load_n(&rhea_waits_missed, __ATOMIC_RELAXED);
 }
 
 static void stage_meta(const char *key, const char *value)

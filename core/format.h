@@ -217,7 +217,8 @@ struct rhea_stats {
 	uint64_t write_errors; /* failed writes to the recording */
 	uint64_t bytes_raw, bytes_stored;
 	uint64_t threads;
-	uint64_t reserved[6];
+	uint64_t waits_unattributed; /* waits the wait table could not follow */
+	uint64_t reserved[5];
 };
 
 enum rhea_end_reason {

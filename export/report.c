@@ -644,6 +644,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "unwind_errors", r->stats.unwind_errors);
 		json_u64(&j, "stack_full", r->stats.stack_full);
 		json_u64(&j, "write_errors", r->stats.write_errors);
+		json_u64(&j, "waits_unattributed", r->stats.waits_unattributed);
 		json_u64(&j, "chunks", r->nchunks);
 		json_u64(&j, "file_bytes", r->file_bytes);
 		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
