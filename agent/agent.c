@@ -575,8 +575,8 @@ static void on_exit_cb(int status, void *arg)
  */
 
 /* exec replaces the image: end this recording first.  If exec fails the
- * process goes on and so does the recording (the reader takes the last
- * END entry). */
+ * process goes on and so does the recording: the writer keeps appending
+ * chunks after this END, and readers take the last END entry. */
 void agent_before_exec(void)
 {
 	if (!rhea_g.active || rhea_g.finished)
@@ -588,10 +588,6 @@ void agent_before_exec(void)
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
 	rhea_guard--;
-}
-
-void agent_exec_failed(void)
-{
 }
 
 /* ---- fatal signals --------------------------------------------------------- */

@@ -228,7 +228,6 @@ void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);
 void agent_finish(unsigned reason, int status);
 void agent_before_exec(void);
-void agent_exec_failed(void);
 void agent_prefork(void);
 void agent_postfork_parent(void);
 void agent_postfork_child(void);

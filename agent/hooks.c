@@ -784,7 +784,6 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execve(path, argv, envp);
-	agent_exec_failed();
 	return r;
 }
 
@@ -800,7 +799,6 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvpe(file, argv, envp);
-	agent_exec_failed();
 	return r;
 }
 
@@ -810,7 +808,6 @@ EXPORT int execvp(const char *file, char *const argv[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvp(file, argv);
-	agent_exec_failed();
 	return r;
 }
 
@@ -820,7 +817,6 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_fexecve(fd, argv, envp);
-	agent_exec_failed();
 	return r;
 }
 
