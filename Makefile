@@ -39,7 +39,7 @@ AGENT_OBJS := $(CORE_SRCS:%.c=$(O)/agent/%.o) $(AGENT_SRCS:%.c=$(O)/agent/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 
-.PHONY: all test unit e2e issues convert crosscheck bench clean deps demo
+.PHONY: all test unit e2e issues convert crosscheck stress bench clean deps demo
 all: rhea librhea.so
 
 $(O)/cli/%.o: %.c
@@ -84,6 +84,11 @@ convert: deps all
 # Blocking attribution, the sampler, signals, churn, redis under load.
 issues: deps all
 	@/usr/bin/python3 tests/e2e/issues.py $(CURDIR)
+
+# The full thread-churn stress (64 threads created and destroyed for 10 s
+# with 1 ms sampling, 20 runs); make test runs it with 2 s runs.
+stress: deps all
+	@/usr/bin/python3 tests/e2e/issues.py $(CURDIR) --only churn --stress-runs 20 --stress-secs 10
 
 # The sampler against perf on Debian's python3 (skips itself without perf).
 crosscheck: deps all
