@@ -253,7 +253,7 @@ static void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint64_t o
 		int e_ = errno;                                                  \
 		waits_end(way_, b_.object, b_.begin, &b_);                       \
 		after_block(t, FN, &b_);                                         \
-		if (rhea_now() - b_.begin >= rhea_g.cfg.min_block_ns)            \
+		if (b_.end - b_.begin >= rhea_g.cfg.min_block_ns)               \
 			t->long_waits = 8;                                       \
 		else if (t->long_waits)                                          \
 			t->long_waits--;                                         \

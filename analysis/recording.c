@@ -38,34 +38,27 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 struct rec_thread *recording_thread(struct recording *r, uint32_t tid)
 {
 	/* Threads are few; a linear scan with a one-entry cache. */
-	static struct recording *last_r;
-	static size_t last_i;
-	if (last_r == r && last_i < r->nthreads && r->threads[last_i].tid == tid)
-		return &r->threads[last_i];
+	if (r->last_thread < r->nthreads && r->threads[r->last_thread].tid == tid)
+		return &r->threads[r->last_thread];
 	for (size_t i = 0; i < r->nthreads; i++)
 		if (r->threads[i].tid == tid) {
-			last_r = r;
-			last_i = i;
+			r->last_thread = i;
 			return &r->threads[i];
 		}
 	return NULL;
 }
-
-static size_t threads_cap;
 
 static struct rec_thread *thread_get(struct recording *r, uint32_t tid)
 {
 	struct rec_thread *t = recording_thread(r, tid);
 	if (t)
 		return t;
-	r->threads = grow(r->threads, &threads_cap, r->nthreads + 1, sizeof(*r->threads));
+	r->threads = grow(r->threads, &r->threads_cap, r->nthreads + 1, sizeof(*r->threads));
 	t = &r->threads[r->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	return t;
 }
-
-static size_t mods_cap, sites_cap, meta_cap;
 
 static void take_sample(struct recording *r, const struct rhea_sample *s)
 {
@@ -136,7 +129,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 			if (r->mods[i].lo == m->lo && r->mods[i].bias == m->bias &&
 			    strcmp(r->mods[i].path, path) == 0)
 				return 0; /* re-announced (after fork) */
-		r->mods = grow(r->mods, &mods_cap, r->nmods + 1, sizeof(*r->mods));
+		r->mods = grow(r->mods, &r->mods_cap, r->nmods + 1, sizeof(*r->mods));
 		struct rec_module *rm = &r->mods[r->nmods++];
 		memset(rm, 0, sizeof(*rm));
 		rm->bias = m->bias;
@@ -183,7 +176,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 			return -1;
 		const struct rhea_site *in = (const void *)(s + 1);
 		for (uint32_t i = 0; i < s->count; i++) {
-			r->sites = grow(r->sites, &sites_cap, r->nsites + 1, sizeof(*r->sites));
+			r->sites = grow(r->sites, &r->sites_cap, r->nsites + 1, sizeof(*r->sites));
 			struct rec_site *o = &r->sites[r->nsites++];
 			o->pc = in[i].pc;
 			o->count = in[i].count;
@@ -203,7 +196,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		const char *vend = memchr(v, 0, len - (size_t)(v - k));
 		if (!vend)
 			return -1;
-		r->meta = grow(r->meta, &meta_cap, r->nmeta + 1, sizeof(*r->meta));
+		r->meta = grow(r->meta, &r->meta_cap, r->nmeta + 1, sizeof(*r->meta));
 		r->meta[r->nmeta].key = strdup(k);
 		r->meta[r->nmeta].value = strdup(v);
 		r->nmeta++;
@@ -265,7 +258,6 @@ static void reduce_sites(struct recording *r)
 int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
 {
 	memset(r, 0, sizeof(*r));
-	threads_cap = mods_cap = sites_cap = meta_cap = 0;
 	r->path = strdup(path);
 	struct rfile_reader *rd = NULL;
 	int st = rfile_open(path, &rd);

@@ -58,6 +58,8 @@ struct recording {
 	uint64_t nsamples, nmerged, nchunks, file_bytes;
 	uint64_t missing_nodes; /* samples whose stack refers to unknown nodes */
 	uint64_t first_ns, last_ns;
+	size_t threads_cap, mods_cap, sites_cap, meta_cap; /* allocated */
+	size_t last_thread; /* recording_thread's one-entry cache */
 };
 
 /*

@@ -260,6 +260,23 @@ static void emit_end(struct walk *w, struct frame *f)
 	w->k->end(w->k->arg, w->t, &f->cs);
 }
 
+/* An array indexed by slice depth, grown (doubling) to hold index depth. */
+static void *grow_for_depth(void *p, int *cap, int depth, size_t elem)
+{
+	if (depth < *cap)
+		return p;
+	int n = *cap ? *cap * 2 : 64;
+	while (n <= depth)
+		n *= 2;
+	p = realloc(p, (size_t)n * elem);
+	if (!p) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	*cap = n;
+	return p;
+}
+
 static inline uint64_t sub0(uint64_t a, uint64_t b)
 {
 	return a > b ? a - b : 0;
@@ -269,17 +286,7 @@ static void on_begin(void *arg, const struct rec_thread *t, const struct model_s
 {
 	(void)t;
 	struct walk *w = arg;
-	if (s->depth >= w->cap) {
-		int cap = w->cap ? w->cap * 2 : 64;
-		while (cap <= s->depth)
-			cap *= 2;
-		w->st = realloc(w->st, (size_t)cap * sizeof(*w->st));
-		if (!w->st) {
-			fprintf(stderr, "rhea: out of memory\n");
-			exit(1);
-		}
-		w->cap = cap;
-	}
+	w->st = grow_for_depth(w->st, &w->cap, s->depth, sizeof(*w->st));
 	struct frame *f = &w->st[s->depth];
 	memset(f, 0, sizeof(*f));
 	f->cs.func = s->func;
@@ -537,17 +544,7 @@ static void tb_begin(void *arg, const struct rec_thread *t, const struct convert
 {
 	(void)t;
 	struct tbuild *b = arg;
-	if (s->depth >= b->cap) {
-		int cap = b->cap ? b->cap * 2 : 64;
-		while (cap <= s->depth)
-			cap *= 2;
-		b->node = realloc(b->node, (size_t)cap * sizeof(uint32_t));
-		if (!b->node) {
-			fprintf(stderr, "rhea: out of memory\n");
-			exit(1);
-		}
-		b->cap = cap;
-	}
+	b->node = grow_for_depth(b->node, &b->cap, s->depth, sizeof(uint32_t));
 	b->node[s->depth] = trie_child(b->tr, s->depth ? b->node[s->depth - 1] : b->root, s->func);
 }
 
