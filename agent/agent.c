@@ -755,6 +755,7 @@ static void read_config(void)
 	if (c->interval_ns < 10000)
 		c->interval_ns = 10000;
 	c->min_block_ns = env_u64("RHEA_MIN_BLOCK_NS", c->interval_ns);
+	c->epoch_gate = c->min_block_ns >= c->interval_ns;
 	c->max_depth = (uint32_t)env_u64("RHEA_DEPTH", 256);
 	if (c->max_depth < 4)
 		c->max_depth = 4;

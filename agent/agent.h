@@ -68,6 +68,8 @@ enum { TS_FREE = 0, TS_LIVE = 1, TS_INIT = 2 };
 struct rhea_config {
 	uint64_t interval_ns;
 	uint64_t min_block_ns; /* a blocking call at least this long is recorded */
+	int epoch_gate;        /* min_block_ns >= interval_ns: a call during which
+				  the epoch did not move was short (no end clock) */
 	uint32_t max_depth;
 	int unwind_fp;         /* 1: frame pointers, 0: CFI */
 	uint32_t class_mask;   /* 1 << enum rhea_class */
@@ -149,6 +151,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
 /* A blocking call that returned: record [begin, end] with the stack now. */
 struct block_info {
 	uint64_t begin, end;
+	uint32_t epoch0;    /* rhea_g.epoch when the call began */
 	uint64_t cpu_begin; /* thread CPU at begin, 0 when not read */
 	int have_begin;     /* c_begin below was read at the call */
 	struct rhea_counters c_begin;
@@ -185,19 +188,18 @@ const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg)
 void modules_emit_all(void); /* after fork: the child's file needs them all */
 
 /* waits.c */
-extern uint32_t rhea_waits_active;
+extern uint32_t rhea_waits_seen;
 extern uint64_t rhea_waits_missed;
 int waits_begin(uint64_t obj);
 void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b);
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block);
 void waits_after_fork(void);
 /* Before releasing obj (called from site): if someone waits on it, record
- * this thread as the releaser, with its stack.  One load when nobody waits
- * anywhere.  may_block: 0 for sem_post, which a signal handler may call
- * (the table lock is then only tried, and the attribution may be lost). */
+ * this thread as the releaser, with its stack.  One load until the program
+ * has waited for the first time (see waits.c). */
 static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
 {
-	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
+	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
 		return 0;
 	return waits_release_slow(t, obj, site, may_block);
 }
@@ -209,7 +211,7 @@ static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t si
 static inline void waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
 				       int may_block)
 {
-	if (__builtin_expect(__atomic_load_n(&rhea_waits_active, __ATOMIC_RELAXED) == 0, 1))
+	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
 		return;
 	waits_release_slow(t, obj, site, may_block);
 }

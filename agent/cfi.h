@@ -39,8 +39,24 @@ struct cfi_table {
 	uint32_t n_fde;         /* FDEs compiled in */
 	uint32_t n_unsupported; /* CFI rows turned into CFI_NONE (expressions,
 	                         * return address not at CFA-8, ...) */
-	struct cfi_row rows[];
+	uint32_t idx_shift;     /* bucket k covers [lo + (k << idx_shift), ...) */
+	uint32_t idx_n;         /* buckets; idx_n + 1 words follow the rows */
+	struct cfi_row rows[];  /* then uint32_t idx[idx_n + 1]: idx[k] = the
+	                         * last row starting at or below bucket k's
+	                         * start (idx[idx_n] = n - 1) */
 };
+
+/* Bytes of a table with its rows and bucket index (what a cache stores). */
+static inline size_t cfi_table_bytes(const struct cfi_table *t)
+{
+	return sizeof(*t) + (size_t)t->n * sizeof(struct cfi_row) +
+	       ((size_t)t->idx_n + 1) * sizeof(uint32_t);
+}
+
+static inline const uint32_t *cfi_index(const struct cfi_table *t)
+{
+	return (const uint32_t *)(const void *)&t->rows[t->n];
+}
 
 /* Compile the CFI of the ELF file at path (.eh_frame, plus .debug_frame for
  * code the former does not cover).  0 and *out set, or -errno: -ENOENT and
@@ -52,7 +68,7 @@ int cfi_build(const char *path, struct cfi_table **out);
 int cfi_build_fd(int fd, struct cfi_table **out);
 
 /* The row covering vaddr, NULL outside [t->lo, t->hi) or when t is NULL.
- * Binary search, async-signal-safe. */
+ * Bucket index, then a binary search among a few rows; async-signal-safe. */
 const struct cfi_row *cfi_lookup(const struct cfi_table *t, uint64_t vaddr);
 
 /* Unmap a table from cfi_build (NULL is fine). */

@@ -28,14 +28,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CACHE_MAGIC "RHEACFI2"
+#define CACHE_MAGIC "RHEACFI3" /* 3: tables carry a bucket index */
 
 struct cache_header {
 	char magic[8];
 	uint32_t header_size;
 	uint32_t build_id_len;
 	uint8_t build_id[40];
-	uint64_t table_bytes; /* bytes of struct cfi_table + rows that follow */
+	uint64_t table_bytes; /* cfi_table_bytes(): header, rows, bucket index */
 };
 
 static char dir[1024];
@@ -91,6 +91,19 @@ static int file_name(char *out, size_t cap, const uint8_t *id, uint32_t len)
 	return 0;
 }
 
+/* A cache file is trusted as much as the table it replaces: the lookup
+ * indexes rows by the bucket index without further checks. */
+static int cache_index_ok(const struct cfi_table *t)
+{
+	const uint32_t *idx = cfi_index(t);
+	if (t->n == 0 || t->idx_shift > 40 || idx[t->idx_n] != t->n - 1)
+		return 0;
+	for (uint32_t k = 0; k < t->idx_n; k++)
+		if (idx[k] > idx[k + 1])
+			return 0;
+	return 1;
+}
+
 struct cfi_table *cficache_load(const uint8_t *id, uint32_t len)
 {
 	char path[1200];
@@ -111,7 +124,7 @@ struct cfi_table *cficache_load(const uint8_t *id, uint32_t len)
 	if (memcmp(h->magic, CACHE_MAGIC, 8) != 0 || h->header_size != sizeof(*h) ||
 	    h->build_id_len != len || memcmp(h->build_id, id, len) != 0 ||
 	    h->table_bytes != (uint64_t)st.st_size - sizeof(*h) ||
-	    h->table_bytes != sizeof(*ct) + (uint64_t)ct->n * sizeof(struct cfi_row)) {
+	    h->table_bytes != cfi_table_bytes(ct) || ct->idx_n == 0 || !cache_index_ok(ct)) {
 		munmap(m, (size_t)st.st_size);
 		goto out;
 	}
@@ -136,7 +149,7 @@ void cficache_store(const uint8_t *id, uint32_t len, const struct cfi_table *t)
 	h.header_size = sizeof(h);
 	h.build_id_len = len;
 	memcpy(h.build_id, id, len);
-	h.table_bytes = sizeof(*t) + (uint64_t)t->n * sizeof(struct cfi_row);
+	h.table_bytes = cfi_table_bytes(t);
 	int ok = write(fd, &h, sizeof(h)) == (ssize_t)sizeof(h) &&
 		 write(fd, t, h.table_bytes) == (ssize_t)h.table_bytes;
 	close(fd);

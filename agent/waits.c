@@ -12,13 +12,17 @@
  *    unregisters when the wait returns, picking up the latest release
  *    recorded since it registered: that thread is its waker;
  *  - a releaser (unlock, post, signal, broadcast) first reads one global
- *    counter of registered waits.  When nobody waits anywhere (the common
- *    case) that load is all it costs: the counter's cache line is only
- *    written by threads entering or leaving a wait.  Otherwise it looks its
- *    object up; if someone waits on it, the release is recorded *before* the
- *    real unlock (so the woken thread cannot return before the record
- *    exists), and checked again right after it (a waiter may register and
- *    fall asleep between the check and the unlock).
+ *    flag, set by the program's first wait and never cleared.  Until then
+ *    (a program whose locks are never contended) that load is all it
+ *    costs.  Otherwise it looks its object up: a few loads of one set's
+ *    cache line, written only by the waiters and releasers of the objects
+ *    of that set.  (It used to be a global count of registered waits: on a
+ *    server with always some thread waiting somewhere, every waiter wrote
+ *    that line twice per wait and every releaser missed it.)  If someone
+ *    waits on its object, the release is recorded *before* the real unlock
+ *    (so the woken thread cannot return before the record exists), and
+ *    checked again right after it (a waiter may register and fall asleep
+ *    between the check and the unlock).
  *
  * The waiter's BLOCK sample then carries the releaser's tid, stack and the
  * release time: no record is written for the release itself.  The
@@ -70,7 +74,7 @@ static inline uint32_t us32(uint64_t ns)
 }
 
 static struct wslot slots[SETS * WAYS];
-uint32_t rhea_waits_active; /* registered waits, all objects */
+uint32_t rhea_waits_seen; /* some thread has waited (sticky) */
 uint64_t rhea_waits_missed;
 
 static inline struct wslot *set_of(uint64_t obj)
@@ -81,6 +85,8 @@ static inline struct wslot *set_of(uint64_t obj)
 
 int waits_begin(uint64_t obj)
 {
+	if (!__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED))
+		__atomic_store_n(&rhea_waits_seen, 1, __ATOMIC_SEQ_CST);
 	struct wslot *set = set_of(obj);
 	for (int attempt = 0; attempt < 8; attempt++) {
 		int way = -1;
@@ -99,10 +105,8 @@ int waits_begin(uint64_t obj)
 		struct wslot *w = &set[way];
 		if (__atomic_fetch_add(&w->waiters, 1, __ATOMIC_ACQ_REL) == 0)
 			__atomic_store_n(&w->since, rhea_now(), __ATOMIC_RELEASE);
-		if (__atomic_load_n(&w->object, __ATOMIC_ACQUIRE) == obj) {
-			__atomic_fetch_add(&rhea_waits_active, 1, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&w->object, __ATOMIC_ACQUIRE) == obj)
 			return way;
-		}
 		__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL); /* lost the way */
 	}
 	__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
@@ -126,7 +130,6 @@ void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
 		b->release_ns = t0 - t0 % 1000 + (uint64_t)after * 1000;
 	}
 	__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL);
-	__atomic_fetch_sub(&rhea_waits_active, 1, __ATOMIC_RELAXED);
 }
 
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
@@ -153,5 +156,4 @@ int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int m
 void waits_after_fork(void)
 {
 	memset(slots, 0, sizeof(slots));
-	rhea_waits_active = 0;
 }
