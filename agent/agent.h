@@ -262,10 +262,17 @@ static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 	uint32_t i = (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
 	struct rhea_site_slot *s = &t->sites[i];
 	(void)t;
+	/* Plain 64-bit read-modify-writes: gcc pairs these into one 16-byte
+	 * SSE load/add/store, which on the bench machine (AMD EPYC) stalled
+	 * on the load (the previous call's 16-byte store to the same place):
+	 * 70% of the hook's samples, 4.5 ns per malloc.  The empty asm keeps
+	 * the pairs apart. */
 	rhea_hot.alloc_count++;
+	__asm__ volatile("" ::: "memory");
 	rhea_hot.alloc_bytes += bytes;
 	if (__builtin_expect(s->pc == pc, 1)) {
 		s->count++;
+		__asm__ volatile("" ::: "memory");
 		s->bytes += bytes;
 		return;
 	}
