@@ -181,6 +181,8 @@ struct job {
 	uint64_t *t_unwind, *t_intern;
 	int frames;
 	int cold; /* evict the caches before each capture (not timed) */
+	int prefix; /* intern as capture.c does: only what differs from the
+		     * previous capture; the last 3 frames alternate */
 };
 
 /* Between two captures a real program runs for about an interval and
@@ -212,7 +214,27 @@ static __attribute__((noinline)) uint64_t capture_leaf(void *arg)
 		/* as capture.c: root first, return addresses minus one */
 		for (int i = 0; i < n; i++)
 			root_first[i] = out[n - 1 - i] - (i == n - 1 ? 0 : 1);
-		stacktab_intern(&tab, 0, root_first, n, ids);
+		if (j->prefix) {
+			/* capture.c's per-thread prefix cache: compare with the
+			 * previous capture from the root, intern the rest */
+			static uint64_t prev[MAXF];
+			static uint32_t prev_ids[MAXF];
+			static int prev_n;
+			for (int i = n - 3; i < n; i++)
+				if (i >= 0)
+					root_first[i] += (uint64_t)(k & 1) * 4096;
+			int common = 0;
+			while (common < n && common < prev_n && prev[common] == root_first[common])
+				common++;
+			uint32_t parent = common ? prev_ids[common - 1] : 0;
+			if (common < n)
+				stacktab_intern(&tab, parent, root_first + common, n - common,
+						prev_ids + common);
+			memcpy(prev + common, root_first + common, (size_t)(n - common) * sizeof(prev[0]));
+			prev_n = n;
+		} else {
+			stacktab_intern(&tab, 0, root_first, n, ids);
+		}
 		uint64_t t2 = ticks();
 		if (j->t_unwind) {
 			j->t_unwind[k] = t1 - t0;
@@ -239,14 +261,14 @@ static void run_capture(int reps)
 		const char *code = b == 0 ? "no-fp (-O2)" : "-fno-omit-fp";
 		for (int u = 0; u < 2; u++) {
 			/* frames outside the chain: measured with a CFI walk at depth 1 */
-			struct job probe = {1, 1, NULL, NULL, 0, 0};
+			struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
 			chain(1, capture_leaf, &probe);
 			int outside = probe.frames - 1;
 			for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
 				int levels = depths[d] - outside;
 				if (levels < 1)
 					levels = 1;
-				struct job j = {u, reps, tu, ti, 0, 0};
+				struct job j = {u, reps, tu, ti, 0, 0, 0};
 				chain(levels, capture_leaf, &j);
 				for (int k = 0; k < reps; k++)
 					tt[k] = tu[k] + ti[k];
@@ -261,19 +283,22 @@ static void run_capture(int reps)
 	}
 	/* the same with cold caches, as between two captures 1 ms apart */
 	int creps = reps / 10 > 200 ? reps / 10 : 200;
-	struct job probe = {1, 1, NULL, NULL, 0, 0};
+	struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
 	chain_nofp(1, capture_leaf, &probe);
 	for (int u = 0; u < 2; u++) {
-		struct job j = {u, creps, tu, ti, 0, 1};
-		chain_nofp(30 - (probe.frames - 1), capture_leaf, &j);
-		for (int k = 0; k < creps; k++)
-			tt[k] = tu[k] + ti[k];
-		double um, up, im, ip, sm, sp;
-		stats(tu, creps, &um, &up);
-		stats(ti, creps, &im, &ip);
-		stats(tt, creps, &sm, &sp);
-		printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f  cold caches\n",
-		       u ? "cfi" : "fp", "no-fp (-O2)", 30, j.frames, um, up, im, ip, sm, sp);
+		for (int pfx = 1; pfx >= 0; pfx--) {
+			struct job j = {u, creps, tu, ti, 0, 1, pfx};
+			chain_nofp(30 - (probe.frames - 1), capture_leaf, &j);
+			for (int k = 0; k < creps; k++)
+				tt[k] = tu[k] + ti[k];
+			double um, up, im, ip, sm, sp;
+			stats(tu, creps, &um, &up);
+			stats(ti, creps, &im, &ip);
+			stats(tt, creps, &sm, &sp);
+			printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f  cold caches, %s\n",
+			       u ? "cfi" : "fp", "no-fp (-O2)", 30, j.frames, um, up, im, ip, sm, sp,
+			       pfx ? "prefix cache (as the agent; last 3 frames new)" : "no prefix cache (every frame looked up)");
+		}
 	}
 	free(tu);
 	free(ti);
@@ -346,7 +371,7 @@ static void run_sync(int reps)
 	uint64_t *t = calloc((size_t)reps, sizeof(uint64_t));
 	if (!t || buf_init(&sync_buf, 64, 64u << 10, 8) < 0)
 		exit(1);
-	struct job probe = {1, 1, NULL, NULL, 0, 0};
+	struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
 	chain_nofp(1, capture_leaf, &probe);
 	for (int depth = 10; depth <= 30; depth += 20) {
 		struct sync_job *j = calloc(1, sizeof(*j));
