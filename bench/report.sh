@@ -34,7 +34,7 @@ echo "machine:  $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /
 echo "kernel:   $(uname -sr); clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo ?)"
 echo "rhea:     commit $COMMIT"
 echo "tools:    $(perf --version 2>/dev/null | head -1 || echo 'no perf'); heaptrack $(heaptrack --version 2>/dev/null | awk '{ print $2 }'); sqlite3 $(sqlite3 --version 2>/dev/null | awk '{ print $1 }'); redis $(redis-server --version 2>/dev/null | sed -n 's/.*v=\([^ ]*\).*/\1/p'); $($CC --version | head -1)"
-echo "run:      QUICK=$QUICK, $ROUNDS rounds interleaved, $((END - START)) s; load average $LOAD0 at start, $LOAD1 at end"
+echo "run:      QUICK=$QUICK, $ROUNDS rounds interleaved (W2: $W2_ROUNDS), $((END - START)) s; load average $LOAD0 at start, $LOAD1 at end"
 echo
 
 if [ -s "${HL:-/nonexistent}" ]; then
@@ -114,26 +114,50 @@ if [ -s "$RAW" ]; then
 		fc = mc - bc; fw = mw - bw
 		return 1
 	}
+	# 95 % confidence interval of the median of a[1..n] (sorts a), free of any
+	# assumption on the distribution: the order statistics a[k] and
+	# a[n + 1 - k], with k the largest such that P(B <= k - 1) <= 2.5 % for
+	# B ~ Binomial(n, 1/2) (the number of values below the true median).
+	# Sets clo, chi and cov, their coverage: 1 - 2 P(B <= k - 1), at least
+	# 95 % from n = 6 on; below that no pair reaches 95 % and the interval is
+	# the whole range (n = 5: 93.8 %, n = 3: 75 %).
+	function ci(a, n,    k, pmf, cum, nxt) {
+		median(a, n)
+		if (n == 0) { clo = chi = -1; cov = 0; return }
+		k = 1; pmf = 0.5 ^ n; cum = pmf
+		while (k + 1 <= (n + 1) / 2) {
+			nxt = pmf * (n - k + 1) / k
+			if (cum + nxt > 0.025) break
+			cum += nxt; pmf = nxt; k++
+		}
+		clo = a[k]; chi = a[n + 1 - k]; cov = 1 - 2 * cum
+		cik[n] = k; cicov[n] = cov
+	}
+	function num(x) { return sprintf(x < 10 ? "%.3f" : x < 100 ? "%.2f" : "%.0f", x) }
+	function cistr(lo, hi) { return num(lo) ".." num(hi) }
 	END {
-		fmt = "   %-5s %-10s %-10s %7s %6s %6s %6s %7s %6s %6s %6s %9s %7s %5s %s\n"
-		printf fmt, "wl", "config", "tool", "CPU s", "x", "x*", "+-", "wall s", "x", "x*", "RSS MB", "output", "samples", "drop", "note"
+		fmt = "   %-5s %-10s %-10s %7s %6s %12s %6s %7s %6s %12s %6s %6s %9s %7s %5s %s\n"
+		printf fmt, "wl", "config", "tool", "CPU s", "x", "95% CI", "x*", "wall s", "x", "95% CI", "x*", "RSS MB", "output", "samples", "drop", "note"
 		prev = ""
 		for (i = 1; i <= nk; i++) {
 			key = order[i]; split(key, p, SUBSEP)
 			if (p[1] SUBSEP p[2] != prev && prev != "") print ""
 			prev = p[1] SUBSEP p[2]
 			bkey = p[1] SUBSEP p[2] SUBSEP bases[key]
-			n1 = n2 = n3 = n4 = n5 = n6 = n7 = n8 = 0
-			lo = 1e9; hi = -1e9
+			n1 = n2 = n3 = n4 = n5 = n6 = n7 = n8 = n9 = n10 = 0
+			# steady state, per round: (run - fixed cost of the tool) / bare run
+			hasfix = p[1] != "w0" && fixed(p[1], p[3])
 			for (j = 1; j <= nr[key]; j++) {
 				r = rounds[key, j]
 				if (!OK[key, r]) continue
 				c1[++n1] = CPU[key, r]; w1[++n2] = WALL[key, r]; m1[++n3] = RSS[key, r]; o1[++n4] = OUT[key, r]
-				if (((bkey, r) in OK) && OK[bkey, r] && CPU[bkey, r] > 0) {
-					x = CPU[key, r] / CPU[bkey, r]; cr[++n5] = x
-					if (x < lo) lo = x
-					if (x > hi) hi = x
+				if (((bkey, r) in OK) && OK[bkey, r] && CPU[bkey, r] > 0 && WALL[bkey, r] > 0) {
+					cr[++n5] = CPU[key, r] / CPU[bkey, r]
 					wr[++n6] = WALL[key, r] / WALL[bkey, r]
+					if (hasfix) {
+						xs[++n9] = (CPU[key, r] - fc) / CPU[bkey, r]
+						xw[++n10] = (WALL[key, r] - fw) / WALL[bkey, r]
+					}
 				}
 				if ((key, r) in RPS) {
 					rp[++n7] = RPS[key, r]
@@ -144,26 +168,43 @@ if [ -s "$RAW" ]; then
 			if (fails[key]) note = note sprintf("%d/%d runs failed ", fails[key], nr[key])
 			if (n7) note = note sprintf("%.0f req/s", median(rp, n7)) (n8 ? sprintf(" (x%.3f)", median(rr, n8)) : "")
 			if (n1 == 0) {
-				printf fmt, p[1], p[2], p[3], "-", "-", "-", "", "-", "-", "-", "-", "-", "", "", note
+				printf fmt, p[1], p[2], p[3], "-", "-", "", "-", "-", "-", "", "-", "-", "-", "", "", note
 				continue
 			}
 			cm = median(c1, n1); wm = median(w1, n2); mm = median(m1, n3); om = median(o1, n4)
-			crm = n5 ? median(cr, n5) : -1; wrm = n6 ? median(wr, n6) : -1
-			# steady state: (median - fixed cost) / baseline median
-			cs = ws = "-"; csv = wsv = -1
-			if (p[1] != "w0" && fixed(p[1], p[3]) && meds(bkey)) {
-				csv = (cm - fc) / mc; wsv = (wm - fw) / mw
+			crm = wrm = crlo = crhi = wrlo = wrhi = -1
+			if (n5) { crm = median(cr, n5); ci(cr, n5); crlo = clo; crhi = chi; ncov = cov }
+			if (n6) { wrm = median(wr, n6); ci(wr, n6); wrlo = clo; wrhi = chi }
+			cs = ws = "-"; csv = wsv = cslo = cshi = wslo = wshi = -1
+			if (n9) {
+				csv = median(xs, n9); ci(xs, n9); cslo = clo; cshi = chi
+				wsv = median(xw, n10); ci(xw, n10); wslo = clo; wshi = chi
 				cs = sprintf("%.3f", csv); ws = sprintf("%.3f", wsv)
 			}
 			if (p[1] == "w0" && p[3] !~ /^bare/ && meds(bkey))
 				note = note sprintf("fixed cost: %+.0f ms CPU, %+.0f ms wall", (cm - mc) * 1000, (wm - mw) * 1000)
 			split((key in st) ? st[key] : "\t", s, "\t")
-			printf fmt, p[1], p[2], p[3], sprintf("%.3f", cm), sprintf("%.3f", crm), cs, (n5 > 1 ? sprintf("%.3f", (hi - lo) / 2) : ""), sprintf("%.3f", wm), sprintf("%.3f", wrm), ws, sprintf("%.1f", mm), (p[3] ~ /^bare/ ? "-" : human(om)), s[1], s[2], note
-			print p[1], p[2], p[3], cm, crm, wm, wrm, mm, om, (n8 ? median(rr, n8) : -1), csv, wsv > (work "/summary.txt")
+			self = p[3] == bases[key]
+			printf fmt, p[1], p[2], p[3], sprintf("%.3f", cm), sprintf("%.3f", crm),
+				(self || n5 < 2 ? "-" : cistr(crlo, crhi)), cs, sprintf("%.3f", wm), sprintf("%.3f", wrm),
+				(self || n6 < 2 ? "-" : cistr(wrlo, wrhi)), ws, sprintf("%.1f", mm),
+				(p[3] ~ /^bare/ ? "-" : human(om)), s[1], s[2], note
+			print p[1], p[2], p[3], cm, crm, wm, wrm, mm, om, (n8 ? median(rr, n8) : -1), csv, wsv,
+				crlo, crhi, wrlo, wrhi, cslo, cshi, wslo, wshi, n5, (n5 ? ncov : 0) > (work "/summary.txt")
 		}
+		for (n = 2; n <= 1000; n++)
+			if (n in cik)
+				printf "%d %d %.4f\n", n, cik[n], cicov[n] > (work "/ci_cover.txt")
 	}' "$RSTATS" "$RAW"
 	echo
-	echo "   +- is half the range of the per-round CPU ratios: the noise of this machine."
+	echo "   x = median of the per-round ratios to the bare run of the same round; 95% CI = a"
+	echo "   95 % confidence interval of that median, distribution-free: two order statistics of"
+	echo "   the per-round ratios chosen with the binomial distribution (no bootstrap, nothing random)."
+	echo "   x* is the median of (run - fixed cost) / bare run, per round.  Rounds and coverage:"
+	if [ -s "$WORK/ci_cover.txt" ]; then
+		awk '{ printf "     %2d rounds: ratios number %d and %d of %d in order, covers the median with %.1f %%%s\n",
+			$1, $2, $1 + 1 - $2, $1, $3 * 100, $3 < 0.95 ? " (below 95 %: too few rounds)" : "" }' "$WORK/ci_cover.txt"
+	fi
 	echo
 fi
 
@@ -187,7 +228,30 @@ sumval() { # sumval WL CFG TOOL FIELD
 	[ -s "$WORK/summary.txt" ] || return 0
 	awk -v w="$1" -v c="$2" -v t="$3" -v f="$4" '$1 == w && $2 == c && $3 == t { print $f; exit }' "$WORK/summary.txt"
 }
-pct() { awk -v x="$1" 'BEGIN { if (x == "" || x < 0) print ""; else printf "%.2f", (x - 1) * 100 }'; }
+# target_ci NAME WL CFG TOOL FIELD LIMIT: an overhead in % (the median ratio in
+# FIELD of summary.txt, its CI in the fields that follow, see the END of the
+# overhead table) judged on the CI: PASS when the whole CI is under LIMIT,
+# MISS when it is all over it, UNDECIDED when it straddles it.
+target_ci() {
+	[ -s "$WORK/summary.txt" ] || return 0
+	awk -v name="$1" -v w="$2" -v c="$3" -v t="$4" -v f="$5" -v lim="$6" '
+	$1 == w && $2 == c && $3 == t {
+		found = 1; m = $f; n = $21; cov = $22
+		if (f == 5) { lo = $13; hi = $14 }
+		else if (f == 7) { lo = $15; hi = $16 }
+		else if (f == 11) { lo = $17; hi = $18 }
+		else { lo = $19; hi = $20 }
+		exit
+	}
+	END {
+		if (!found || m < 0 || lo < 0) { printf "   %-58s %12s   n/a\n", name, "-"; exit }
+		m = (m - 1) * 100; lo = (lo - 1) * 100; hi = (hi - 1) * 100
+		v = n < 2 ? "UNDECIDED" : hi < lim ? "PASS" : lo > lim ? "MISS" : "UNDECIDED"
+		k = n < 2 ? ", 1 round" : cov < 0.95 ? sprintf(", %d rounds: coverage %.0f %%", n, cov * 100) : ""
+		printf "   %-58s %12s   %s (CI %.2f..%.2f %%%s; target < %s %%)\n", name, sprintf("%.2f %%", m), v,
+			lo, hi, k, lim
+	}' "$WORK/summary.txt"
+}
 if [ -s "$WORK/hook_deltas.txt" ]; then
 	target "hook fast path, malloc/free, ns per hook call (fast)" \
 		"$(awk '$1 == "malloc_free" { print $2 }' "$WORK/hook_deltas.txt")" "<" 5 " ns"
@@ -209,10 +273,10 @@ fi
 if [ -s "$WORK/summary.txt" ]; then
 	w2cfg=$(awk '$1 == "w2" { print $2; exit }' "$WORK/summary.txt")
 	if [ -n "$w2cfg" ]; then
-		target "W2 defaults: CPU overhead % (ideal)" "$(pct "$(sumval w2 "$w2cfg" rhea 5)")" "<" 3 " %"
-		target "W2 defaults: CPU overhead % (issue 2, mixed workload)" "$(pct "$(sumval w2 "$w2cfg" rhea 5)")" "<" 5 " %"
-		target "W2 defaults: CPU overhead %, start-up excluded (x*)" "$(pct "$(sumval w2 "$w2cfg" rhea 11)")" "<" 5 " %"
-		target "W2 defaults: wall overhead %" "$(pct "$(sumval w2 "$w2cfg" rhea 7)")" "<" 5 " %"
+		target_ci "W2 defaults: CPU overhead % (ideal)" w2 "$w2cfg" rhea 5 3
+		target_ci "W2 defaults: CPU overhead % (issue 2, mixed workload)" w2 "$w2cfg" rhea 5 5
+		target_ci "W2 defaults: CPU overhead %, start-up excluded (x*)" w2 "$w2cfg" rhea 11 5
+		target_ci "W2 defaults: wall overhead %" w2 "$w2cfg" rhea 7 5
 		o_r=$(sumval w2 "$w2cfg" rhea 9)
 		o_p=$(sumval w2 "$w2cfg" perf-g 9)
 		[ -n "$o_r" ] && [ -n "$o_p" ] &&
@@ -220,17 +284,17 @@ if [ -s "$WORK/summary.txt" ]; then
 	fi
 	w4cfg=$(awk '$1 == "w4" { print $2; exit }' "$WORK/summary.txt")
 	if [ -n "$w4cfg" ]; then
-		target "W4 sqlite3 defaults: CPU overhead %" "$(pct "$(sumval w4 "$w4cfg" rhea 5)")" "<" 5 " %"
-		target "W4 sqlite3 defaults: CPU overhead %, start-up excluded (x*)" "$(pct "$(sumval w4 "$w4cfg" rhea 11)")" "<" 5 " %"
+		target_ci "W4 sqlite3 defaults: CPU overhead %" w4 "$w4cfg" rhea 5 5
+		target_ci "W4 sqlite3 defaults: CPU overhead %, start-up excluded (x*)" w4 "$w4cfg" rhea 11 5
 		o_r=$(sumval w4 "$w4cfg" rhea 9)
 		o_p=$(sumval w4 "$w4cfg" perf-g 9)
 		[ -n "$o_r" ] && [ -n "$o_p" ] &&
 			target "W4 output: rhea / perf -g perf.data (smaller: < 1)" "$(awk -v a="$o_r" -v b="$o_p" 'BEGIN { print (b > 0 ? a / b : -1) }')" "<" 1 ""
 	fi
 	if awk '$1 == "w1" && $2 == "t=16" { f = 1 } END { exit !f }' "$WORK/summary.txt"; then
-		target "W1 16 threads, --hooks all: CPU overhead %" "$(pct "$(sumval w1 "t=16" rhea-all 5)")" "<" 10 " %"
-		target "W1 16 threads, --hooks all: CPU overhead %, start-up excl." "$(pct "$(sumval w1 "t=16" rhea-all 11)")" "<" 10 " %"
-		target "W1 16 threads, --hooks all: wall overhead %" "$(pct "$(sumval w1 "t=16" rhea-all 7)")" "<" 10 " %"
+		target_ci "W1 16 threads, --hooks all: CPU overhead %" w1 "t=16" rhea-all 5 10
+		target_ci "W1 16 threads, --hooks all: CPU overhead %, start-up excl." w1 "t=16" rhea-all 11 10
+		target_ci "W1 16 threads, --hooks all: wall overhead %" w1 "t=16" rhea-all 7 10
 	fi
 fi
 echo
@@ -246,6 +310,10 @@ echo "     stacks are truncated; perf-dwarf copies 8 KB of stack per sample inst
 echo "   - perf record's exit takes about a second of wall time here whatever the run's"
 echo "     length, so its wall x* (start-up removed) can come out below 1: read its"
 echo "     wall overhead in W0."
+echo "   - The 95% CI columns and the Targets that judge overheads: see under the table.  W2"
+echo "     runs more rounds than the rest (W2_ROUNDS, 15; 7 with QUICK=1; here $W2_ROUNDS): its"
+echo "     CPU time varies by about +-10 % from run to run here (70 % of it is kernel:"
+echo "     switches, socket reads and writes), and pairing adjacent runs does not remove that."
 echo "   - gperf = gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, 1 kHz); it sees CPU"
 echo "     time only (no allocations, no blocking)."
 echo "   - redis: the server is the traced program; its CPU/wall run from start to"

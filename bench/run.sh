@@ -1,9 +1,10 @@
 #!/bin/sh
 # bench/run.sh - rhea's benchmark suite (`make bench`; not part of `make test`).
 #
-#   sh bench/run.sh              full run (5 rounds, about 6-9 minutes on 2 cores)
-#   QUICK=1 sh bench/run.sh      short run (3 rounds, smaller workloads, ~2 min)
-#   ROUNDS=N                     override the number of rounds
+#   sh bench/run.sh              full run (5 rounds, W2 15, about 9-12 minutes on 2 cores)
+#   QUICK=1 sh bench/run.sh      short run (3 rounds, W2 7, smaller workloads, ~3 min)
+#   ROUNDS=N                     override the number of rounds (W2's too)
+#   W2_ROUNDS=N                  override W2's alone
 #   ONLY="micro w0 w1 w2 w3 w4 redis"  run only these parts
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
@@ -22,7 +23,9 @@
 #     gperftools' CPU profiler.  Runs are interleaved (bare, tool1, tool2,
 #     ..., bare, tool1, ...) so that the machine's slow drifts hit every
 #     column alike; ratios are medians of per-round ratios to the bare run
-#     of the same round.
+#     of the same round, each with a 95 % confidence interval of that
+#     median (order statistics, bench/report.sh); W2, the noisiest, runs
+#     more rounds.
 #
 # The table is printed and written to bench/results/<UTC date-time>.txt with
 # a description of the machine, the raw measurements to <same>.tsv.
@@ -33,7 +36,12 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 QUICK=${QUICK:-0}
-[ "$QUICK" = 1 ] && DEF_ROUNDS=3 || DEF_ROUNDS=5
+[ "$QUICK" = 1 ] && DEF_ROUNDS=3 DEF_W2_ROUNDS=7 || DEF_ROUNDS=5 DEF_W2_ROUNDS=15
+# W2 gets more rounds: its bare CPU time varies by +-10 % from run to run
+# on a 2-core shared VM (70 % of it is kernel time), which pairing adjacent
+# runs does not remove; 15 rounds give a 96.5 % interval of the median
+# from the 4th to the 12th ratio.  ROUNDS sets every part, W2 included.
+W2_ROUNDS=${W2_ROUNDS:-${ROUNDS:-$DEF_W2_ROUNDS}}
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
 ONLY=${ONLY:-"micro w0 w1 w2 w3 w4 redis"}
 CC=${CC:-gcc}
@@ -226,13 +234,15 @@ tools_for() { # the columns of a workload, given which builds exist
 	echo "$t"
 }
 
-# run_workload WL CFG "TOOLS" PROG PROG_FP ARGS... (PROG_FP "-": no fp build)
+# run_workload WL CFG "TOOLS" PROG PROG_FP ARGS... (PROG_FP "-": no fp build);
+# $RR rounds when set, else $ROUNDS.
 run_workload() {
 	wl=$1 cfg=$2 tools=$3 prog=$4 progfp=$5
 	shift 5
-	say "bench: $wl $cfg: $ROUNDS rounds of: $tools"
+	rounds=${RR:-$ROUNDS}
+	say "bench: $wl $cfg: $rounds rounds of: $tools"
 	r=1
-	while [ "$r" -le "$ROUNDS" ]; do
+	while [ "$r" -le "$rounds" ]; do
 		for tool in $tools; do
 			case $tool in
 			bare-fp | rhea-fp) run_one "$wl" "$cfg" "$tool" bare-fp "$r" /dev/null "$progfp" "$@" ;;
@@ -295,7 +305,9 @@ if want w1 && [ "$QUICK" != 1 ]; then
 	done
 fi
 if want w2; then
+	RR=$W2_ROUNDS
 	run_workload w2 "r=$W2_N" "$(tools_for w2 fp)" "$BIN/w2" "$BIN/w2fp" -r "$W2_N"
+	RR=
 fi
 if want w3; then
 	run_workload w3 "t=8" "$(tools_for w3 fp)" "$BIN/w3" "$BIN/w3fp" -t 8 -n "$W3_N"
