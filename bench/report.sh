@@ -208,6 +208,19 @@ if [ -s "$RAW" ]; then
 	echo
 fi
 
+# The perf-attributed direct cost (run.sh: attribute_run, bench/attribute.py).
+for a in w2 w1; do
+	d=$WORK/attr-$a
+	[ -s "$d/title.txt" ] || continue
+	cat "$d/title.txt"
+	if [ -s "$d/report.txt" ]; then
+		cat "$d/report.txt"
+	else
+		echo "   failed: $(tail -n 1 "$d/errors.txt" 2>/dev/null)"
+	fi
+	echo
+done
+
 if [ -s "$RSTATS" ]; then
 	echo "== Record encoding (from the recordings of the last round)"
 	awk 'BEGIN { FS = "\t"; printf "   %-5s %-10s %-10s %8s %9s %10s %10s %9s %9s %6s\n", "wl", "config", "tool", "samples", "captures", "raw B", "file B", "raw/smp", "file/smp", "zstd x" }
@@ -252,6 +265,18 @@ target_ci() {
 			lo, hi, k, lim
 	}' "$WORK/summary.txt"
 }
+# target_attr NAME SUMMARY LIMIT: the perf-attributed direct overhead, a lower
+# bound of the overhead: MISS when even its sampling interval is over LIMIT,
+# never PASS.
+target_attr() {
+	[ -s "$2" ] || return 0
+	awk -v name="$1" -v lim="$3" -F= '{ v[$1] = $2 }
+	END {
+		m = v["overhead_pct"]; lo = v["overhead_lo"]; hi = v["overhead_hi"]
+		printf "   %-58s %12s   %s (sampling CI %.2f..%.2f %%, a lower bound; target < %s %%)\n", name,
+			sprintf("%.2f %%", m), (lo > lim ? "MISS" : "UNDECIDED"), lo, hi, lim
+	}' "$2"
+}
 if [ -s "$WORK/hook_deltas.txt" ]; then
 	target "hook fast path, malloc/free, ns per hook call (fast)" \
 		"$(awk '$1 == "malloc_free" { print $2 }' "$WORK/hook_deltas.txt")" "<" 5 " ns"
@@ -277,6 +302,7 @@ if [ -s "$WORK/summary.txt" ]; then
 		target_ci "W2 defaults: CPU overhead % (issue 2, mixed workload)" w2 "$w2cfg" rhea 5 5
 		target_ci "W2 defaults: CPU overhead %, start-up excluded (x*)" w2 "$w2cfg" rhea 11 5
 		target_ci "W2 defaults: wall overhead %" w2 "$w2cfg" rhea 7 5
+		target_attr "W2 defaults: direct CPU overhead % (perf-attributed)" "$WORK/attr-w2/summary.txt" 3
 		o_r=$(sumval w2 "$w2cfg" rhea 9)
 		o_p=$(sumval w2 "$w2cfg" perf-g 9)
 		[ -n "$o_r" ] && [ -n "$o_p" ] &&
@@ -314,6 +340,13 @@ echo "   - The 95% CI columns and the Targets that judge overheads: see under th
 echo "     runs more rounds than the rest (W2_ROUNDS, 15; 7 with QUICK=1; here $W2_ROUNDS): its"
 echo "     CPU time varies by about +-10 % from run to run here (70 % of it is kernel:"
 echo "     switches, socket reads and writes), and pairing adjacent runs does not remove that."
+echo "   - \"direct cost (perf-attributed)\": one more run under rhea (defaults), profiled by"
+echo "     perf record --call-graph dwarf -F 2000; bench/attribute.py sorts its samples into"
+echo "     the agent's (its code on the program's threads, the libraries and the kernel it"
+echo "     calls, its signals, its threads, the CLI) and the program's.  It is a lower bound"
+echo "     of the overhead: cache, TLB and branch-predictor pollution, extra scheduling and"
+echo "     perf's own sampling land on the program's samples.  Being shares of one run, it"
+echo "     does not depend on the run-to-run noise; its interval is the sampling error only."
 echo "   - gperf = gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, 1 kHz); it sees CPU"
 echo "     time only (no allocations, no blocking)."
 echo "   - redis: the server is the traced program; its CPU/wall run from start to"

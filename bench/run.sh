@@ -25,7 +25,11 @@
 #     column alike; ratios are medians of per-round ratios to the bare run
 #     of the same round, each with a 95 % confidence interval of that
 #     median (order statistics, bench/report.sh); W2, the noisiest, runs
-#     more rounds.
+#     more rounds;
+#  3. direct cost: one more run of W2 and of W1 at 16 threads under rhea,
+#     profiled by perf record --call-graph dwarf; bench/attribute.py sorts
+#     the samples into rhea's and the program's (a lower bound of the
+#     overhead that does not depend on the run-to-run noise).
 #
 # The table is printed and written to bench/results/<UTC date-time>.txt with
 # a description of the machine, the raw measurements to <same>.tsv.
@@ -124,6 +128,12 @@ ensure heaptrack && HAVE_HT=1
 ensure profiler && HAVE_GPERF=1
 ensure sqlite3 && HAVE_SQLITE=1
 ensure redis-server && ensure redis-benchmark && ensure redis-cli && HAVE_REDIS=1
+HAVE_PY=0
+if command -v python3 >/dev/null 2>&1; then
+	HAVE_PY=1
+else
+	note "skipped: the perf-attributed direct cost needs python3 (bench/attribute.py)"
+fi
 
 # ---- build the bench programs -------------------------------------------
 build() { # build OUT SRC EXTRA-FLAGS...
@@ -254,6 +264,29 @@ run_workload() {
 	rhea_stats "$wl" "$cfg" $tools
 }
 
+# attribute_run NAME TITLE PROG ARGS...: one more run of PROG under rhea
+# (defaults), itself profiled by perf with DWARF call graphs; the samples
+# are sorted into rhea's and the program's by bench/attribute.py.  Into
+# $WORK/attr-NAME: title.txt, report.txt (or errors.txt), summary.txt.
+attribute_run() {
+	name=$1 title=$2
+	shift 2
+	[ $HAVE_PERF = 1 ] && [ $HAVE_PY = 1 ] || return 0
+	d=$WORK/attr-$name
+	mkdir -p "$d"
+	say "bench: $name: one run under rhea, profiled by perf (direct cost)"
+	echo "$title" >"$d/title.txt"
+	perf record -q --call-graph dwarf -F 2000 -o "$d/perf.data" -- \
+		"$RHEA" record -q -o "$d/rec.rhea" -- "$@" </dev/null >/dev/null 2>>"$d/errors.txt" &&
+		perf script -i "$d/perf.data" --no-inline -F comm,pid,tid,period,event,ip,sym,dso \
+			>"$d/script.txt" 2>>"$d/errors.txt" &&
+		perf report -i "$d/perf.data" --no-children --sort dso --stdio -g none \
+			>"$d/dso.txt" 2>>"$d/errors.txt" &&
+		python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$d/dso.txt" \
+			--summary "$d/summary.txt" "$d/script.txt" >"$d/report.txt" 2>>"$d/errors.txt" ||
+		{ rm -f "$d/report.txt" "$d/summary.txt"; say "bench: $name: direct cost failed"; }
+	[ "${KEEP:-0}" = 1 ] || rm -f "$d/perf.data" "$d/script.txt"
+}
 
 # ---- 1. micro-benchmarks -------------------------------------------------
 MICRO=$WORK/micro.txt
@@ -296,6 +329,10 @@ if want w1; then
 	for t in $W1_THREADS; do
 		run_workload w1 "t=$t" "$(tools_for w1 fp)" "$BIN/w1" "$BIN/w1fp" -t "$t" -n "$W1_N"
 	done
+	case " $W1_THREADS " in *" 16 "*)
+		attribute_run w1 "== W1 t=16 direct cost (perf-attributed): rhea record (defaults) -- w1 -t 16 -n $W1_N" \
+			"$BIN/w1" -t 16 -n "$W1_N" ;;
+	esac
 fi
 if want w1 && [ "$QUICK" != 1 ]; then
 	# depth sensitivity: one depth per run, 16 threads, both unwinders
@@ -308,6 +345,8 @@ if want w2; then
 	RR=$W2_ROUNDS
 	run_workload w2 "r=$W2_N" "$(tools_for w2 fp)" "$BIN/w2" "$BIN/w2fp" -r "$W2_N"
 	RR=
+	attribute_run w2 "== W2 direct cost (perf-attributed): rhea record (defaults) -- w2 -r $W2_N" \
+		"$BIN/w2" -r "$W2_N"
 fi
 if want w3; then
 	run_workload w3 "t=8" "$(tools_for w3 fp)" "$BIN/w3" "$BIN/w3fp" -t 8 -n "$W3_N"
