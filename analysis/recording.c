@@ -84,6 +84,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 	const char *p = (const char *)e;
 	switch (e->kind) {
 	case RHEA_E_PACKED:
+	case RHEA_E_PACKED2:
 		return packed_decode(e, take_decoded, r);
 	case RHEA_E_SAMPLE:
 		if (e->size < sizeof(struct rhea_sample))

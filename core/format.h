@@ -75,7 +75,8 @@ enum rhea_entry_kind {
 	RHEA_E_META = 6,    /* struct rhea_meta + "key\0value\0" */
 	RHEA_E_END = 7,     /* struct rhea_end */
 	RHEA_E_STATS = 8,   /* struct rhea_stats (periodic; last one wins) */
-	RHEA_E_PACKED = 9,  /* struct rhea_packed: samples of one thread, varint deltas */
+	RHEA_E_PACKED = 9,  /* struct rhea_packed: samples of one thread, varint deltas (read only) */
+	RHEA_E_PACKED2 = 10, /* struct rhea_packed2: samples of one thread, us times, change bits */
 };
 
 struct rhea_entry {
@@ -197,6 +198,24 @@ struct rhea_packed {
 	uint32_t count;   /* samples that follow */
 	uint64_t base_ns; /* the first sample's begin is relative to this */
 	/* uint8_t data[], zero-padded to 8 */
+};
+
+/*
+ * Samples of one thread, encoded by core/packed.c (what writers write since
+ * PACKED, which is still read): times and CPU time in microseconds
+ * (floor(ns / 1000)), a control stream (a header byte of what changed, the
+ * stack as a move-to-front position, counter masks) then a value stream
+ * (time and counter differences to what the samples before predict);
+ * doc/format.md has the rules.  Decodes to the struct rhea_sample entries
+ * the agent made, times and CPU time rounded down to the microsecond.
+ */
+struct rhea_packed2 {
+	struct rhea_entry h;
+	uint32_t tid;
+	uint32_t count;   /* samples that follow */
+	uint64_t base_us; /* the first sample's begin (us) is relative to this */
+	/* varint control_size, uint8_t control[control_size], then the
+	 * value stream, zero-padded to 8 */
 };
 
 struct rhea_meta {

@@ -729,6 +729,8 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return rfile_fits(e, sizeof(struct rhea_sample));
 	case RHEA_E_PACKED:
 		return rfile_fits(e, sizeof(struct rhea_packed));
+	case RHEA_E_PACKED2:
+		return rfile_fits(e, sizeof(struct rhea_packed2));
 	case RHEA_E_THREAD:
 		return rfile_fits(e, sizeof(struct rhea_thread));
 	case RHEA_E_MODULE: {

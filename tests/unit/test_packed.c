@@ -1,6 +1,7 @@
-/* Unit tests of core/packed.c: random samples survive encoding exactly,
- * the encoding is small for typical runs, and damaged entries are refused
- * without reading past their end. */
+/* Unit tests of core/packed.c: random samples survive encoding (PACKED
+ * exactly, PACKED2 with times and CPU time rounded down to the microsecond),
+ * the encoding is small for typical runs, the encoder never writes past its
+ * buffer, and damaged entries are refused without reading past their end. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ static uint64_t rng(void)
 	return rng_state;
 }
 
+/* Samples of one thread: typical ones (small moves, a few stacks, BLOCK
+ * samples now and then) or wild ones (any value, counters going down). */
 static struct rhea_sample *make(uint32_t n, int wild)
 {
 	struct rhea_sample *v = calloc(n, sizeof(*v));
@@ -25,12 +28,12 @@ static struct rhea_sample *make(uint32_t n, int wild)
 		struct rhea_sample *s = &v[i];
 		s->h.kind = RHEA_E_SAMPLE;
 		s->h.size = sizeof(*s);
-		s->h.flags = (uint16_t)(rng() % 128);
+		s->h.flags = (uint16_t)(wild ? rng() : rng() % 4 ? 0 : rng() % 128);
 		s->tid = 4242;
-		s->stack = (uint32_t)(wild ? rng() : 100 + rng() % 50);
-		s->trigger = (uint16_t)(rng() % 60);
-		s->merged = (uint16_t)(rng() % 3 == 0 ? rng() % 70000 : 0);
-		s->msgid = (uint32_t)(i / 7);
+		s->stack = (uint32_t)(wild ? rng() : 100 + rng() % 12);
+		s->trigger = (uint16_t)(wild ? rng() : s->stack % 60);
+		s->merged = (uint16_t)(rng() % 3 == 0 ? wild ? rng() : rng() % 70 : 0);
+		s->msgid = (uint32_t)(wild ? rng() : i / 7);
 		t += wild ? rng() % (1ull << 40) : 1000000 + rng() % 50000;
 		s->begin_ns = t;
 		s->end_ns = t + (s->merged ? rng() % 5000000 : 0);
@@ -40,11 +43,11 @@ static struct rhea_sample *make(uint32_t n, int wild)
 			s->waker_tid = (uint32_t)rng();
 			s->owner_tid = (uint32_t)rng();
 			s->waker_stack = (uint32_t)rng();
-			s->release_ns = s->begin_ns + rng() % 1000000;
+			s->release_ns = wild ? rng() : s->begin_ns + rng() % 1000000;
 		}
-		c.cpu_ns += rng() % 2000000;
+		c.cpu_ns += wild ? rng() : rng() % 2000000;
 		c.alloc_count += rng() % 100;
-		c.alloc_bytes += rng() % 10000;
+		c.alloc_bytes += wild ? rng() : rng() % 10000;
 		c.minflt += (uint32_t)(rng() % 3);
 		c.nvcsw += (uint32_t)(rng() % 2);
 		if (wild)
@@ -52,51 +55,181 @@ static struct rhea_sample *make(uint32_t n, int wild)
 		s->c_end = c;
 		s->c_begin = c;
 		if (rng() % 3 == 0) {
-			s->c_begin.cpu_ns -= rng() % 1000;
+			s->c_begin.cpu_ns -= wild ? rng() : rng() % 1000000;
+			s->c_begin.alloc_count -= rng() % 50;
 			s->c_begin.nvcsw -= (uint32_t)(rng() % 2);
+			if (wild)
+				s->c_begin.majflt = (uint32_t)rng();
 		}
 	}
 	return v;
 }
 
+/* What PACKED2 keeps of a sample: times and CPU time floor(x / 1000) * 1000. */
+static struct rhea_sample quantized(const struct rhea_sample *s)
+{
+	struct rhea_sample q = *s;
+	q.begin_ns = s->begin_ns / 1000 * 1000;
+	q.end_ns = s->end_ns / 1000 * 1000;
+	q.release_ns = s->release_ns / 1000 * 1000;
+	q.c_begin.cpu_ns = s->c_begin.cpu_ns / 1000 * 1000;
+	q.c_end.cpu_ns = s->c_end.cpu_ns / 1000 * 1000;
+	return q;
+}
+
 struct check {
 	const struct rhea_sample *want;
 	uint32_t n;
+	int exact; /* PACKED: to the nanosecond */
 };
 
 static int compare(void *arg, const struct rhea_sample *s)
 {
 	struct check *c = arg;
-	cr_assert_eq(memcmp(s, &c->want[c->n], sizeof(*s)), 0, "sample %u differs after the round trip", c->n);
+	struct rhea_sample w = c->exact ? c->want[c->n] : quantized(&c->want[c->n]);
+	cr_assert_eq(memcmp(s, &w, sizeof(*s)), 0, "sample %u differs after the round trip", c->n);
 	c->n++;
 	return 0;
 }
 
-static void round_trip(int wild)
+typedef size_t (*encoder)(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap);
+
+static size_t round_trip(encoder enc, int wild, int exact)
 {
 	enum { N = 3000 };
 	struct rhea_sample *v = make(N, wild);
 	const struct rhea_sample *p[N];
 	for (int i = 0; i < N; i++)
 		p[i] = &v[i];
-	size_t cap = N * 200;
+	size_t cap = N * 300;
 	uint8_t *buf = malloc(cap);
-	size_t len = packed_encode(p, N, buf, cap);
+	size_t len = enc(p, N, buf, cap);
 	cr_assert_gt(len, 0);
 	cr_assert_eq(len % 8, 0);
-	struct check c = {v, 0};
+	cr_assert_eq(((struct rhea_entry *)buf)->size, len);
+	cr_assert_eq(((struct rhea_entry *)buf)->kind, exact ? RHEA_E_PACKED : RHEA_E_PACKED2);
+	struct check c = {v, 0, exact};
 	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, compare, &c), 0);
 	cr_assert_eq(c.n, N);
-	if (!wild)
-		cr_assert_lt(len, N * sizeof(struct rhea_sample) / 4, "%zu bytes for %d samples", len, N);
 	/* Too small a buffer: 0, never an overflow. */
-	cr_assert_eq(packed_encode(p, N, buf, len / 2), 0);
+	cr_assert_eq(enc(p, N, buf, len / 2), 0);
+	cr_assert_eq(enc(p, N, buf, len - 1), 0);
+	free(buf);
+	free(v);
+	return len;
+}
+
+Test(packed, round_trip_typical)
+{
+	size_t v2 = round_trip(packed_encode, 0, 0);
+	size_t v1 = round_trip(packed_encode_v1, 0, 1);
+	cr_assert_lt(v1, 3000 * sizeof(struct rhea_sample) / 4, "PACKED: %zu bytes for 3000 samples", v1);
+	cr_assert_lt(v2, v1 * 3 / 4, "PACKED2: %zu bytes for 3000 samples, PACKED %zu", v2, v1);
+}
+
+Test(packed, round_trip_wild_values)
+{
+	round_trip(packed_encode, 1, 0);
+	round_trip(packed_encode_v1, 1, 1);
+}
+
+/* Every field at its extremes, alone and next to its opposite. */
+Test(packed, round_trip_extreme_values)
+{
+	enum { N = 8 };
+	struct rhea_sample v[N];
+	const struct rhea_sample *p[N];
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < N; i++) {
+		struct rhea_sample *s = &v[i];
+		int hi = i % 2 == 0;
+		s->h.kind = RHEA_E_SAMPLE;
+		s->h.size = sizeof(*s);
+		s->h.flags = hi ? UINT16_MAX : 0;
+		s->tid = UINT32_MAX;
+		s->stack = hi ? UINT32_MAX : 0;
+		s->trigger = hi ? UINT16_MAX : 0;
+		s->merged = hi ? UINT16_MAX : 0;
+		s->msgid = hi ? UINT32_MAX : 0;
+		s->begin_ns = hi ? UINT64_MAX - 1 : 0;
+		s->end_ns = hi ? UINT64_MAX : 999;
+		s->object = hi ? UINT64_MAX : 1;
+		s->waker_tid = hi ? UINT32_MAX : 0;
+		s->owner_tid = hi ? 0 : UINT32_MAX;
+		s->waker_stack = hi ? UINT32_MAX : 1;
+		s->release_ns = hi ? 0 : UINT64_MAX;
+		uint64_t big = hi ? UINT64_MAX : 0;
+		uint32_t big32 = hi ? UINT32_MAX : 0;
+		s->c_end = (struct rhea_counters){big, big, big, big32, big32, big32, big32};
+		s->c_begin = (struct rhea_counters){~big, ~big, ~big, ~big32, ~big32, ~big32, ~big32};
+		if (i >= 4) /* and counters equal at the extremes */
+			s->c_begin = s->c_end;
+		p[i] = s;
+	}
+	uint8_t buf[8192];
+	for (int k = 0; k < 2; k++) {
+		encoder enc = k ? packed_encode_v1 : packed_encode;
+		size_t len = enc(p, N, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		struct check c = {v, 0, k};
+		cr_assert_eq(packed_decode((const struct rhea_entry *)buf, compare, &c), 0);
+		cr_assert_eq(c.n, N);
+	}
+}
+
+/* Rounding down keeps a thread's order: a.end <= b.begin stays true. */
+static int check_order(void *arg, const struct rhea_sample *s)
+{
+	uint64_t *last_end = arg;
+	cr_assert_leq(*last_end, s->begin_ns);
+	cr_assert_leq(s->begin_ns, s->end_ns);
+	*last_end = s->end_ns;
+	return 0;
+}
+
+Test(packed, microseconds_keep_order)
+{
+	enum { N = 2000 };
+	struct rhea_sample *v = calloc(N, sizeof(*v));
+	const struct rhea_sample *p[N];
+	uint64_t t = 5000000000ull;
+	for (int i = 0; i < N; i++) {
+		t += rng() % 1500; /* often inside the same microsecond */
+		v[i].begin_ns = t;
+		t += rng() % 3 ? 0 : rng() % 1500;
+		v[i].end_ns = t;
+		v[i].tid = 1;
+		p[i] = &v[i];
+	}
+	uint8_t *buf = malloc(N * 64);
+	size_t len = packed_encode(p, N, buf, N * 64);
+	cr_assert_gt(len, 0);
+	uint64_t last_end = 0;
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_order, &last_end), 0);
 	free(buf);
 	free(v);
 }
 
-Test(packed, round_trip_typical) { round_trip(0); }
-Test(packed, round_trip_extreme_values) { round_trip(1); }
+/* The encoder writes nothing past cap, whatever cap is. */
+Test(packed, encoder_stays_in_its_buffer)
+{
+	enum { N = 50 };
+	struct rhea_sample *v = make(N, 0);
+	const struct rhea_sample *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = &v[i];
+	uint8_t buf[N * 300];
+	size_t full = packed_encode(p, N, buf, sizeof(buf));
+	cr_assert_gt(full, 0);
+	for (size_t cap = 0; cap <= full; cap++) {
+		memset(buf, 0xa5, sizeof(buf));
+		size_t len = packed_encode(p, N, buf, cap);
+		cr_assert(len == 0 || (len == full && cap == full), "cap %zu: %zu", cap, len);
+		for (size_t i = cap; i < sizeof(buf); i++)
+			cr_assert_eq(buf[i], 0xa5, "cap %zu: byte %zu written", cap, i);
+	}
+	free(v);
+}
 
 static int count(void *arg, const struct rhea_sample *s)
 {
@@ -105,37 +238,141 @@ static int count(void *arg, const struct rhea_sample *s)
 	return 0;
 }
 
-Test(packed, damaged_entries_refused)
+static void damaged(encoder enc)
 {
 	enum { N = 200 };
 	struct rhea_sample *v = make(N, 0);
 	const struct rhea_sample *p[N];
 	for (int i = 0; i < N; i++)
 		p[i] = &v[i];
-	uint8_t *buf = malloc(N * 200);
-	size_t len = packed_encode(p, N, buf, N * 200);
+	uint8_t *buf = malloc(N * 300);
+	size_t len = enc(p, N, buf, N * 300);
 	struct rhea_packed *h = (struct rhea_packed *)buf;
+	int n = 0;
+	cr_assert_eq(packed_decode(&h->h, count, &n), 0);
+	cr_assert_eq(n, N);
 	/* Claims more samples than it holds: refused, and nothing read past
 	 * the entry (run under ASan to check). */
 	h->count = N * 100;
-	int n = 0;
+	cr_assert_eq(packed_decode(&h->h, count, &n), -1);
+	h->count = UINT32_MAX;
 	cr_assert_eq(packed_decode(&h->h, count, &n), -1);
 	h->count = N;
-	/* Truncated by the entry size. */
+	/* Truncated by the entry size, at every multiple of 8. */
 	uint32_t size = h->h.size;
-	h->h.size = (uint32_t)sizeof(struct rhea_packed) + 16;
-	cr_assert_eq(packed_decode(&h->h, count, &n), -1);
-	h->h.size = size;
-	/* Random damage never crashes. */
-	for (int k = 0; k < 2000; k++) {
+	for (uint32_t cut = (uint32_t)sizeof(*h); cut < size; cut += 8) {
+		uint8_t *d = malloc(cut); /* exactly the entry: ASan sees any overread */
+		memcpy(d, buf, cut);
+		((struct rhea_entry *)d)->size = cut;
+		n = 0;
+		cr_assert_eq(packed_decode((const struct rhea_entry *)d, count, &n), -1, "cut at %u", cut);
+		cr_assert_lt(n, N);
+		free(d);
+	}
+	/* Random damage never crashes nor reports more than there is. */
+	for (int k = 0; k < 3000; k++) {
 		uint8_t *d = malloc(len);
 		memcpy(d, buf, len);
-		d[sizeof(struct rhea_packed) + rng() % (len - sizeof(struct rhea_packed))] ^= (uint8_t)(1 + rng() % 255);
+		int nd = 1 + (int)(rng() % 4);
+		for (int j = 0; j < nd; j++)
+			d[sizeof(struct rhea_packed) + rng() % (len - sizeof(struct rhea_packed))] ^=
+				(uint8_t)(1 + rng() % 255);
+		if (k % 4 == 0) /* the fixed part too */
+			d[8 + rng() % 16] ^= (uint8_t)(1 + rng() % 255);
 		n = 0;
 		packed_decode((const struct rhea_entry *)d, count, &n);
-		cr_assert_leq(n, N);
+		cr_assert_leq((uint32_t)n, ((struct rhea_packed *)d)->count);
 		free(d);
 	}
 	free(buf);
 	free(v);
+}
+
+Test(packed, damaged_entries_refused) { damaged(packed_encode); }
+Test(packed, damaged_v1_entries_refused) { damaged(packed_encode_v1); }
+
+/*
+ * One hand-made PACKED2 sample: stack 5 (new: control code 8 + z(5) = 18),
+ * everything else 0.  data = control_size 3, control {header 0, code 18,
+ * counter mask 0}, values {z(begin gap) 0}, padding.
+ */
+static const uint8_t one[32] = {
+	10, 0, 0, 0, 32, 0, 0, 0,  /* kind 10, flags 0, size 32 */
+	7, 0, 0, 0, 1, 0, 0, 0,    /* tid 7, count 1 */
+	0x40, 0x42, 0x0f, 0, 0, 0, 0, 0, /* base_us 1000000 */
+	3, 0x00, 18, 0x00, 0x00,   /* control_size, control, values */
+	0, 0, 0,                   /* padding */
+};
+
+static int decode_one(const uint8_t *e, struct rhea_sample *out)
+{
+	uint8_t d[64] __attribute__((aligned(8)));
+	memcpy(d, e, ((const struct rhea_entry *)e)->size);
+	int n = 0;
+	int r = packed_decode((const struct rhea_entry *)d, count, &n);
+	if (out && r == 0) {
+		struct check c = {out, 0, 1};
+		packed_decode((const struct rhea_entry *)d, compare, &c);
+	}
+	return r;
+}
+
+static void expect_refused(int at, uint8_t value, const char *what)
+{
+	uint8_t e[32];
+	memcpy(e, one, sizeof(e));
+	e[at] = value;
+	cr_expect_eq(decode_one(e, NULL), -1, "%s accepted", what);
+}
+
+Test(packed, undefined_bits_and_garbage_refused)
+{
+	struct rhea_sample want = {.h = {RHEA_E_SAMPLE, 0, sizeof(want)}, .tid = 7, .stack = 5,
+				   .begin_ns = 1000000000, .end_ns = 1000000000};
+	cr_assert_eq(decode_one(one, &want), 0);
+	expect_refused(25, 0x80, "header bit 7");
+	expect_refused(26, 3, "a stack position the list does not have");
+	expect_refused(27, 0x80, "counter mask bit 7");
+	expect_refused(24, 4, "a control stream longer than the samples need");
+	expect_refused(24, 2, "a control stream shorter than the samples need");
+	expect_refused(24, 200, "a control stream past the entry");
+	expect_refused(29, 1, "non-zero padding");
+	expect_refused(31, 0x80, "non-zero padding at the end");
+	expect_refused(25, 0x20, "a presence byte that is not there");
+	expect_refused(12, 2, "two samples where there is one");
+	expect_refused(23, 0x80, "a base beyond the microseconds of 64-bit ns");
+
+	/* H_EXTRA with a presence byte of undefined bits. */
+	uint8_t e[32];
+	memcpy(e, one, sizeof(e));
+	uint8_t with_extra[] = {4, 0x20, 18, 0x20, 0x00, 0x00}; /* control_size 4, X byte 0x20 */
+	memcpy(e + 24, with_extra, sizeof(with_extra));
+	cr_expect_eq(decode_one(e, NULL), -1, "presence bit 5 accepted");
+	e[27] = 0x00; /* no extra at all: fine */
+	cr_expect_eq(decode_one(e, NULL), 0);
+
+	/* A value varint running off the entry. */
+	memcpy(e, one, sizeof(e));
+	memset(e + 28, 0x80, 4);
+	cr_expect_eq(decode_one(e, NULL), -1, "a varint running off the entry accepted");
+
+	/* Eight more bytes of zeros: more than padding. */
+	uint8_t big[40] = {0};
+	memcpy(big, one, sizeof(one));
+	((struct rhea_entry *)big)->size = 40;
+	cr_expect_eq(decode_one(big, NULL), -1, "8 bytes of trailing zeros accepted");
+
+	/* A varint longer than 64 bits (the counter mask position gets
+	 * 10 continuation bytes). */
+	uint8_t lv[48] = {0};
+	memcpy(lv, one, 24);
+	((struct rhea_entry *)lv)->size = 48;
+	uint8_t body[] = {13, 0x00, 18, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00};
+	memcpy(lv + 24, body, sizeof(body));
+	cr_expect_eq(decode_one(lv, NULL), -1, "an 11-byte varint accepted");
+
+	/* A kind that is neither PACKED nor PACKED2. */
+	memcpy(e, one, sizeof(e));
+	e[0] = RHEA_E_SAMPLE;
+	cr_expect_eq(decode_one(e, NULL), -1);
 }
