@@ -3,7 +3,8 @@
  *
  * rfile_fuzz_one() writes the input to a memfd, opens it by its
  * /proc/self/fd path like any recording, reads every chunk, walks and
- * checks every entry and touches each byte the checks allow, so that
+ * checks every entry, touches each byte the checks allow and decodes the
+ * packed samples (PACKED and PACKED2, core/packed.c), so that
  * AddressSanitizer sees any read out of bounds.  The reader must return a
  * status for every input; a crash, a leak or a hang is a bug.
  *
@@ -13,7 +14,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 \
  *     -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -Icore \
- *     tests/fuzz/fuzz_rfile.c core/rfile.c -lzstd -lz -o build/fuzz_rfile
+ *     tests/fuzz/fuzz_rfile.c core/rfile.c core/packed.c -lzstd -lz \
+ *     -o build/fuzz_rfile
  *   mkdir -p build/fuzz_corpus && build/fuzz_rfile -seeds build/fuzz_corpus
  *   build/fuzz_rfile -max_total_time=300 build/fuzz_corpus
  *
@@ -23,6 +25,7 @@
  * its own inputs, so the entry point is built and exercised by `make test`
  * even where libFuzzer is not installed.
  */
+#include "packed.h"
 #include "rfile.h"
 
 #include <fcntl.h>
@@ -35,6 +38,13 @@
 int rfile_fuzz_one(const uint8_t *data, size_t len);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static int fuzz_sample(void *arg, const struct rhea_sample *s)
+{
+	*(uint64_t *)arg += s->begin_ns + s->end_ns + s->stack + s->object + s->release_ns +
+			    s->c_begin.cpu_ns + s->c_end.alloc_bytes + s->c_end.nivcsw;
+	return 0;
+}
 
 /* Read every field the checks vouch for; the sum keeps the reads alive. */
 static uint64_t fuzz_touch(const struct rhea_entry *e)
@@ -52,6 +62,8 @@ static uint64_t fuzz_touch(const struct rhea_entry *e)
 		for (const char *s = (const char *)p + 8;
 		     s < (const char *)p + e->size; s += strlen(s) + 1)
 			sum += (uint8_t)*s;
+	if (e->kind == RHEA_E_PACKED || e->kind == RHEA_E_PACKED2)
+		sum += (uint64_t)packed_decode(e, fuzz_sample, &sum);
 	return sum;
 }
 
@@ -140,6 +152,23 @@ static void fuzz_seed(const char *dir, const char *name, int chunks,
 		memcpy(p + n, &meta, sizeof(meta)), n += sizeof(meta);
 		memcpy(p + n, &s, sizeof(s)), n += sizeof(s);
 		memcpy(p + n, &s, sizeof(s)), n += sizeof(s);
+		/* The samples as the agent writes them: one PACKED2 entry. */
+		struct rhea_sample run[4];
+		const struct rhea_sample *runp[4];
+		for (int k = 0; k < 4; k++) {
+			run[k] = s;
+			run[k].stack = (uint32_t)(k % 2 + 1);
+			run[k].trigger = (uint16_t)(k % 2 ? 9 : 2);
+			run[k].merged = (uint16_t)(k == 2);
+			run[k].begin_ns = 1000000000ull + (uint64_t)k * 1100000;
+			run[k].end_ns = run[k].begin_ns + (k == 2 ? 3000000 : 0);
+			run[k].c_end.cpu_ns = (uint64_t)k * 400000;
+			run[k].c_end.alloc_count = (uint64_t)k * 80;
+			run[k].c_end.alloc_bytes = (uint64_t)k * 24000;
+			run[k].c_begin = run[k].c_end;
+			runp[k] = &run[k];
+		}
+		n += packed_encode(runp, 4, p + n, sizeof(buf) - 64 - n);
 		if (c == chunks - 1)
 			memcpy(p + n, &end, sizeof(end)), n += sizeof(end);
 		rfile_write_chunk(&w, buf, n, compress);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "packed.h"
 #include "rfile.h"
 
 /* The fuzz entry point, run below over our own inputs. */
@@ -1431,6 +1432,77 @@ Test(rfile, fuzz_entry_on_damaged_files, .timeout = 120)
 	rec_free(&rc);
 }
 
+/*
+ * Packed samples through the fuzz entry point: PACKED2 and PACKED entries,
+ * whole and damaged, in chunks whose CRCs match, so that the damage
+ * reaches the sample decoders and not only the CRC check.
+ */
+Test(rfile, fuzz_entry_on_packed_samples, .timeout = 120)
+{
+	enum { N = 64, CAP = N * 200 };
+	uint64_t s = 4711;
+	struct rhea_sample v[N];
+	const struct rhea_sample *vp[N];
+	static uint64_t pl[2][CAP / 8], dmg[CAP / 8];
+	size_t plen[2];
+	struct rhea_counters c = {0};
+	uint64_t t = 5000000000ull;
+
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < N; i++) {
+		v[i].h = (struct rhea_entry){RHEA_E_SAMPLE, (uint16_t)(i % 9 ? 0 : RHEA_S_BLOCK), sizeof(v[i])};
+		v[i].tid = 77;
+		v[i].stack = (uint32_t)(1 + rnd_next(&s) % 6);
+		v[i].trigger = (uint16_t)(v[i].stack * 7);
+		v[i].merged = (uint16_t)(i % 4 ? 0 : rnd_next(&s) % 20);
+		v[i].msgid = (uint32_t)(i / 5);
+		t += 900000 + rnd_next(&s) % 400000;
+		v[i].begin_ns = t;
+		t += v[i].merged ? rnd_next(&s) % 9000000 : 0;
+		v[i].end_ns = t;
+		if (i % 9 == 0) {
+			v[i].object = 0x7f00001000ull;
+			v[i].waker_tid = 78;
+			v[i].waker_stack = 3;
+			v[i].release_ns = v[i].end_ns - 20000;
+		}
+		c.cpu_ns += rnd_next(&s) % 500000;
+		c.alloc_count += rnd_next(&s) % 100;
+		c.alloc_bytes += rnd_next(&s) % 30000;
+		c.nvcsw += (uint32_t)(rnd_next(&s) % 4);
+		v[i].c_end = c;
+		v[i].c_begin = c;
+		if (v[i].merged)
+			v[i].c_begin.cpu_ns -= rnd_next(&s) % 1000000;
+		vp[i] = &v[i];
+	}
+	plen[0] = packed_encode(vp, N, pl[0], CAP);
+	plen[1] = packed_encode_v1(vp, N, pl[1], CAP);
+	cr_assert(plen[0] && plen[1]);
+
+	for (int k = 0; k < 1500; k++) {
+		struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC};
+		struct rfile_writer w;
+		int which = k % 2, fd = mem_fd();
+		size_t len = plen[which];
+		uint8_t *d = (uint8_t *)dmg;
+
+		memcpy(d, pl[which], len);
+		for (int j = 0, nd = k ? 1 + (int)(rnd_next(&s) % 4) : 0; j < nd; j++)
+			d[8 + rnd_next(&s) % (len - 8)] ^= (uint8_t)(1 + rnd_next(&s) % 255);
+		cr_assert_eq(rfile_writer_init(&w, fd, 3, CAP), 0);
+		cr_assert_eq(rfile_write_header(&w, &h), 0);
+		cr_assert_eq(rfile_write_chunk(&w, d, len, k % 3 == 0), 0);
+		rfile_writer_destroy(&w);
+		size_t size = (size_t)lseek(fd, 0, SEEK_END);
+		uint8_t *file = malloc(size);
+		cr_assert_eq(pread(fd, file, size, 0), (ssize_t)size);
+		close(fd);
+		cr_assert_eq(rfile_fuzz_one(file, size), 0);
+		free(file);
+	}
+}
+
 /* ---- doc/format.md matches format.h ------------------------------------ */
 
 /*
@@ -1490,6 +1562,8 @@ Test(rfile, doc_format_md_layout)
 	cr_expect_eq(RHEA_E_META, 6);
 	cr_expect_eq(RHEA_E_END, 7);
 	cr_expect_eq(RHEA_E_STATS, 8);
+	cr_expect_eq(RHEA_E_PACKED, 9);
+	cr_expect_eq(RHEA_E_PACKED2, 10);
 
 	DOC_SIZE(rhea_counters, 40);
 	DOC(rhea_counters, alloc_count, 8);
@@ -1556,6 +1630,15 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_site, bytes, 16);
 	DOC(rhea_site, tid, 24);
 	DOC(rhea_site, serial, 28);
+
+	DOC_SIZE(rhea_packed, 24);
+	DOC(rhea_packed, tid, 8);
+	DOC(rhea_packed, count, 12);
+	DOC(rhea_packed, base_ns, 16);
+	DOC_SIZE(rhea_packed2, 24);
+	DOC(rhea_packed2, tid, 8);
+	DOC(rhea_packed2, count, 12);
+	DOC(rhea_packed2, base_us, 16);
 
 	DOC_SIZE(rhea_meta, 8);
 
