@@ -54,6 +54,8 @@ struct rhea_tstate {
 		uint32_t stack;
 	} rel[4];
 	uint32_t rel_next;
+	uint32_t rel_seq; /* releases recorded in the wait table (waits.c) */
+	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
 	struct rhea_site_slot sites[RHEA_SITES];
 	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
 	uint32_t nsite_used;
@@ -139,6 +141,9 @@ void thread_registry_init(void);
  * signal handler: no stack bounds, no exit destructor. */
 struct rhea_tstate *thread_register_tid(uint32_t tid, int self);
 struct rhea_tstate *thread_find(uint32_t tid);
+/* A live thread other than `self` in the middle of releasing obj: its tid,
+ * else 0 (scans the registry: for the rare unattributed long wait). */
+uint32_t thread_find_releasing(uint64_t obj, uint32_t self);
 void thread_release(struct rhea_tstate *t);
 void thread_after_fork(void);
 /* Call fn on every live thread's state (writer / exit path). */
@@ -162,7 +167,7 @@ struct block_info {
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
 /* The calling thread's stack now, for a release someone waits on: unwound
  * at most once per call site per 50 us, else the cached one.  0: none. */
-uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site);
+uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now);
 uint64_t thread_cpu_now(void);
 /* The calling thread's counters now (CPU, allocations, faults, switches). */
 void capture_counters(struct rhea_tstate *t, struct rhea_counters *c);
@@ -190,8 +195,9 @@ void modules_emit_all(void); /* after fork: the child's file needs them all */
 /* waits.c */
 extern uint32_t rhea_waits_seen;
 extern uint64_t rhea_waits_missed;
-int waits_begin(uint64_t obj);
-void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b);
+/* Register a wait on obj: the way (-1: table full), *snap for waits_end. */
+int waits_begin(uint64_t obj, uint64_t *snap);
+void waits_end(int way, uint64_t obj, uint64_t snap, uint64_t t0, uint32_t self, struct block_info *b);
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block);
 void waits_after_fork(void);
 /* Before releasing obj (called from site): if someone waits on it, record
@@ -204,16 +210,34 @@ static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t si
 	return waits_release_slow(t, obj, site, may_block);
 }
 
-/* After the release, when waits_release() found nobody: a waiter may have
- * registered and gone to sleep between that check and the release (which
- * then woke it).  Checked again, dated now: the woken thread needs
- * microseconds to run, this takes nanoseconds. */
+/* After the release: a waiter may have registered (and gone to sleep)
+ * since the record before it, and been woken by this release; it finds
+ * this record new.  Dated now: the woken thread needs microseconds to run,
+ * this takes nanoseconds. */
 static inline void waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
 				       int may_block)
 {
 	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
 		return;
 	waits_release_slow(t, obj, site, may_block);
+}
+
+/* Around a release of obj that may wake somebody (on): say so in the
+ * thread's slot (see thread_find_releasing); the previous value is
+ * restored after (a signal handler's sem_post inside an unlock). */
+static inline uint64_t waits_releasing(struct rhea_tstate *t, uint64_t obj, int on)
+{
+	if (!on || __builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
+		return 0;
+	uint64_t prev = t->releasing;
+	__atomic_store_n(&t->releasing, obj, __ATOMIC_SEQ_CST);
+	return prev;
+}
+
+static inline void waits_released(struct rhea_tstate *t, uint64_t prev, int on)
+{
+	if (on && t->releasing)
+		__atomic_store_n(&t->releasing, prev, __ATOMIC_RELEASE);
 }
 
 /* sampler.c */

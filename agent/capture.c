@@ -307,12 +307,11 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
 
-uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site)
+uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now)
 {
 	/* The release's call site identifies the stack well enough to reuse
 	 * one taken there within the interval: a small per-thread cache, since
 	 * a worker alternates between a few release sites. */
-	uint64_t now = rhea_now();
 	for (int i = 0; i < 4; i++)
 		if (t->rel[i].stack && t->rel[i].site == site && now - t->rel[i].ns < rhea_g.cfg.interval_ns)
 			return t->rel[i].stack;

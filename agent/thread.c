@@ -168,6 +168,18 @@ struct rhea_tstate *thread_find(uint32_t tid)
 	return NULL;
 }
 
+uint32_t thread_find_releasing(uint64_t obj, uint32_t self)
+{
+	if (!slots)
+		return 0;
+	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&slots[i].releasing, __ATOMIC_ACQUIRE) == obj &&
+		    __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE && slots[i].tid != self)
+			return slots[i].tid;
+	return 0;
+}
+
 struct rhea_tstate *thread_register(void)
 {
 	if (!slots || tls_dead || !rhea_g.active)

@@ -21,8 +21,10 @@
  *    that line twice per wait and every releaser missed it.)  If someone
  *    waits on its object, the release is recorded *before* the real unlock
  *    (so the woken thread cannot return before the record exists), and
- *    checked again right after it (a waiter may register and fall asleep
- *    between the check and the unlock).
+ *    looked up and recorded again right after it: a waiter may register
+ *    (and fall asleep) between the first record and the unlock, be woken
+ *    by that unlock, and take the first record for one older than its
+ *    wait.
  *
  * The waiter's BLOCK sample then carries the releaser's tid, stack and the
  * release time: no record is written for the release itself.  The
@@ -35,19 +37,30 @@
  * all waiters and releasers of one hot mutex met on it, and a server-like
  * benchmark got 60% more futex calls and twice the context switches.  Now:
  *
- *  - a way is claimed for an object by a CAS on its `object` field, only
- *    while nobody waits on the object it held; a waiter then increments
- *    `waiters` and re-reads `object`: if a claimer took the way meanwhile it
- *    backs out and looks again (a claimer's CAS and a waiter's increment can
- *    cross; the re-check settles who owns the way);
+ *  - a way's object and its number of waiters are one 64-bit word (user
+ *    addresses fit in 48 bits, the count in 16), changed only by CAS: a
+ *    way is claimed for a new object only while its count is 0, a waiter
+ *    joins only while the word still names its object.  (They were two
+ *    words: a claimer that had seen no waiters could still swap the object
+ *    under a waiter that had just joined, whose releases then went
+ *    elsewhere: 1 in 15000 contended waits on a loaded machine.);
  *  - the latest release is one 64-bit word, written and read atomically:
- *    the releaser's tid and the release time in microseconds (32 bits,
- *    compared modulo 2^32 with the waiter's registration time: fine for
- *    waits under an hour), plus the releaser's stack in a word of its own,
- *    stored before it.  Writers never wait for each other, readers never
- *    retry (a sequence lock here lost attributions whenever a writer was
- *    preempted in the middle).  Two releases racing may pair one's time
- *    with the other's stack: both released the object.
+ *    the releaser's tid and its own count of releases, unique per release.
+ *    A waiter reads that word right after registering and again when its
+ *    wait returns: if it changed, somebody released the object meanwhile,
+ *    and the latest one is the waker.  The release's stack and time (in
+ *    microseconds, 32 bits, compared modulo 2^32 with the wait's start)
+ *    are stored before it in words of their own.  Writers never wait for
+ *    each other, readers never retry (a sequence lock here lost
+ *    attributions whenever a writer was preempted in the middle).  Two
+ *    releases racing may pair one's time with the other's stack: both
+ *    released the object;
+ *  - stack and time are only needed for a wait long enough to be recorded.
+ *    The waiters' set remembers the epoch in which it last went from empty
+ *    to non-empty; while that is the current epoch, every waiter is younger
+ *    than an interval (<= min_block), and the release skips both the clock
+ *    and the stack: tid and count only.  (A waiter woken after more than
+ *    the rest of min_block then names its waker without stack or time.)
  *
  * Everything is async-signal-safe, so sem_post from a program's signal
  * handler is fine.  The table has 1024 sets of 4 ways; a fifth object with
@@ -61,12 +74,24 @@
 #define WAYS 4
 
 struct wslot {
-	uint64_t object;   /* atomic */
-	uint32_t waiters;  /* atomic */
-	uint32_t stack;    /* atomic: the latest releaser's stack */
-	uint64_t since;    /* atomic: when waiters last went from 0 to 1 */
-	uint64_t release;  /* atomic: releaser tid << 32 | release time (us, mod 2^32) */
+	uint64_t key;         /* atomic: object << 16 | waiters */
+	uint32_t since_epoch; /* atomic: epoch when waiters last went from 0 to 1 */
+	uint32_t stack;       /* atomic: the latest release's stack, 0 none */
+	uint64_t release;     /* atomic: releaser tid << 32 | its release count */
+	uint32_t when_us;     /* atomic: its time (us, mod 2^32), 0 unknown */
+	uint32_t pad;
 };
+
+#define KEY_BITS 16
+#define KEY_MAX_WAITERS 0xffffu
+static inline uint64_t key_object(uint64_t k)
+{
+	return k >> KEY_BITS;
+}
+static inline uint32_t key_waiters(uint64_t k)
+{
+	return (uint32_t)(k & KEY_MAX_WAITERS);
+}
 
 static inline uint32_t us32(uint64_t ns)
 {
@@ -83,37 +108,48 @@ static inline struct wslot *set_of(uint64_t obj)
 	return &slots[((h >> 40) % SETS) * WAYS];
 }
 
-int waits_begin(uint64_t obj)
+int waits_begin(uint64_t obj, uint64_t *snap)
 {
 	if (!__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED))
 		__atomic_store_n(&rhea_waits_seen, 1, __ATOMIC_SEQ_CST);
 	struct wslot *set = set_of(obj);
-	for (int attempt = 0; attempt < 8; attempt++) {
-		int way = -1;
-		for (int i = 0; i < WAYS && way < 0; i++)
-			if (__atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE) == obj)
-				way = i;
-		for (int i = 0; i < WAYS && way < 0; i++) {
-			uint64_t old = __atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE);
-			if (__atomic_load_n(&set[i].waiters, __ATOMIC_ACQUIRE) == 0 &&
-			    __atomic_compare_exchange_n(&set[i].object, &old, obj, 0, __ATOMIC_ACQ_REL,
-							__ATOMIC_RELAXED))
-				way = i;
-		}
-		if (way < 0)
-			break;
-		struct wslot *w = &set[way];
-		if (__atomic_fetch_add(&w->waiters, 1, __ATOMIC_ACQ_REL) == 0)
-			__atomic_store_n(&w->since, rhea_now(), __ATOMIC_RELEASE);
-		if (__atomic_load_n(&w->object, __ATOMIC_ACQUIRE) == obj)
+	if (obj >> (64 - KEY_BITS) == 0) {
+		for (int attempt = 0; attempt < 16; attempt++) {
+			/* join the way that holds obj, else claim a free one */
+			int way = -1, claim = -1;
+			uint64_t k = 0;
+			for (int i = 0; i < WAYS; i++) {
+				uint64_t ki = __atomic_load_n(&set[i].key, __ATOMIC_ACQUIRE);
+				if (key_object(ki) == obj && key_waiters(ki) > 0) {
+					way = i;
+					k = ki;
+					break;
+				}
+				if (claim < 0 && key_waiters(ki) == 0) {
+					claim = i;
+					k = ki;
+				}
+			}
+			if (way < 0)
+				way = claim;
+			if (way < 0 || key_waiters(k) == KEY_MAX_WAITERS)
+				break;
+			uint64_t want = key_waiters(k) == 0 ? obj << KEY_BITS | 1 : k + 1;
+			struct wslot *w = &set[way];
+			if (!__atomic_compare_exchange_n(&w->key, &k, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				continue; /* somebody else changed the way: look again */
+			if (key_waiters(want) == 1)
+				__atomic_store_n(&w->since_epoch, __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED),
+						 __ATOMIC_RELEASE);
+			*snap = __atomic_load_n(&w->release, __ATOMIC_ACQUIRE);
 			return way;
-		__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL); /* lost the way */
+		}
 	}
 	__atomic_fetch_add(&rhea_waits_missed, 1, __ATOMIC_RELAXED);
 	return -1;
 }
 
-void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
+void waits_end(int way, uint64_t obj, uint64_t snap, uint64_t t0, uint32_t self, struct block_info *b)
 {
 	b->waker = 0;
 	b->waker_stack = 0;
@@ -122,35 +158,65 @@ void waits_end(int way, uint64_t obj, uint64_t t0, struct block_info *b)
 		return;
 	struct wslot *w = &set_of(obj)[way];
 	uint64_t rel = __atomic_load_n(&w->release, __ATOMIC_ACQUIRE);
-	uint32_t who = (uint32_t)(rel >> 32);
-	int32_t after = (int32_t)((uint32_t)rel - us32(t0)); /* us since we registered */
-	if (who && after >= 0) {
-		b->waker = who;
-		b->waker_stack = __atomic_load_n(&w->stack, __ATOMIC_RELAXED);
-		b->release_ns = t0 - t0 % 1000 + (uint64_t)after * 1000;
+	if (rel == snap && rhea_now() - t0 >= rhea_g.cfg.min_block_ns) {
+		/* A long wait nobody recorded a release for: the releaser may be
+		 * between its release and its record (see RELEASE_HOOK).  Then
+		 * its slot says so; once it has cleared that, its record is
+		 * there. */
+		uint32_t who = thread_find_releasing(obj, self);
+		if (who) {
+			b->waker = who;
+			goto out;
+		}
+		rel = __atomic_load_n(&w->release, __ATOMIC_ACQUIRE);
 	}
-	__atomic_fetch_sub(&w->waiters, 1, __ATOMIC_ACQ_REL);
+	if (rel != snap && (rel >> 32) != 0) {
+		b->waker = (uint32_t)(rel >> 32);
+		b->waker_stack = __atomic_load_n(&w->stack, __ATOMIC_RELAXED);
+		uint32_t when = __atomic_load_n(&w->when_us, __ATOMIC_RELAXED);
+		if (when) {
+			/* us since the wait began; a release that raced with the
+			 * registration is dated at the start */
+			int32_t after = (int32_t)(when - us32(t0));
+			b->release_ns = after >= 0 ? t0 - t0 % 1000 + (uint64_t)after * 1000 : t0;
+		}
+	}
+out:
+	__atomic_fetch_sub(&w->key, 1, __ATOMIC_ACQ_REL); /* the count: obj stays */
 }
 
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
 {
 	(void)may_block; /* nothing here blocks */
-	struct wslot *set = set_of(obj), *w = NULL;
-	for (int i = 0; i < WAYS; i++)
-		if (__atomic_load_n(&set[i].object, __ATOMIC_ACQUIRE) == obj &&
-		    __atomic_load_n(&set[i].waiters, __ATOMIC_ACQUIRE) > 0)
-			w = &set[i];
-	if (!w)
-		return 0;
-	uint64_t now = rhea_now();
-	/* A waiter younger than min_block ends a wait too short to record: its
-	 * release needs no stack.  Under contention most waits are short. */
-	uint32_t stack = 0;
-	if (now - __atomic_load_n(&w->since, __ATOMIC_ACQUIRE) >= rhea_g.cfg.min_block_ns)
-		stack = capture_release_stack(t, site);
-	__atomic_store_n(&w->stack, stack, __ATOMIC_RELAXED);
-	__atomic_store_n(&w->release, (uint64_t)t->tid << 32 | us32(now), __ATOMIC_RELEASE);
-	return 1;
+	struct wslot *set = set_of(obj);
+	int found = 0;
+	uint32_t seq = 0, stack = 0, when = 0;
+	/* Usually one way holds obj; two waiters claiming ways at the same time
+	 * can make it two, and each has its waiters: all are told. */
+	for (int i = 0; i < WAYS; i++) {
+		struct wslot *w = &set[i];
+		uint64_t k = __atomic_load_n(&w->key, __ATOMIC_ACQUIRE);
+		if (key_object(k) != obj || key_waiters(k) == 0)
+			continue;
+		if (!found) {
+			found = 1;
+			seq = ++t->rel_seq;
+			if (seq == 0)
+				seq = t->rel_seq = 1;
+			if (!rhea_g.cfg.epoch_gate ||
+			    __atomic_load_n(&w->since_epoch, __ATOMIC_ACQUIRE) !=
+				    __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED)) {
+				/* a waiter may have waited long enough to be recorded */
+				uint64_t now = rhea_now();
+				stack = capture_release_stack(t, site, now);
+				when = us32(now) ? us32(now) : 1;
+			}
+		}
+		__atomic_store_n(&w->stack, stack, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->when_us, when, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->release, (uint64_t)t->tid << 32 | seq, __ATOMIC_RELEASE);
+	}
+	return found;
 }
 
 void waits_after_fork(void)
