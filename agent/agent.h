@@ -230,7 +230,9 @@ static inline uint64_t waits_releasing(struct rhea_tstate *t, uint64_t obj, int 
 	if (!on || __builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
 		return 0;
 	uint64_t prev = t->releasing;
-	__atomic_store_n(&t->releasing, obj, __ATOMIC_SEQ_CST);
+	/* ordered before the release itself, which the woken thread then
+	 * acquires: a plain store on x86 */
+	__atomic_store_n(&t->releasing, obj, __ATOMIC_RELEASE);
 	return prev;
 }
 
