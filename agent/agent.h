@@ -44,6 +44,9 @@ struct rhea_tstate {
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
 	char name[16];
+	uint32_t rel_seq; /* releases recorded in the wait table (waits.c) */
+	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
+	struct rhea_hot *hot; /* the thread's TLS line, once it ran a hook */
 	int cache_n; /* root-first stack of the last capture and its node ids */
 	uint64_t cache_addrs[RHEA_MAX_DEPTH];
 	uint32_t cache_ids[RHEA_MAX_DEPTH];
@@ -54,8 +57,6 @@ struct rhea_tstate {
 		uint32_t stack;
 	} rel[4];
 	uint32_t rel_next;
-	uint32_t rel_seq; /* releases recorded in the wait table (waits.c) */
-	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
 	struct rhea_site_slot sites[RHEA_SITES];
 	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
 	uint32_t nsite_used;
@@ -120,6 +121,9 @@ struct rhea_hot {
 	uint32_t last_epoch; /* epoch of the last capture */
 	uint64_t alloc_count, alloc_bytes;
 	struct rhea_tstate *self;
+	/* the allocation site of the latest allocations, counted here until a
+	 * different site comes (then folded into the slot's site table) */
+	uint64_t site_pc, site_count, site_bytes;
 };
 extern __thread struct rhea_hot rhea_hot;
 #define rhea_guard (rhea_hot.guard)
@@ -280,29 +284,38 @@ static inline uint64_t rhea_now(void)
 	return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
 }
 
-void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i);
+/* Another site than the latest: fold the latest into the site table. */
+void site_note_switch(struct rhea_tstate *t, uint64_t pc, uint64_t bytes);
+/* Fold the thread's latest-site counts into its site table (the thread
+ * itself, before reading the table). */
+void site_fold(struct rhea_tstate *t);
 
-/* Count one allocation of `bytes` made from call site pc (hot path). */
+/*
+ * Count one allocation of `bytes` made from call site pc (hot path).
+ *
+ * Plain 64-bit read-modify-writes: gcc pairs these into one 16-byte SSE
+ * load/add/store, which on the bench machine (AMD EPYC) stalled on the
+ * load (the previous call's 16-byte store to the same place): 70% of the
+ * hook's samples, 4.5 ns per malloc.  The empty asm keeps the pairs apart.
+ *
+ * Allocations come in runs from one site (a loop, a parser, a container
+ * growing): those are counted in the TLS line the hook touches anyway.  The
+ * site table (512 slots in the thread's slot) is touched only when the site
+ * changes; with it on every call, its line missed the cache in an
+ * allocation-heavy program and was most of the hook's cost.
+ */
 static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 {
-	uint32_t i = (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
-	struct rhea_site_slot *s = &t->sites[i];
-	(void)t;
-	/* Plain 64-bit read-modify-writes: gcc pairs these into one 16-byte
-	 * SSE load/add/store, which on the bench machine (AMD EPYC) stalled
-	 * on the load (the previous call's 16-byte store to the same place):
-	 * 70% of the hook's samples, 4.5 ns per malloc.  The empty asm keeps
-	 * the pairs apart. */
 	rhea_hot.alloc_count++;
 	__asm__ volatile("" ::: "memory");
 	rhea_hot.alloc_bytes += bytes;
-	if (__builtin_expect(s->pc == pc, 1)) {
-		s->count++;
+	if (__builtin_expect(rhea_hot.site_pc == pc, 1)) {
+		rhea_hot.site_count++;
 		__asm__ volatile("" ::: "memory");
-		s->bytes += bytes;
+		rhea_hot.site_bytes += bytes;
 		return;
 	}
-	site_note_slow(t, pc, bytes, i);
+	site_note_switch(t, pc, bytes);
 }
 
 

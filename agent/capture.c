@@ -390,8 +390,9 @@ void capture_flush_pending(struct rhea_tstate *t)
 	}
 }
 
-void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t i)
+static void site_add(struct rhea_tstate *t, uint64_t pc, uint64_t count, uint64_t bytes)
 {
+	uint32_t i = (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
 	for (uint32_t k = 0; k < 16; k++) {
 		uint32_t j = (i + k) & (RHEA_SITES - 1);
 		struct rhea_site_slot *s = &t->sites[j];
@@ -400,18 +401,44 @@ void site_note_slow(struct rhea_tstate *t, uint64_t pc, uint64_t bytes, uint32_t
 			t->site_used[t->nsite_used++] = (uint16_t)j;
 		}
 		if (s->pc == pc) {
-			s->count++;
+			s->count += count;
 			s->bytes += bytes;
 			return;
 		}
 	}
-	t->sites_overflow++;
+	t->sites_overflow += count;
 	t->sites_overflow_bytes += bytes;
+}
+
+void site_fold(struct rhea_tstate *t)
+{
+	if (rhea_hot.site_pc && rhea_hot.site_count)
+		site_add(t, rhea_hot.site_pc, rhea_hot.site_count, rhea_hot.site_bytes);
+	rhea_hot.site_count = rhea_hot.site_bytes = 0;
+}
+
+void site_note_switch(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
+{
+	site_fold(t);
+	rhea_hot.site_pc = pc;
+	rhea_hot.site_count = 1;
+	rhea_hot.site_bytes = bytes;
 }
 
 void capture_emit_sites(struct rhea_tstate *t)
 {
 	enum { BATCH = 128 };
+	/* The latest site's counts are in the thread's TLS line: folded in
+	 * when it is this thread; another thread's (the process exiting while
+	 * it runs) are read from there and added to what is emitted. */
+	uint64_t ppc = 0, pcount = 0, pbytes = 0;
+	if (t == rhea_hot.self) {
+		site_fold(t);
+	} else if (t->hot) {
+		ppc = __atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED);
+		pcount = __atomic_load_n(&t->hot->site_count, __ATOMIC_RELAXED);
+		pbytes = __atomic_load_n(&t->hot->site_bytes, __ATOMIC_RELAXED);
+	}
 	struct {
 		struct rhea_sites h;
 		struct rhea_site s[BATCH];
@@ -419,11 +446,29 @@ void capture_emit_sites(struct rhea_tstate *t)
 	uint32_t n = 0, used = t->nsite_used;
 	if (used > RHEA_SITES)
 		used = RHEA_SITES;
-	/* The slots in use, then the overflow bucket as pc 0. */
-	for (uint32_t i = 0; i <= used; i++) {
-		const struct rhea_site_slot *s = i < used ? &t->sites[t->site_used[i]] : NULL;
-		uint64_t pc = s ? s->pc : 0, count = s ? s->count : t->sites_overflow;
-		uint64_t bytes = s ? s->bytes : t->sites_overflow_bytes;
+	/* The slots in use, then the latest site if it has no slot, then the
+	 * overflow bucket as pc 0. */
+	for (uint32_t i = 0; i <= used + 1; i++) {
+		uint64_t pc, count, bytes;
+		if (i < used) {
+			const struct rhea_site_slot *s = &t->sites[t->site_used[i]];
+			pc = s->pc;
+			count = s->count;
+			bytes = s->bytes;
+			if (pc == ppc) {
+				count += pcount;
+				bytes += pbytes;
+				pcount = 0;
+			}
+		} else if (i == used) {
+			pc = ppc;
+			count = ppc ? pcount : 0;
+			bytes = pbytes;
+		} else {
+			pc = 0;
+			count = t->sites_overflow;
+			bytes = t->sites_overflow_bytes;
+		}
 		if (count > 0) {
 			e.s[n].pc = pc;
 			e.s[n].count = count;
@@ -432,7 +477,7 @@ void capture_emit_sites(struct rhea_tstate *t)
 			e.s[n].serial = t->serial;
 			n++;
 		}
-		if (n == BATCH || (i == used && n > 0)) {
+		if (n == BATCH || (i == used + 1 && n > 0)) {
 			e.h.h.kind = RHEA_E_SITES;
 			e.h.h.flags = 0;
 			e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));

@@ -198,6 +198,7 @@ struct rhea_tstate *thread_register(void)
 	if (tid != (uint32_t)rhea_g.pid && t->stack_hi == 0)
 		stack_bounds(t);
 	rhea_hot.self = t;
+	t->hot = &rhea_hot;
 	rhea_hot.last_epoch = rhea_g.epoch - 1; /* the first hook captures */
 	if (key_ok)
 		pthread_setspecific(exit_key, t);
@@ -215,15 +216,19 @@ struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 	struct rhea_tstate *t = thread_find(tid);
 	if (!t)
 		t = claim_slot(tid);
-	if (t && self)
+	if (t && self) {
 		rhea_hot.self = t;
+		t->hot = &rhea_hot;
+	}
 	return t;
 }
 
 void thread_release(struct rhea_tstate *t)
 {
 	/* The thread is gone (the sampler saw its tid vanish): nobody else
-	 * touches its slot now. */
+	 * touches its slot now, and its TLS (the latest allocation site's
+	 * counts) may be unmapped. */
+	t->hot = NULL;
 	sampler_disarm(t);
 	if (rhea_g.active) {
 		capture_flush_pending(t);
@@ -290,6 +295,7 @@ void thread_after_fork(void)
 		self->pending_busy = 0;
 		self->in_capture = 0;
 		rhea_hot.alloc_count = rhea_hot.alloc_bytes = 0;
+		rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 		clear_sites(self);
 		rhea_hot.last_epoch = rhea_g.epoch - 1;
