@@ -346,16 +346,24 @@ EXPORT void *realloc(void *old, size_t n)
 	return p;
 }
 
+static __attribute__((noinline)) void free_tick(void)
+{
+	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
+	if (t)
+		tick(t, RHEA_FN_FREE);
+}
+
+/* The capture (when due) comes before the real free, which is then a tail
+ * call: nothing to keep across it, no return through the hook. */
 EXPORT void free(void *p)
 {
 	if (unlikely(is_boot(p)) || !p)
 		return;
 	if (unlikely(!real_free))
 		resolve();
+	if (unlikely(rhea_hot.last_epoch != rhea_g.epoch))
+		free_tick();
 	real_free(p);
-	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
-	if (t)
-		tick(t, RHEA_FN_FREE);
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
