@@ -246,6 +246,20 @@ static __attribute__((noinline)) uint64_t capture_leaf(void *arg)
 	return (uint64_t)j->frames;
 }
 
+/* One table row: medians and p99 of unwind, intern and their sum. */
+static void capture_row(int cfi, const char *code, int depth, int frames, uint64_t *tu,
+			uint64_t *ti, uint64_t *tt, int reps, const char *note)
+{
+	for (int k = 0; k < reps; k++)
+		tt[k] = tu[k] + ti[k];
+	double um, up, im, ip, sm, sp;
+	stats(tu, reps, &um, &up);
+	stats(ti, reps, &im, &ip);
+	stats(tt, reps, &sm, &sp);
+	printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f%s\n", cfi ? "cfi" : "fp", code,
+	       depth, frames, um, up, im, ip, sm, sp, note);
+}
+
 static void run_capture(int reps)
 {
 	static const int depths[] = {10, 30, 60};
@@ -271,14 +285,7 @@ static void run_capture(int reps)
 					levels = 1;
 				struct job j = {u, reps, tu, ti, 0, 0, 0};
 				chain(levels, capture_leaf, &j);
-				for (int k = 0; k < reps; k++)
-					tt[k] = tu[k] + ti[k];
-				double um, up, im, ip, sm, sp;
-				stats(tu, reps, &um, &up);
-				stats(ti, reps, &im, &ip);
-				stats(tt, reps, &sm, &sp);
-				printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f\n",
-				       u ? "cfi" : "fp", code, depths[d], j.frames, um, up, im, ip, sm, sp);
+				capture_row(u, code, depths[d], j.frames, tu, ti, tt, reps, "");
 			}
 		}
 	}
@@ -290,15 +297,9 @@ static void run_capture(int reps)
 		for (int pfx = 1; pfx >= 0; pfx--) {
 			struct job j = {u, creps, tu, ti, 0, 1, pfx};
 			chain_nofp(30 - (probe.frames - 1), capture_leaf, &j);
-			for (int k = 0; k < creps; k++)
-				tt[k] = tu[k] + ti[k];
-			double um, up, im, ip, sm, sp;
-			stats(tu, creps, &um, &up);
-			stats(ti, creps, &im, &ip);
-			stats(tt, creps, &sm, &sp);
-			printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f  cold caches, %s\n",
-			       u ? "cfi" : "fp", "no-fp (-O2)", 30, j.frames, um, up, im, ip, sm, sp,
-			       pfx ? "prefix cache (as the agent; last 3 frames new)" : "no prefix cache (every frame looked up)");
+			capture_row(u, "no-fp (-O2)", 30, j.frames, tu, ti, tt, creps,
+				    pfx ? "  cold caches, prefix cache (as the agent; last 3 frames new)"
+					: "  cold caches, no prefix cache (every frame looked up)");
 		}
 	}
 	free(tu);
