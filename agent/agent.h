@@ -35,6 +35,9 @@ struct rhea_tstate {
 	uint32_t serial;     /* unique per thread instance */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
 	uint32_t pending_busy; /* atomic: owner vs. exit flusher */
+	/* the release path: in the line of tid, which it reads too */
+	uint32_t rel_seq;   /* releases recorded in the wait table (waits.c) */
+	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
 	int has_pending;
 	struct rhea_sample pending;
 	uint64_t stack_lo, stack_hi;
@@ -44,8 +47,6 @@ struct rhea_tstate {
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
 	char name[16];
-	uint32_t rel_seq; /* releases recorded in the wait table (waits.c) */
-	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
 	struct rhea_hot *hot; /* the thread's TLS line, once it ran a hook */
 	int cache_n; /* root-first stack of the last capture and its node ids */
 	uint64_t cache_addrs[RHEA_MAX_DEPTH];
