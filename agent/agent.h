@@ -92,6 +92,9 @@ struct rhea_agent {
 	volatile int on[RHEA_C_COUNT]; /* class hooks active */
 	volatile uint32_t epoch;       /* advanced every interval by the ticker */
 	volatile int active;
+	volatile uint32_t ticker_idle; /* the ticker sleeps until a capture */
+	uint32_t epoch_used;           /* atomic: a capture in this epoch */
+	uint32_t ticker_wake;          /* futex: a capture woke the idle ticker */
 	struct rhea_config cfg;
 	uint64_t start_ns;
 	int fd;
@@ -170,6 +173,17 @@ struct block_info {
 	uint64_t release_ns;
 };
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
+/* A capture consumed the current epoch: the ticker is needed (agent.c). */
+void ticker_wake_up(void);
+static inline void epoch_consumed(void)
+{
+	if (!__atomic_load_n(&rhea_g.epoch_used, __ATOMIC_RELAXED))
+		__atomic_store_n(&rhea_g.epoch_used, 1, __ATOMIC_RELAXED);
+	/* checked even when the epoch was used: the ticker may have gone to
+	 * sleep since, having missed that use */
+	if (__builtin_expect(rhea_g.ticker_idle, 0))
+		ticker_wake_up();
+}
 /* The calling thread's stack now, for a release someone waits on: unwound
  * at most once per call site per 50 us, else the cached one.  0: none. */
 uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now);

@@ -245,6 +245,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 		return;
 	rhea_guard++;
 	rhea_hot.last_epoch = rhea_g.epoch;
+	epoch_consumed();
 	unsigned flags = 0;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
@@ -278,6 +279,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 		return;
 	rhea_guard++;
 	rhea_hot.last_epoch = rhea_g.epoch;
+	epoch_consumed();
 	unsigned flags = RHEA_S_BLOCK;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
@@ -335,6 +337,7 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 		return;
 	rhea_guard++;
 	rhea_hot.last_epoch = rhea_g.epoch;
+	epoch_consumed();
 	unsigned flags = RHEA_S_ASYNC;
 	struct unwind_regs regs;
 	unwind_regs_from_ucontext(ucontext, &regs);

@@ -223,13 +223,20 @@ static inline uint32_t epoch_now(void)
  * server doing a read or a write every few microseconds that is one clock
  * read of two saved per call (rdtsc is ~10 ns in a VM).  The begin time
  * stays exact.  A ticker delayed by a saturated machine can hide a block
- * slightly longer than min_block that fits between two late ticks.
+ * slightly longer than min_block that fits between two late ticks.  While
+ * the ticker sleeps (nothing captured for a while, agent.c) the epoch does
+ * not move, and the clock is read.
  */
+static inline int epoch_says_short(uint32_t e, uint32_t e0)
+{
+	return e == e0 && rhea_g.cfg.epoch_gate && !rhea_g.ticker_idle;
+}
+
 static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 {
 	uint32_t e = epoch_now();
 	int blocked = 0;
-	if (e != b->epoch0 || !rhea_g.cfg.epoch_gate) {
+	if (!epoch_says_short(e, b->epoch0)) {
 		b->end = rhea_now();
 		blocked = b->end - b->begin >= rhea_g.cfg.min_block_ns;
 	}
@@ -249,7 +256,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
  * the epoch moved. */
 static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint32_t e0, uint64_t object)
 {
-	if (likely(epoch_now() == e0 && rhea_g.cfg.epoch_gate)) {
+	if (likely(epoch_says_short(epoch_now(), e0))) {
 		tick(t, fn);
 		return;
 	}

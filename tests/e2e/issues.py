@@ -240,6 +240,27 @@ def t_pure_compute():
     stacks_complete(rep, 0.99, "compute")
 
 
+def t_idle_ticker_wakes():
+    # The ticker sleeps through a quiet spell; the first capture after it
+    # wakes it, so a busy spell is captured at about the interval (1 ms)
+    # again, and a sleep inside a quiet spell is still a recorded wait.
+    prog = build("idlewake")
+    path, out = record("idlewake", prog)
+    check(int(out.split()[0]) > 0, "no iterations")
+    rep = report(path)
+    busy = func(rep, "busy")
+    # 2 x 200 ms busy: ~400 captures in hooks at 1 ms (260-370 seen on a
+    # loaded 2-core VM); with a ticker that stays asleep, about 40.
+    caps = sum(t["captures"] - t["sampled"] for t in rep["threads"])
+    check(caps >= 150, "%d captures in hooks in 400 ms of busy hooks (the ticker did not wake?)" % caps)
+    check(350 * MS <= busy["inclusive_ns"] <= 480 * MS, "busy covered %.1f ms of 400" % (busy["inclusive_ns"] / MS))
+    sleeps = [w for w in rep["waits"] if w["function"] == "nanosleep"]
+    n = sum(w["count"] for w in sleeps)
+    total = sum(w["total_ns"] for w in sleeps)
+    check(n == 2, "%d nanosleep waits recorded (want 2)" % n)
+    check(abs(total - 600 * MS) <= 30 * MS, "nanosleep waits %.1f ms (want 600)" % (total / MS))
+
+
 def t_sampler_cadence():
     prog = build("compute")
     path, _ = record("compute100", prog, "100")
@@ -285,7 +306,7 @@ def t_churn_stress():
               "run %d: recording not complete" % i)
 
 
-TESTS = [t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_idle_ticker_wakes, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_redis_under_load, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
