@@ -4,7 +4,7 @@
 #   sh bench/run.sh              full run (5 rounds, W2 15, about 9-12 minutes on 2 cores)
 #   QUICK=1 sh bench/run.sh      short run (3 rounds, W2 7, smaller workloads, ~3 min)
 #   ROUNDS=N                     override the number of rounds (W2's too)
-#   W2_ROUNDS=N                  override W2's alone
+#   W2_ROUNDS=N                  override W2's alone (and W1's at 16 threads)
 #   ONLY="micro w0 w1 w2 w3 w4 redis"  run only these parts
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
@@ -327,7 +327,10 @@ if want w0; then
 fi
 if want w1; then
 	for t in $W1_THREADS; do
+		# 16 threads carries a target: as many rounds as W2 for its interval
+		[ "$t" = 16 ] && RR=$W2_ROUNDS
 		run_workload w1 "t=$t" "$(tools_for w1 fp)" "$BIN/w1" "$BIN/w1fp" -t "$t" -n "$W1_N"
+		RR=
 	done
 	case " $W1_THREADS " in *" 16 "*)
 		attribute_run w1 "== W1 t=16 direct cost (perf-attributed): rhea record (defaults) -- w1 -t 16 -n $W1_N" \
