@@ -13,6 +13,16 @@
  * Thread exit is seen through a pthread key destructor, which runs on every
  * exit path of a pthread (return, pthread_exit, cancellation).  The main
  * thread's end is the process's end, handled by agent.c.
+ *
+ * A thread is registered by itself (its first hook, or the sampler's signal
+ * landing on it) or by the sampler thread, which arms a timer for every
+ * thread it finds in /proc, hooked or not.  Both can do so at the same
+ * moment: a map from tid to slot, claimed with a compare-and-swap, makes
+ * sure one slot is made per thread (two slots for one tid gave a thread
+ * two lives in the recording, one of them under a stale name).  The map
+ * is indexed by tid directly (PID_MAX_LIMIT entries of 2 bytes, 8 MB of
+ * address space, a page touched per 2048 tids in use) and also answers
+ * thread_find in one load instead of a scan of the registry.
  */
 #include "agent.h"
 
@@ -31,6 +41,14 @@ static __thread int tls_dead; /* the thread is past its exit: pass through */
 
 static struct rhea_tstate *slots;
 static uint32_t nslots_used; /* atomic: high-water mark */
+
+/* tid -> slot index + 1, 0 none, TID_PENDING while someone claims a slot
+ * for that tid (the others then leave it alone: registering is retried at
+ * the next hook or scan, never waited for). */
+#define TID_MAP_SIZE (1u << 22) /* PID_MAX_LIMIT on 64-bit Linux */
+#define TID_PENDING 0xffffu
+_Static_assert(MAX_THREADS < TID_PENDING, "slot index + 1 must fit the tid map");
+static uint16_t *tid_map;
 static uint32_t serials;     /* atomic */
 static pthread_key_t exit_key;
 static int key_ok;
@@ -57,6 +75,9 @@ void thread_registry_init(void)
 		return;
 	}
 	slots = m;
+	m = mmap(NULL, (size_t)TID_MAP_SIZE * sizeof(*tid_map), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tid_map = m == MAP_FAILED ? NULL : m; /* without it: scans, as a fallback */
 	key_ok = pthread_key_create(&exit_key, on_thread_exit) == 0;
 }
 
@@ -157,15 +178,78 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	return t;
 }
 
-struct rhea_tstate *thread_find(uint32_t tid)
+static inline int mapped(uint32_t tid)
 {
-	if (!slots)
+	return tid_map && tid < TID_MAP_SIZE;
+}
+
+/* The live slot of tid that map value v points to, else NULL. */
+static struct rhea_tstate *map_slot(uint32_t tid, uint16_t v)
+{
+	if (v == 0 || v == TID_PENDING)
 		return NULL;
+	struct rhea_tstate *t = &slots[v - 1];
+	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TS_LIVE && t->tid == tid)
+		return t;
+	return NULL;
+}
+
+/* Before a slot is freed: tid no longer maps to it. */
+static void map_forget(struct rhea_tstate *t)
+{
+	if (!mapped(t->tid))
+		return;
+	uint16_t v = (uint16_t)(t - slots + 1);
+	__atomic_compare_exchange_n(&tid_map[t->tid], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+static struct rhea_tstate *scan_find(uint32_t tid)
+{
 	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE && slots[i].tid == tid)
 			return &slots[i];
 	return NULL;
+}
+
+struct rhea_tstate *thread_find(uint32_t tid)
+{
+	if (!slots)
+		return NULL;
+	if (!mapped(tid))
+		return scan_find(tid);
+	return map_slot(tid, __atomic_load_n(&tid_map[tid], __ATOMIC_ACQUIRE));
+}
+
+/*
+ * The slot of tid, claimed if it has none.  NULL with *busy set when
+ * another thread is claiming one for tid right now (try again later), NULL
+ * alone when the registry is full.
+ */
+static struct rhea_tstate *slot_of(uint32_t tid, int *busy)
+{
+	*busy = 0;
+	if (!mapped(tid)) {
+		struct rhea_tstate *t = scan_find(tid);
+		return t ? t : claim_slot(tid);
+	}
+	uint16_t v = __atomic_load_n(&tid_map[tid], __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (v == TID_PENDING) {
+			*busy = 1;
+			return NULL;
+		}
+		struct rhea_tstate *t = map_slot(tid, v);
+		if (t)
+			return t;
+		/* none, or left by an earlier thread of this tid */
+		if (__atomic_compare_exchange_n(&tid_map[tid], &v, TID_PENDING, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			break;
+	}
+	struct rhea_tstate *t = claim_slot(tid);
+	__atomic_store_n(&tid_map[tid], t ? (uint16_t)(t - slots + 1) : 0, __ATOMIC_RELEASE);
+	return t;
 }
 
 uint32_t thread_find_releasing(uint64_t obj, uint32_t self)
@@ -186,12 +270,13 @@ struct rhea_tstate *thread_register(void)
 		return NULL;
 	rhea_guard++;
 	uint32_t tid = thread_gettid();
-	/* The sampler may have registered us already (a thread it saw first). */
-	struct rhea_tstate *t = thread_find(tid);
-	if (!t)
-		t = claim_slot(tid);
+	/* The sampler may have registered us already (a thread it saw first),
+	 * or be doing it now: then this call goes untraced, the next retries. */
+	int busy;
+	struct rhea_tstate *t = slot_of(tid, &busy);
 	if (!t) {
-		tls_dead = 1; /* no slot: this thread is not traced (said once) */
+		if (!busy)
+			tls_dead = 1; /* no slot: this thread is not traced (said once) */
 		rhea_guard--;
 		return NULL;
 	}
@@ -213,9 +298,8 @@ struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 {
 	if (!slots || !rhea_g.active || (self && tls_dead))
 		return NULL;
-	struct rhea_tstate *t = thread_find(tid);
-	if (!t)
-		t = claim_slot(tid);
+	int busy;
+	struct rhea_tstate *t = slot_of(tid, &busy);
 	if (t && self) {
 		rhea_hot.self = t;
 		t->hot = &rhea_hot;
@@ -235,6 +319,7 @@ void thread_release(struct rhea_tstate *t)
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
 	}
+	map_forget(t);
 	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
 }
 
@@ -264,6 +349,7 @@ void thread_exit_current(void)
 	}
 	rhea_hot.self = NULL;
 	tls_dead = 1;
+	map_forget(t);
 	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
 	rhea_guard--;
 }
@@ -286,10 +372,18 @@ void thread_after_fork(void)
 	struct rhea_tstate *self = rhea_hot.self;
 	uint32_t n = nslots_used;
 	for (uint32_t i = 0; i < n; i++)
-		if (&slots[i] != self)
+		if (&slots[i] != self && slots[i].state != TS_FREE) {
+			map_forget(&slots[i]);
 			slots[i].state = TS_FREE;
+		}
+	/* A tid the parent's other threads were claiming a slot for at the
+	 * fork stays TID_PENDING here: should the child get a thread with that
+	 * tid, it goes untraced (the window is a few microseconds). */
 	if (self) {
+		map_forget(self);
 		self->tid = thread_gettid();
+		if (mapped(self->tid))
+			tid_map[self->tid] = (uint16_t)(self - slots + 1);
 		self->timer_id = -1; /* timers are not inherited */
 		self->has_pending = 0;
 		self->pending_busy = 0;

@@ -96,9 +96,15 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 			return -1;
 		const struct rhea_thread *th = (const void *)p;
 		struct rec_thread *t = thread_get(r, th->tid);
-		if (th->name[0]) {
+		/* Entries reach the file in the order their chunks were sealed,
+		 * not the order they were made: a thread whose shard was busy
+		 * writes through another one.  The latest name by time wins
+		 * (a START, named from /proc, may come after the NAME the
+		 * thread set itself a moment later). */
+		if (th->name[0] && th->time_ns >= t->name_ns) {
 			memcpy(t->name, th->name, 15);
 			t->name[15] = 0;
+			t->name_ns = th->time_ns;
 		}
 		if (e->flags == RHEA_T_START) {
 			if (!t->start_ns || th->time_ns < t->start_ns)
@@ -106,7 +112,8 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 			if (th->parent_tid)
 				t->parent_tid = th->parent_tid;
 		} else if (e->flags == RHEA_T_EXIT) {
-			t->exit_ns = th->time_ns;
+			if (th->time_ns > t->exit_ns)
+				t->exit_ns = th->time_ns;
 		}
 		break;
 	}

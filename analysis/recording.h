@@ -21,6 +21,7 @@ struct rec_thread {
 	uint32_t tid;
 	uint32_t parent_tid;
 	char name[16];
+	uint64_t name_ns;           /* time of the entry the name came from */
 	uint64_t start_ns, exit_ns; /* 0 when not seen */
 	struct rhea_sample *samples; /* sorted by begin_ns */
 	size_t nsamples, cap;

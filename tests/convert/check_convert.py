@@ -743,9 +743,12 @@ def t_known(ctx):
              and s["begin"] >= sleep["begin"] and s["end"] <= sleep["end"] and s["depth"] == sleep["depth"] + 1]
     if len(waits) != 1:
         raise Fail("phase_sleep holds %d nanosleep wait slices, want 1" % len(waits))
+    # At least the 60 ms asked for, at most what the program measured around
+    # the call (a loaded machine wakes the sleeper late: that is block time).
     bt = waits[0]["args"].get("BlockTime", 0)
-    if not near(bt, 60 * MS, interval) or bt < 60 * MS:
-        raise Fail("nanosleep BlockTime %.2f ms, want 60 ms" % (bt / MS))
+    if bt < 60 * MS or bt > truth["phase_sleep"][0] + interval:
+        raise Fail("nanosleep BlockTime %.2f ms, want 60 ms .. %.2f ms (phase_sleep by the program's clock)"
+                   % (bt / MS, truth["phase_sleep"][0] / MS))
     return "tp %s; phase_alloc %.1f ms / %d allocs" % (
         out["tp"], (only(tr.slices, "known", "phase_alloc")[0]["end"] - only(tr.slices, "known", "phase_alloc")[0]["begin"]) / MS,
         only(tr.slices, "known", "phase_alloc")[0]["args"]["AllocatedObjects"])
