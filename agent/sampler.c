@@ -83,8 +83,13 @@ static void on_sample(int sig, siginfo_t *si, void *uc)
 	if (rhea_guard || !rhea_g.active || rhea_g.finished)
 		goto out;
 	struct rhea_tstate *t = rhea_hot.self;
-	if (!t)
+	if (!t) {
+		/* guarded: a handler of the program's that interrupts the claim
+		 * and calls a hook must not wait for this very claim */
+		rhea_guard++;
 		t = thread_register_tid(thread_gettid(), 1);
+		rhea_guard--;
+	}
 	if (!t || __atomic_load_n(&t->in_capture, __ATOMIC_RELAXED))
 		goto out;
 	/* Always taken, even right after a hook's capture: the sampled captures

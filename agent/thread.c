@@ -271,9 +271,16 @@ struct rhea_tstate *thread_register(void)
 	rhea_guard++;
 	uint32_t tid = thread_gettid();
 	/* The sampler may have registered us already (a thread it saw first),
-	 * or be doing it now: then this call goes untraced, the next retries. */
+	 * or be doing it now: then wait for it (it takes microseconds unless
+	 * preempted; nothing it does waits for us), so that no allocation of
+	 * the thread goes uncounted.  Bounded all the same: a hook must never
+	 * hang its thread. */
 	int busy;
 	struct rhea_tstate *t = slot_of(tid, &busy);
+	for (int i = 0; !t && busy && i < 100000; i++) {
+		syscall(SYS_sched_yield);
+		t = slot_of(tid, &busy);
+	}
 	if (!t) {
 		if (!busy)
 			tls_dead = 1; /* no slot: this thread is not traced (said once) */
