@@ -123,7 +123,9 @@ extern struct rhea_agent rhea_g;
 struct rhea_hot {
 	int guard;           /* set while the agent itself runs on this thread */
 	uint32_t last_epoch; /* epoch of the last capture */
-	uint64_t alloc_count, alloc_bytes;
+	/* allocations before the latest site's run; the thread's totals are
+	 * these plus site_count and site_bytes (hot_alloc_count...) */
+	uint64_t folded_count, folded_bytes;
 	struct rhea_tstate *self;
 	/* the allocation site of the latest allocations, counted here until a
 	 * different site comes (then folded into the slot's site table) */
@@ -131,6 +133,17 @@ struct rhea_hot {
 };
 extern __thread struct rhea_hot rhea_hot;
 #define rhea_guard (rhea_hot.guard)
+
+/* The calling thread's allocations so far. */
+static inline uint64_t hot_alloc_count(void)
+{
+	return rhea_hot.folded_count + rhea_hot.site_count;
+}
+
+static inline uint64_t hot_alloc_bytes(void)
+{
+	return rhea_hot.folded_bytes + rhea_hot.site_bytes;
+}
 
 /* thread.c */
 struct rhea_tstate *thread_register(void);
@@ -308,26 +321,29 @@ void site_fold(struct rhea_tstate *t);
 /*
  * Count one allocation of `bytes` made from call site pc (hot path).
  *
+ * Allocations come in runs from one site (a loop, a parser, a container
+ * growing): those are counted in the TLS line the hook touches anyway, and
+ * the thread's totals are derived from them (two adds per allocation, not
+ * four).  The site table (512 slots in the thread's slot) is touched only
+ * when the site changes; with it on every call, its line missed the cache
+ * in an allocation-heavy program and was most of the hook's cost.
+ *
  * Plain 64-bit read-modify-writes: gcc pairs these into one 16-byte SSE
  * load/add/store, which on the bench machine (AMD EPYC) stalled on the
  * load (the previous call's 16-byte store to the same place): 70% of the
- * hook's samples, 4.5 ns per malloc.  The empty asm keeps the pairs apart.
- *
- * Allocations come in runs from one site (a loop, a parser, a container
- * growing): those are counted in the TLS line the hook touches anyway.  The
- * site table (512 slots in the thread's slot) is touched only when the site
- * changes; with it on every call, its line missed the cache in an
- * allocation-heavy program and was most of the hook's cost.
+ * hook's samples, 4.5 ns per malloc.  The empty asm keeps the pair apart.
  */
+static inline void site_note_same(uint64_t bytes)
+{
+	rhea_hot.site_count++;
+	__asm__ volatile("" ::: "memory");
+	rhea_hot.site_bytes += bytes;
+}
+
 static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 {
-	rhea_hot.alloc_count++;
-	__asm__ volatile("" ::: "memory");
-	rhea_hot.alloc_bytes += bytes;
 	if (__builtin_expect(rhea_hot.site_pc == pc, 1)) {
-		rhea_hot.site_count++;
-		__asm__ volatile("" ::: "memory");
-		rhea_hot.site_bytes += bytes;
+		site_note_same(bytes);
 		return;
 	}
 	site_note_switch(t, pc, bytes);

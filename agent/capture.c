@@ -46,8 +46,8 @@ static uint64_t rusage_cpu_ns(const struct rusage *ru)
 static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 {
 	struct rusage ru;
-	c->alloc_count = rhea_hot.alloc_count;
-	c->alloc_bytes = rhea_hot.alloc_bytes;
+	c->alloc_count = hot_alloc_count();
+	c->alloc_bytes = hot_alloc_bytes();
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
 		c->cpu_ns = rusage_cpu_ns(&ru);
 		c->minflt = (uint32_t)ru.ru_minflt;
@@ -56,8 +56,8 @@ static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
 		c->nivcsw = (uint32_t)ru.ru_nivcsw;
 	} else {
 		*c = t->last_c;
-		c->alloc_count = rhea_hot.alloc_count;
-		c->alloc_bytes = rhea_hot.alloc_bytes;
+		c->alloc_count = hot_alloc_count();
+		c->alloc_bytes = hot_alloc_bytes();
 	}
 	if (c->cpu_ns < t->last_c.cpu_ns)
 		c->cpu_ns = t->last_c.cpu_ns;
@@ -417,6 +417,9 @@ void site_fold(struct rhea_tstate *t)
 {
 	if (rhea_hot.site_pc && rhea_hot.site_count)
 		site_add(t, rhea_hot.site_pc, rhea_hot.site_count, rhea_hot.site_bytes);
+	/* the totals stay what they were (hot_alloc_count) */
+	rhea_hot.folded_count += rhea_hot.site_count;
+	rhea_hot.folded_bytes += rhea_hot.site_bytes;
 	rhea_hot.site_count = rhea_hot.site_bytes = 0;
 }
 

@@ -20,7 +20,7 @@
  *    node not yet ready, so a node always reaches the file before any sample
  *    that refers to it is written (samples are emitted after interning).
  *
- * Memory is mmap'ed with MAP_NORESERVE and touched lazily.  The table never
+ * Memory is mmap'ed with MAP_NORESERVE and touched lazily (see touch()).  The table never
  * grows: when full, interning returns 0 and the sample is recorded without a
  * stack (counted in `full`, shown by `rhea report`).  Limits: max_nodes <
  * 2^31; the hash is linear probing at load factor <= 1/2.
@@ -29,7 +29,33 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/mman.h>
+
+/* Slots of a 4 KB page (larger pages: touched in 4 KB steps, harmless). */
+#define SLOTS_PER_PAGE (4096 / sizeof(uint32_t))
+
+/*
+ * Before the first access to a page of slots, write to it, so that the
+ * kernel maps a private page at once.  The probes read a slot before
+ * they CAS it: on an untouched page the read maps the shared zero page and
+ * the CAS then takes a copy-on-write fault with a TLB shootdown, once per
+ * page, for as long as new stacks appear (11% of an allocation storm's CPU
+ * on the bench machine).  Pre-faulting the whole hash (4 MB by default)
+ * instead cost every traced program 2.2 ms of its start, half of the
+ * agent's start-up.  An atomic OR of 0 is a write that changes nothing, so
+ * it is safe against a concurrent CAS on the same slot.
+ */
+static inline void touch(struct stacktab *t, uint32_t i)
+{
+	uint32_t page = (uint32_t)(i / SLOTS_PER_PAGE);
+	uint64_t bit = 1ull << (page & 63);
+	uint64_t *w = &t->touched[page >> 6];
+	if (__builtin_expect((__atomic_load_n(w, __ATOMIC_RELAXED) & bit) != 0, 1))
+		return;
+	__atomic_fetch_or(&t->slots[i], 0, __ATOMIC_RELAXED);
+	__atomic_fetch_or(w, bit, __ATOMIC_RELAXED);
+}
 
 static inline uint32_t hash(uint32_t parent, uint64_t addr)
 {
@@ -51,13 +77,11 @@ int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (n == MAP_FAILED)
 		return -errno;
-	/* The hash slots are first read (a probe), then written (a CAS): on an
-	 * untouched page the read maps the shared zero page and the write then
-	 * takes a copy-on-write fault with a TLB shootdown, per page, for as
-	 * long as new stacks appear (11% of an allocation storm's CPU on the
-	 * bench machine).  Pre-faulting them costs their size in memory once. */
-	void *s = mmap(NULL, sbytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	/* The bits saying which pages of slots were touched (touch()) come
+	 * after the slots, pre-faulted: 128 bytes for the default table. */
+	size_t tbytes = ((size_t)nslots / SLOTS_PER_PAGE + 63) / 64 * sizeof(uint64_t);
+	void *s = mmap(NULL, sbytes + tbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (s == MAP_FAILED) {
 		int e = -errno;
 		munmap(n, nbytes);
@@ -65,6 +89,8 @@ int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 	}
 	t->nodes = n;
 	t->slots = s;
+	t->touched = (uint64_t *)((char *)s + sbytes);
+	memset(t->touched, 0, tbytes); /* written first: private pages at once */
 	t->max_nodes = max_nodes;
 	t->nslots = nslots;
 	t->next_id = 1;
@@ -78,7 +104,8 @@ void stacktab_destroy(struct stacktab *t)
 	if (t->nodes)
 		munmap(t->nodes, (size_t)t->max_nodes * sizeof(struct stacktab_node));
 	if (t->slots)
-		munmap(t->slots, (size_t)t->nslots * sizeof(uint32_t));
+		munmap(t->slots, (size_t)t->nslots * sizeof(uint32_t) +
+					 ((size_t)t->nslots / SLOTS_PER_PAGE + 63) / 64 * sizeof(uint64_t));
 	t->nodes = NULL;
 	t->slots = NULL;
 }
@@ -108,6 +135,7 @@ static uint32_t intern_one(struct stacktab *t, uint32_t parent, uint64_t addr)
 	uint32_t mine = 0; /* id allocated by us, once we know we need one */
 	uint32_t i = hash(parent, addr) & mask;
 	for (uint32_t probes = 0; probes < t->nslots; i = (i + 1) & mask, probes++) {
+		touch(t, i);
 		uint32_t id = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
 		if (id != 0) {
 			if (key_eq(&t->nodes[id], parent, addr))

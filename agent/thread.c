@@ -395,7 +395,7 @@ void thread_after_fork(void)
 		self->has_pending = 0;
 		self->pending_busy = 0;
 		self->in_capture = 0;
-		rhea_hot.alloc_count = rhea_hot.alloc_bytes = 0;
+		rhea_hot.folded_count = rhea_hot.folded_bytes = 0;
 		rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 		clear_sites(self);
