@@ -29,7 +29,7 @@ CORE_SRCS  := $(wildcard core/*.c)
 AGENT_SRCS := $(wildcard agent/*.c)
 # Agent pieces that define no interposed symbol and no constructor: these
 # are unit-tested directly, linked into test programs.
-AGENT_TESTABLE := $(filter-out agent/hooks.c agent/agent.c,$(AGENT_SRCS))
+AGENT_TESTABLE := $(filter-out agent/hooks.c agent/agent.c agent/fastpath.c,$(AGENT_SRCS))
 LIB_SRCS   := $(CORE_SRCS) $(wildcard symbolize/*.c analysis/*.c export/*.c) \
               $(filter-out cli/rhea.c,$(wildcard cli/*.c)) $(AGENT_TESTABLE)
 
@@ -47,11 +47,14 @@ $(O)/cli/%.o: %.c
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(SANFLAGS) -MMD -c $< -o $@
 
 # The agent: position independent, everything hidden but the interposed
-# functions; frame pointers kept so its own frames unwind cheaply.
+# functions; frame pointers kept so its own frames unwind cheaply, except
+# in malloc's and free's fast paths, which never capture (agent/fastpath.c).
+AGENT_FP := -fno-omit-frame-pointer
+$(O)/agent/agent/fastpath.o: AGENT_FP := -fomit-frame-pointer
 $(O)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -DRHEA_AGENT -fPIC -fvisibility=hidden \
-	    -fno-omit-frame-pointer -ftls-model=initial-exec -MMD -c $< -o $@
+	    $(AGENT_FP) -ftls-model=initial-exec -MMD -c $< -o $@
 
 $(O)/librhea_core.a: $(LIB_OBJS)
 	@rm -f $@

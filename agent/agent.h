@@ -121,18 +121,36 @@ extern struct rhea_agent rhea_g;
  * (last_c in the slot).
  */
 struct rhea_hot {
-	int guard;           /* set while the agent itself runs on this thread */
-	uint32_t last_epoch; /* epoch of the last capture */
+	union {
+		struct {
+			int guard;           /* set while the agent itself runs on this thread */
+			uint32_t last_epoch; /* epoch of the last capture */
+		};
+		/* both at once: equal to (uint64_t)epoch << 32 exactly when the
+		 * agent is not running on this thread and no capture is due
+		 * (x86-64 is little-endian: guard is the low half) */
+		uint64_t gate;
+	};
 	/* allocations before the latest site's run; the thread's totals are
 	 * these plus site_count and site_bytes (hot_alloc_count...) */
 	uint64_t folded_count, folded_bytes;
 	struct rhea_tstate *self;
 	/* the allocation site of the latest allocations, counted here until a
-	 * different site comes (then folded into the slot's site table) */
+	 * different site comes (then folded into the slot's site table): its
+	 * return address as the hook sees it (site tables hold it minus one,
+	 * the call instruction); 0 until the thread's first counted
+	 * allocation, which keeps unregistered threads off the fast path */
 	uint64_t site_pc, site_count, site_bytes;
 };
+
 extern __thread struct rhea_hot rhea_hot;
 #define rhea_guard (rhea_hot.guard)
+
+/* The fast paths' check: see struct rhea_hot's gate. */
+static inline int hot_gate_open(void)
+{
+	return rhea_hot.gate == (uint64_t)rhea_g.epoch << 32;
+}
 
 /* The calling thread's allocations so far. */
 static inline uint64_t hot_alloc_count(void)
@@ -310,6 +328,18 @@ static inline uint64_t rhea_now(void)
 		return rhea_now_slow();
 	uint64_t d = __builtin_ia32_rdtsc() - c->base_tsc;
 	return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
+}
+
+/* hooks.c: what fastpath.c's malloc and free leave to it (ret: the
+ * return address into the program), and the arena that serves dlsym's
+ * allocations before the real malloc is known (free ignores its blocks). */
+void *hooks_malloc_other(size_t n, uint64_t ret);
+void hooks_free_other(void *p);
+#define RHEA_BOOT_ARENA (64 * 1024)
+extern char rhea_boot_arena[RHEA_BOOT_ARENA] __attribute__((visibility("hidden")));
+static inline int rhea_is_boot(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)rhea_boot_arena < RHEA_BOOT_ARENA;
 }
 
 /* Another site than the latest: fold the latest into the site table. */

@@ -416,17 +416,17 @@ static void site_add(struct rhea_tstate *t, uint64_t pc, uint64_t count, uint64_
 void site_fold(struct rhea_tstate *t)
 {
 	if (rhea_hot.site_pc && rhea_hot.site_count)
-		site_add(t, rhea_hot.site_pc, rhea_hot.site_count, rhea_hot.site_bytes);
+		site_add(t, rhea_hot.site_pc - 1, rhea_hot.site_count, rhea_hot.site_bytes);
 	/* the totals stay what they were (hot_alloc_count) */
 	rhea_hot.folded_count += rhea_hot.site_count;
 	rhea_hot.folded_bytes += rhea_hot.site_bytes;
 	rhea_hot.site_count = rhea_hot.site_bytes = 0;
 }
 
-void site_note_switch(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
+void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 {
 	site_fold(t);
-	rhea_hot.site_pc = pc;
+	rhea_hot.site_pc = ret;
 	rhea_hot.site_count = 1;
 	rhea_hot.site_bytes = bytes;
 }
@@ -442,6 +442,8 @@ void capture_emit_sites(struct rhea_tstate *t)
 		site_fold(t);
 	} else if (t->hot) {
 		ppc = __atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED);
+		if (ppc)
+			ppc--; /* a return address: the call is the byte before */
 		pcount = __atomic_load_n(&t->hot->site_count, __ATOMIC_RELAXED);
 		pbytes = __atomic_load_n(&t->hot->site_bytes, __ATOMIC_RELAXED);
 	}

@@ -51,6 +51,9 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define CALLER ((uint64_t)(uintptr_t)__builtin_return_address(0) - 1)
+/* The return address itself: what allocation sites are counted by (the
+ * fast path in fastpath.c compares it as it finds it on the stack). */
+#define RET ((uint64_t)(uintptr_t)__builtin_return_address(0))
 
 /* ---- the real functions ------------------------------------------------ */
 
@@ -138,7 +141,8 @@
 	X(_ZnwmRKSt9nothrow_t, void *, (size_t, const void *))                   \
 	X(_ZnamRKSt9nothrow_t, void *, (size_t, const void *))
 
-#define REAL_DECL(name, ret, args) static ret(*real_##name) args;
+/* Not static: fastpath.c calls real_malloc and real_free (hidden all the same). */
+#define REAL_DECL(name, ret, args) ret(*real_##name) args;
 REAL_LIST(REAL_DECL)
 /* Versioned: the old pthread_cond_* of GLIBC_2.2.5 use another layout. */
 static int (*real_pthread_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
@@ -171,7 +175,8 @@ void hooks_resolve(void)
 }
 
 /* dlsym's own allocations before the real allocator is known. */
-static char boot_arena[64 * 1024] __attribute__((aligned(64)));
+char rhea_boot_arena[RHEA_BOOT_ARENA] __attribute__((aligned(64)));
+#define boot_arena rhea_boot_arena
 static size_t boot_used;
 
 static void *boot_alloc(size_t n, int zero)
@@ -183,10 +188,7 @@ static void *boot_alloc(size_t n, int zero)
 	return boot_arena + off;
 }
 
-static inline int is_boot(const void *p)
-{
-	return (uintptr_t)p - (uintptr_t)boot_arena < sizeof(boot_arena);
-}
+#define is_boot rhea_is_boot
 
 /* ---- common paths ------------------------------------------------------- */
 
@@ -360,30 +362,20 @@ static __attribute__((noinline)) void *malloc_slow(size_t n, uint64_t site)
 	return p;
 }
 
-/* Anything but the commonest case: the thread's latest allocation site
- * again and no capture due.  The agent's own calls and a switched-off
- * class (or agent) pass straight through. */
-static __attribute__((noinline)) void *malloc_other(size_t n, uint64_t site)
+/* malloc when fastpath.c's check failed: anything but the commonest case
+ * (the thread's latest allocation site again, no capture due).  The
+ * agent's own calls and a switched-off class (or agent) pass straight
+ * through.  ret: the return address into the program. */
+void *hooks_malloc_other(size_t n, uint64_t ret)
 {
 	struct rhea_tstate *t = alloc_fast();
 	if (likely(t != NULL)) {
-		alloc_count(t, RHEA_FN_MALLOC, site, n);
+		alloc_count(t, RHEA_FN_MALLOC, ret, n);
 		return real_malloc(n);
 	}
 	if (likely(real_malloc != NULL) && (rhea_guard || !rhea_g.on[RHEA_C_ALLOC]))
 		return real_malloc(n);
-	return malloc_slow(n, site);
-}
-
-EXPORT void *malloc(size_t n)
-{
-	uint64_t site = CALLER;
-	if (likely(alloc_fast() != NULL) && likely(rhea_hot.site_pc == site) &&
-	    likely(rhea_hot.last_epoch == rhea_g.epoch)) {
-		site_note_same(n);
-		return real_malloc(n);
-	}
-	return malloc_other(n, site);
+	return malloc_slow(n, ret);
 }
 
 static __attribute__((noinline)) void *calloc_slow(size_t n, size_t m, uint64_t site)
@@ -406,8 +398,8 @@ EXPORT void *calloc(size_t n, size_t m)
 	size_t bytes;
 	/* an overflowing size fails in calloc: not counted (slow path) */
 	if (unlikely(!t) || unlikely(__builtin_mul_overflow(n, m, &bytes)))
-		return calloc_slow(n, m, CALLER);
-	alloc_count(t, RHEA_FN_CALLOC, CALLER, bytes);
+		return calloc_slow(n, m, RET);
+	alloc_count(t, RHEA_FN_CALLOC, RET, bytes);
 	return real_calloc(n, m);
 }
 
@@ -433,16 +425,16 @@ EXPORT void *realloc(void *old, size_t n)
 {
 	struct rhea_tstate *t = alloc_fast();
 	if (unlikely(!t) || unlikely(is_boot(old)))
-		return realloc_slow(old, n, CALLER);
+		return realloc_slow(old, n, RET);
 	if (n)
-		alloc_count(t, RHEA_FN_REALLOC, CALLER, n);
+		alloc_count(t, RHEA_FN_REALLOC, RET, n);
 	return real_realloc(old, n);
 }
 
-/* Everything but a free with no capture due: the boot arena's blocks
- * (never freed), the first calls (the real free not yet known), a capture
- * before the real free. */
-static __attribute__((noinline)) void free_other(void *p)
+/* free when fastpath.c's check failed: the boot arena's blocks (never
+ * freed), the first calls (the real free not yet known), a capture due
+ * (before the real free). */
+void hooks_free_other(void *p)
 {
 	if (unlikely(is_boot(p)))
 		return;
@@ -457,17 +449,6 @@ static __attribute__((noinline)) void free_other(void *p)
 	real_free(p);
 }
 
-/* The capture (when due) comes before the real free, which is then a tail
- * call: nothing to keep across it, no return through the hook. */
-EXPORT void free(void *p)
-{
-	if (likely(rhea_hot.last_epoch == rhea_g.epoch) && likely(!is_boot(p)) && likely(real_free != NULL)) {
-		real_free(p);
-		return;
-	}
-	free_other(p);
-}
-
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
 	if (unlikely(!real_posix_memalign))
@@ -475,7 +456,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	int r = real_posix_memalign(out, align, n);
 	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
 	if (t && r == 0)
-		alloc_done(t, RHEA_FN_POSIX_MEMALIGN, CALLER, n);
+		alloc_done(t, RHEA_FN_POSIX_MEMALIGN, RET, n);
 	return r;
 }
 
@@ -486,7 +467,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 	void *p = real_aligned_alloc(align, n);
 	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
 	if (t && p)
-		alloc_done(t, RHEA_FN_ALIGNED_ALLOC, CALLER, n);
+		alloc_done(t, RHEA_FN_ALIGNED_ALLOC, RET, n);
 	return p;
 }
 
@@ -497,7 +478,7 @@ EXPORT void *memalign(size_t align, size_t n)
 	void *p = real_memalign(align, n);
 	struct rhea_tstate *t = enter(RHEA_C_ALLOC);
 	if (t && p)
-		alloc_done(t, RHEA_FN_MEMALIGN, CALLER, n);
+		alloc_done(t, RHEA_FN_MEMALIGN, RET, n);
 	return p;
 }
 
@@ -513,7 +494,7 @@ EXPORT void *memalign(size_t align, size_t n)
 		rhea_guard--;                                                    \
 		struct rhea_tstate *t = enter(RHEA_C_ALLOC);                     \
 		if (t && p)                                                      \
-			alloc_done(t, RHEA_FN_OPERATOR_NEW, CALLER, n);          \
+			alloc_done(t, RHEA_FN_OPERATOR_NEW, RET, n);          \
 		return p;                                                        \
 	}
 NEW_HOOK(_Znwm, (size_t n), (n))
