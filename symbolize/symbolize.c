@@ -77,6 +77,7 @@
 #include "symbolize.h"
 #include "cfi.h"
 
+#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -89,8 +90,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* From libstdc++ (the CLI links -lstdc++); declared here to stay a C file. */
-char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+/*
+ * __cxa_demangle comes from libstdc++, loaded the first time a C++ name
+ * needs it, not linked: libstdc++ and its start-up (locale, iostreams)
+ * were a third of the CLI's start, paid by every `rhea record` for a
+ * function only the report and the converters call.  Without libstdc++
+ * names stay mangled.
+ */
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static demangle_fn demangler(void)
+{
+	static demangle_fn fn;
+	static int tried;
+	if (!tried) {
+		tried = 1;
+		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+		if (h)
+			fn = (demangle_fn)dlsym(h, "__cxa_demangle");
+	}
+	return fn;
+}
 
 #define MAX_BUILD_ID 64
 
@@ -607,8 +627,11 @@ char *sym_demangle(const char *name)
 {
 	if (!name || name[0] != '_' || name[1] != 'Z')
 		return NULL;
+	demangle_fn dm = demangler();
+	if (!dm)
+		return NULL;
 	int status = -1;
-	char *d = __cxa_demangle(name, NULL, NULL, &status);
+	char *d = dm(name, NULL, NULL, &status);
 	if (status != 0) {
 		free(d);
 		return NULL;
