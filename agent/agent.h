@@ -15,6 +15,7 @@
 #include "format.h"
 #include "hookfn.h"
 #include "stacktab.h"
+#include "unwind.h"
 
 #define RHEA_MAX_DEPTH 1024
 #define RHEA_SITES 512 /* per-thread allocation-site table, power of two */
@@ -52,6 +53,7 @@ struct rhea_tstate {
 	uint64_t cache_addrs[RHEA_MAX_DEPTH];
 	uint32_t cache_ids[RHEA_MAX_DEPTH];
 	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
+	struct unwind_cache ucache; /* CFI rows of this thread's frames */
 	uint64_t sites_emitted_ns;
 	struct {
 		uint64_t site, ns; /* release-stack cache: call site, when */
@@ -237,6 +239,7 @@ struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
 void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
 
 /* modules.c */
+extern uint32_t rhea_modules_gen; /* the module map's generation (unwind.h's cache) */
 int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
 void modules_after_fork(void);
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);

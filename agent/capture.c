@@ -87,7 +87,9 @@ static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs
 	if (rhea_g.cfg.unwind_fp)
 		n = unwind_fp(regs, &st, t->scratch, max, &truncated);
 	else
-		n = unwind_cfi(regs, &st, modules_find_cfi, NULL, t->scratch, max, &truncated);
+		n = unwind_cfi_cached(regs, &st, modules_find_cfi, NULL, foreign ? NULL : &t->ucache,
+				      __atomic_load_n(&rhea_modules_gen, __ATOMIC_ACQUIRE), t->scratch, max,
+				      &truncated);
 	/* Drop the agent's own frames: the leading ones (the hook that is
 	 * capturing) and any further up (a hook that called back into the
 	 * program: dlopen running constructors, our thread start routine). */

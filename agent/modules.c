@@ -51,6 +51,7 @@ struct index {
 static struct module *mods;
 static uint32_t nmods;
 static struct index *volatile cur_index;
+uint32_t rhea_modules_gen; /* atomic: bumped when the map changes */
 static uint32_t scan_gen;
 
 static void *map_mem(size_t size)
@@ -280,6 +281,8 @@ int modules_scan(void)
 					ix->m[ix->n++] = &mods[i];
 			sort_index(ix->m, ix->n);
 			__atomic_store_n(&cur_index, ix, __ATOMIC_RELEASE);
+			/* rows the threads cached are of the old map (unwind.h) */
+			__atomic_add_fetch(&rhea_modules_gen, 1, __ATOMIC_RELEASE);
 		}
 	}
 out:

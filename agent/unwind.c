@@ -200,17 +200,35 @@ static int step_guess_fp(const struct unwind_stack *st, struct frame *f)
 	return 0;
 }
 
+static inline uint32_t cache_slot(uint64_t pc)
+{
+	return (uint32_t)((pc ^ (pc >> 9)) * 0x9e3779b1u >> 24) & (UNWIND_CACHE_SIZE - 1);
+}
+
 static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *arg,
-		    struct frame *f)
+		    struct unwind_cache *c, struct frame *f)
 {
 	uint64_t lpc = f->exact ? f->pc : f->pc - 1, bias = 0, cfa, ra, bp = f->bp;
-	const struct cfi_table *t = find(lpc, &bias, arg);
-	const struct cfi_row *row = t ? cfi_lookup(t, lpc - bias) : NULL;
+	const struct cfi_row *row;
+	int known; /* a module's table covers lpc */
+	uint32_t k = cache_slot(lpc);
+	if (c && c->e[k].pc == lpc) {
+		row = c->e[k].row;
+		known = 1;
+	} else {
+		const struct cfi_table *t = find(lpc, &bias, arg);
+		row = t ? cfi_lookup(t, lpc - bias) : NULL;
+		known = t != NULL;
+		if (c && row) {
+			c->e[k].pc = lpc;
+			c->e[k].row = row;
+		}
+	}
 
 	if (!row || row->kind == CFI_NONE) {
 		if (is_sigreturn(f->pc))
 			return step_sigframe(st, f);
-		return t ? step_guess_fp(st, f) : -1;
+		return known ? step_guess_fp(st, f) : -1;
 	}
 	switch (row->kind) {
 	case CFI_RSP:
@@ -236,6 +254,13 @@ static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *ar
 int unwind_cfi(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
 	       void *arg, uint64_t *out, int max, int *truncated)
 {
+	return unwind_cfi_cached(r, st, find, arg, NULL, 0, out, max, truncated);
+}
+
+int unwind_cfi_cached(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
+		      void *arg, struct unwind_cache *c, uint32_t gen, uint64_t *out, int max,
+		      int *truncated)
+{
 	int n = 0;
 
 	if (truncated)
@@ -247,12 +272,17 @@ int unwind_cfi(const struct unwind_regs *r, const struct unwind_stack *st, unwin
 			*truncated = 1;
 		return 0;
 	}
+	if (c && c->gen != gen) {
+		for (int i = 0; i < UNWIND_CACHE_SIZE; i++)
+			c->e[i].pc = 0;
+		c->gen = gen;
+	}
 	struct unwind_stack s = narrow(st, r->sp);
 	struct frame f = {r->ip, r->sp, r->bp, 1};
 	out[n++] = f.pc;
 	for (;;) {
 		uint64_t prev_sp = f.sp;
-		if (step_cfi(&s, find, arg, &f) < 0 || f.pc == 0)
+		if (step_cfi(&s, find, arg, c, &f) < 0 || f.pc == 0)
 			break;
 		if (f.sp <= prev_sp && !f.exact) /* only a signal frame may change stacks */
 			break;

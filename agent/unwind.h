@@ -43,6 +43,28 @@ int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64
 int unwind_cfi(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
 	       void *arg, uint64_t *out, int max, int *truncated);
 
+/*
+ * The rows a thread's walks found, by pc: a thread's stacks repeat their
+ * frames from one capture to the next, and a hit skips the module search
+ * and the table search (two binary searches per frame).  Direct mapped.
+ * Rows stay valid as long as the module map does: the cache belongs to one
+ * generation of it (gen), and is emptied when the caller's is another.
+ * One cache per thread, never used by two walks at once.
+ */
+#define UNWIND_CACHE_SIZE 256 /* a power of two */
+struct unwind_cache {
+	uint32_t gen;
+	struct {
+		uint64_t pc; /* the pc the row was looked up at; 0: empty */
+		const struct cfi_row *row;
+	} e[UNWIND_CACHE_SIZE];
+};
+
+/* unwind_cfi with a row cache of module map generation gen (c may be NULL). */
+int unwind_cfi_cached(const struct unwind_regs *r, const struct unwind_stack *st, unwind_find_fn find,
+		      void *arg, struct unwind_cache *c, uint32_t gen, uint64_t *out, int max,
+		      int *truncated);
+
 /* Read the 8 bytes at addr without ever faulting: directly when inside st,
  * else with process_vm_readv on ourselves.  0 and *val set, or -1. */
 int unwind_read(const struct unwind_stack *st, uint64_t addr, uint64_t *val);

@@ -3,7 +3,9 @@
  * agent's own objects (build/librhea_core.a: unwind.c, cfi.c, stacktab.c,
  * buf.c), outside any traced program:
  *
- *   capture   per stack at depth 10/30/60: unwind_fp and unwind_cfi on a
+ *   capture   per stack at depth 10/30/60: unwind_fp, unwind_cfi and
+ *             unwind_cfi_cached ("cfi+rc": with the per-thread row cache
+ *             the agent uses, warm after the first capture) on a
  *             call chain built with and without frame pointers
  *             (micro_chain.c), then stacktab_intern of the whole stack,
  *             root first (every node already present after the first
@@ -14,7 +16,7 @@
  *             caches evicted before each capture (16 MB written, untimed),
  *             as they are when a program runs for an interval in between.
  *   sync      a replica of one whole synchronous capture as capture.c does
- *             it: UNWIND_HERE + unwind_cfi, compare with the previous stack
+ *             it: UNWIND_HERE + unwind_cfi_cached, compare with the previous stack
  *             and intern only the new tail, clock_gettime(CLOCK_MONOTONIC),
  *             the counters below, buf_emit of the sample; on a 10- and a
  *             30-frame stack (no-fp code), the stack alternating between two
@@ -177,7 +179,7 @@ static struct unwind_stack main_stack;
 static struct stacktab tab;
 
 struct job {
-	int use_cfi;
+	int use_cfi; /* 0 fp, 1 cfi, 2 cfi with the row cache (as the agent) */
 	int reps;
 	uint64_t *t_unwind, *t_intern;
 	int frames;
@@ -209,8 +211,10 @@ static __attribute__((noinline)) uint64_t capture_leaf(void *arg)
 			scrub();
 		uint64_t t0 = ticks();
 		UNWIND_HERE(&r);
-		int n = j->use_cfi ? unwind_cfi(&r, &main_stack, find_cfi, NULL, out, MAXF, NULL)
-				   : unwind_fp(&r, &main_stack, out, MAXF, NULL);
+		static struct unwind_cache rcache;
+		int n = j->use_cfi == 2 ? unwind_cfi_cached(&r, &main_stack, find_cfi, NULL, &rcache, 1, out, MAXF, NULL)
+			: j->use_cfi ? unwind_cfi(&r, &main_stack, find_cfi, NULL, out, MAXF, NULL)
+				     : unwind_fp(&r, &main_stack, out, MAXF, NULL);
 		uint64_t t1 = ticks();
 		/* as capture.c: root first, return addresses minus one */
 		for (int i = 0; i < n; i++)
@@ -256,7 +260,8 @@ static void capture_row(int cfi, const char *code, int depth, int frames, uint64
 	stats(tu, reps, &um, &up);
 	stats(ti, reps, &im, &ip);
 	stats(tt, reps, &sm, &sp);
-	printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f%s\n", cfi ? "cfi" : "fp", code,
+	printf("  %-6s %-14s %5d %6d | %8.0f %8.0f | %8.0f %8.0f | %8.0f %8.0f%s\n",
+	       cfi == 2 ? "cfi+rc" : cfi ? "cfi" : "fp", code,
 	       depth, frames, um, up, im, ip, sm, sp, note);
 }
 
@@ -274,7 +279,7 @@ static void run_capture(int reps)
 	for (int b = 0; b < 2; b++) {
 		uint64_t (*chain)(int, chain_leaf_fn, void *) = b == 0 ? chain_nofp : chain_fp;
 		const char *code = b == 0 ? "no-fp (-O2)" : "-fno-omit-fp";
-		for (int u = 0; u < 2; u++) {
+		for (int u = 0; u < 3; u++) {
 			/* frames outside the chain: measured with a CFI walk at depth 1 */
 			struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
 			chain(1, capture_leaf, &probe);
@@ -293,7 +298,7 @@ static void run_capture(int reps)
 	int creps = reps / 10 > 200 ? reps / 10 : 200;
 	struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
 	chain_nofp(1, capture_leaf, &probe);
-	for (int u = 0; u < 2; u++) {
+	for (int u = 0; u < 3; u++) {
 		for (int pfx = 1; pfx >= 0; pfx--) {
 			struct job j = {u, creps, tu, ti, 0, 1, pfx};
 			chain_nofp(30 - (probe.frames - 1), capture_leaf, &j);
@@ -327,7 +332,8 @@ static __attribute__((noinline)) void sync_capture(struct sync_job *j, int k)
 	uint64_t out[MAXF], a[MAXF];
 	struct unwind_regs r;
 	UNWIND_HERE(&r);
-	int n = unwind_cfi(&r, &main_stack, find_cfi, NULL, out, MAXF, NULL);
+	static struct unwind_cache rcache; /* as the agent's per-thread one */
+	int n = unwind_cfi_cached(&r, &main_stack, find_cfi, NULL, &rcache, 1, out, MAXF, NULL);
 	/* root first, minus one; the leaf alternates (k & 1) as two call sites would */
 	int common = 0, same = 1;
 	for (int i = 0; i < n; i++) {

@@ -294,6 +294,10 @@ if [ -s "$WORK/micro.out" ]; then
 		"$(awk '$1 == "cfi" && /cold caches/ { print $7 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
 	target "30-frame CFI unwind + intern, cold caches, median us" \
 		"$(awk '$1 == "cfi" && /cold caches/ { print $13 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
+	target "30-frame CFI unwind + intern, row cache (agent), median us" \
+		"$(awk '$1 == "cfi+rc" && $2 == "no-fp" && $4 == 30 { print $13 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
+	target "30-frame CFI unwind + intern, row cache, cold, median us" \
+		"$(awk '$1 == "cfi+rc" && /cold caches/ { print $13 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
 fi
 if [ -s "$WORK/summary.txt" ]; then
 	w2cfg=$(awk '$1 == "w2" { print $2; exit }' "$WORK/summary.txt")

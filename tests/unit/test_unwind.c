@@ -321,6 +321,8 @@ static void assert_chain_rows(const uint64_t *pc, int from, int kind)
 
 struct capture {
 	int use_fp;
+	struct unwind_cache *cache; /* CFI walks through unwind_cfi_cached */
+	uint32_t gen;
 	int max;
 	uint64_t pc[MAXF];
 	int n, truncated;
@@ -332,6 +334,9 @@ static int capture_cb(const struct unwind_regs *r, void *arg)
 	struct capture *c = arg;
 	if (c->use_fp)
 		c->n = unwind_fp(r, &c->st, c->pc, c->max, &c->truncated);
+	else if (c->cache)
+		c->n = unwind_cfi_cached(r, &c->st, find_table, NULL, c->cache, c->gen, c->pc, c->max,
+					 &c->truncated);
 	else
 		c->n = unwind_cfi(r, &c->st, find_table, NULL, c->pc, c->max, &c->truncated);
 	return 1;
@@ -387,6 +392,49 @@ Test(unwind, cfi_through_chain_with_frame_pointers)
 	assert_chain(names, c.n, 0, joined);
 	cr_assert_str_eq(names[NCHAIN], "run_chain", "%s", joined);
 	assert_reaches_start(names, c.n, c.truncated, joined);
+}
+
+/* The row cache changes nothing but the speed: the same walk with an empty
+ * cache, with a warm one, and with one full of wrong rows from another
+ * generation of the module map (which must be dropped, not used). */
+Test(unwind, cfi_row_cache_gives_the_same_walk)
+{
+	chain_start_fn start = load_chain(0);
+	static struct unwind_cache cache;
+	static struct capture walks[4]; /* plain, cold cache, warm, stale */
+	for (int w = 0; w < 4; w++) {
+		walks[w] = (struct capture){.max = MAXF, .cache = w ? &cache : NULL, .gen = w < 3 ? 7 : 8};
+		if (w == 3) {
+			/* poison: every entry claims one wrong row, under generation 7 */
+			const struct cfi_row *wrong = row_at(walks[0].pc[1] - 1);
+			cr_assert(wrong);
+			for (int i = 0; i < UNWIND_CACHE_SIZE; i++)
+				if (cache.e[i].pc)
+					cache.e[i].row = wrong;
+		}
+		run_chain(start, &walks[w]); /* one call site: the same stack */
+		if (w == 1) {
+			int used = 0;
+			for (int i = 0; i < UNWIND_CACHE_SIZE; i++)
+				used += cache.e[i].pc != 0;
+			cr_assert_gt(used, NCHAIN / 2, "the walk filled %d cache entries", used);
+		}
+	}
+	cr_assert_eq(cache.gen, 8);
+	/* the same frames: the same addresses up to run_chain (the compiler
+	 * may peel the loop's last turn: the return address into this test
+	 * can differ), the same functions everywhere */
+	static char names0[MAXF][NAMELEN], names[MAXF][NAMELEN], joined[4096];
+	names_of(walks[0].pc, walks[0].n, names0, joined, sizeof(joined));
+	for (int w = 1; w < 4; w++) {
+		cr_assert_eq(walks[w].n, walks[0].n, "walk %d: %d frames, plain %d", w, walks[w].n, walks[0].n);
+		names_of(walks[w].pc, walks[w].n, names, joined, sizeof(joined));
+		for (int i = 0; i < walks[0].n; i++) {
+			cr_assert_str_eq(names[i], names0[i], "walk %d frame %d: %s", w, i, joined);
+			if (i <= NCHAIN)
+				cr_assert_eq(walks[w].pc[i], walks[0].pc[i], "walk %d frame %d", w, i);
+		}
+	}
 }
 
 static struct capture qsort_capture;
