@@ -233,6 +233,18 @@ rhea_stats() { # rhea_stats WL CFG TOOLS...
 	done
 }
 
+# shuffled ROUND WORDS...: the words in an order of their own for each
+# round (seeded by the round: the same in every run), so that no column
+# always follows the same neighbour (a bare run right after heaptrack's
+# writes or perf's exit) or sits at the same place in its round.
+shuffled() {
+	seed=$1
+	shift
+	echo "$@" | awk -v seed="$seed" '{ srand(seed); n = split($0, a, " ")
+		for (i = n; i > 1; i--) { j = int(rand() * i) + 1; t = a[i]; a[i] = a[j]; a[j] = t }
+		for (i = 1; i <= n; i++) printf "%s ", a[i] }'
+}
+
 tools_for() { # the columns of a workload, given which builds exist
 	t="bare rhea rhea-sync"
 	[ "$1" = w0 ] && t="bare rhea"
@@ -253,7 +265,7 @@ run_workload() {
 	say "bench: $wl $cfg: $rounds rounds of: $tools"
 	r=1
 	while [ "$r" -le "$rounds" ]; do
-		for tool in $tools; do
+		for tool in $(shuffled "$r" $tools); do
 			case $tool in
 			bare-fp | rhea-fp) run_one "$wl" "$cfg" "$tool" bare-fp "$r" /dev/null "$progfp" "$@" ;;
 			*) run_one "$wl" "$cfg" "$tool" bare "$r" /dev/null "$prog" "$@" ;;
@@ -299,7 +311,7 @@ if want micro; then
 	: >"$HL"
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
-		for v in bare fast default; do
+		for v in $(shuffled "$r" bare fast default); do
 			case $v in
 			bare) set -- ;;
 			fast) set -- "$RHEA" record -q --interval 10s --sample 0 -o "$WORK/out/hl.rhea" -- ;;
@@ -369,7 +381,7 @@ if want w4 && [ $HAVE_SQLITE = 1 ]; then
 	say "bench: w4 sqlite3 $cfg: $ROUNDS rounds of: $tools"
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
-		for tool in $tools; do
+		for tool in $(shuffled "$r" $tools); do
 			rm -f "$WORK/w4.db" "$WORK/w4.db-wal" "$WORK/w4.db-shm"
 			run_one w4 "$cfg" "$tool" bare "$r" "$SQL" sqlite3 -bail -init /dev/null "$WORK/w4.db"
 		done
@@ -414,7 +426,7 @@ if want redis && [ $HAVE_REDIS = 1 ]; then
 	say "bench: redis $cfg: $ROUNDS rounds of: $tools"
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
-		for tool in $tools; do redis_one "$tool" "$r" "$cfg"; done
+		for tool in $(shuffled "$r" $tools); do redis_one "$tool" "$r" "$cfg"; done
 		r=$((r + 1))
 	done
 	rhea_stats redis "$cfg" $tools
