@@ -73,6 +73,41 @@ if [ -s "$WORK/micro.out" ]; then
 	echo
 fi
 
+if [ -s "${CONV:-/nonexistent}" ]; then
+	echo "== Conversion and symbolization (rhea convert --timing of a synthetic recording,"
+	echo "   bench/convert_gen.c: 8 threads, the generator's own functions as symbols;"
+	echo "   medians of $ROUNDS runs per format, interleaved)"
+	awk -v work="$WORK" "$AWK_MEDIAN"'
+	BEGIN { FS = "\t" }
+	{ f = $1; if (!(f in n)) order[++nf] = f; k = ++n[f]
+	  L[f, k] = $3; S[f, k] = $4; C[f, k] = $5; REC[f] = $6; NODES[f] = $7
+	  CPU[f, k] = ($9 + $10) / 1e9; RSS[f, k] = $11 / 1024; OUT[f, k] = $12
+	  RPS[f, k] = ($3 + $5) > 0 ? $6 / ($3 + $5) : 0; NPS[f, k] = $4 > 0 ? $7 / $4 : 0 }
+	END {
+		printf "   %-9s %9s %8s %8s %8s %12s %14s %7s %7s %9s\n", "format", "records", "load s", "symb. s",
+		       "conv. s", "records/s", "nodes symb./s", "CPU s", "RSS MB", "output"
+		for (i = 1; i <= nf; i++) {
+			f = order[i]
+			m = n[f]
+			split("", a); for (k = 1; k <= m; k++) a[k] = L[f, k]; l = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = S[f, k]; sy = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = C[f, k]; c = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = RPS[f, k]; rps = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = NPS[f, k]; nps = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = CPU[f, k]; cpu = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = RSS[f, k]; rss = median(a, m)
+			split("", a); for (k = 1; k <= m; k++) a[k] = OUT[f, k]; out = median(a, m)
+			printf "   %-9s %9d %8.3f %8.3f %8.3f %12.0f %14.0f %7.3f %7.1f %9s\n", f, REC[f], l, sy, c, rps,
+			       nps, cpu, rss, human(out)
+			if (f == "perfetto") print rps / 1e6 > (work "/convert_rps.txt")
+		}
+		print "   records/s = records / (load + convert), symbolization excluded; nodes symb./s ="
+		print "   the recording'"'"'s stack nodes / symbolization time (libdwfl: symbols, lines, inlines);"
+		print "   pprof:WL = the recording of workload WL'"'"'s last round (real binaries and libraries), once"
+	}' "$CONV"
+	echo
+fi
+
 if [ -s "$RAW" ]; then
 	echo "== Whole-program overhead (medians; x = ratio to the bare run of the same round;"
 	echo "   x* = the same with each tool's fixed start-up cost, measured by W0 on the same"
@@ -234,7 +269,7 @@ echo "== Targets"
 target() { # target NAME VALUE OP LIMIT UNIT
 	awk -v n="$1" -v v="$2" -v op="$3" -v lim="$4" -v u="$5" 'BEGIN {
 		if (v == "") { printf "   %-58s %12s   n/a\n", n, "-"; exit }
-		pass = op == "<" ? v < lim : v <= lim
+		pass = op == "<" ? v < lim : op == ">" ? v > lim : v <= lim
 		printf "   %-58s %12s   %s (target %s %s%s)\n", n, sprintf("%.2f%s", v, u), pass ? "PASS" : "MISS", op, lim, u }'
 }
 sumval() { # sumval WL CFG TOOL FIELD
@@ -298,6 +333,9 @@ if [ -s "$WORK/micro.out" ]; then
 		"$(awk '$1 == "cfi+rc" && $2 == "no-fp" && $4 == 30 { print $13 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
 	target "30-frame CFI unwind + intern, row cache, cold, median us" \
 		"$(awk '$1 == "cfi+rc" && /cold caches/ { print $13 / 1000; exit }' "$WORK/micro.out")" "<" 2 " us"
+fi
+if [ -s "$WORK/convert_rps.txt" ]; then
+	target "rhea convert to Perfetto, M records/s (symbolization excl.)" "$(cat "$WORK/convert_rps.txt")" ">" 1 " M/s"
 fi
 if [ -s "$WORK/summary.txt" ]; then
 	w2cfg=$(awk '$1 == "w2" { print $2; exit }' "$WORK/summary.txt")

@@ -5,7 +5,7 @@
 #   QUICK=1 sh bench/run.sh      short run (3 rounds, W2 7, smaller workloads, ~3 min)
 #   ROUNDS=N                     override the number of rounds (W2's too)
 #   W2_ROUNDS=N                  override W2's alone (and W1's at 16 threads)
-#   ONLY="micro w0 w1 w2 w3 w4 redis"  run only these parts
+#   ONLY="micro convert w0 w1 w2 w3 w4 redis"  run only these parts
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
 # What it measures (see bench/README.md for the method and the targets):
@@ -47,7 +47,7 @@ QUICK=${QUICK:-0}
 # from the 4th to the 12th ratio.  ROUNDS sets every part, W2 included.
 W2_ROUNDS=${W2_ROUNDS:-${ROUNDS:-$DEF_W2_ROUNDS}}
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
-ONLY=${ONLY:-"micro w0 w1 w2 w3 w4 redis"}
+ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 redis"}
 CC=${CC:-gcc}
 CFLAGS_BENCH="-O2 -g -Wall -Wextra"
 TIMEOUT=300
@@ -160,15 +160,17 @@ $CC $CFLAGS_BENCH -fomit-frame-pointer -DCHAIN=chain_nofp -c bench/micro_chain.c
 	$CC $CFLAGS_BENCH -fno-omit-frame-pointer -Iagent -Icore -o "$BIN/micro" \
 		bench/micro.c "$BIN/chain_nofp.o" "$BIN/chain_fp.o" "$BIN/librhea_core.a" \
 		-ldw -lelf -lzstd -lz -lpthread || die "cannot build bench/micro.c"
+$CC $CFLAGS_BENCH -std=gnu11 -D_GNU_SOURCE -Icore -o "$BIN/convert_gen" bench/convert_gen.c \
+	"$BIN/librhea_core.a" -lzstd -lz || die "cannot build bench/convert_gen.c"
 RUNSTAT=$BIN/runstat
 
 # ---- workload sizes ------------------------------------------------------
 if [ "$QUICK" = 1 ]; then
 	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 REDIS_N=10000
-	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000
+	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000 CONV_N=200000
 else
 	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 REDIS_N=25000
-	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000
+	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CONV_N=1000000
 fi
 
 RAW=$WORK/raw.tsv   # wl cfg tool base round wall user sys rss status outbytes extra
@@ -324,6 +326,42 @@ if want micro; then
 	done
 fi
 
+# Conversion and symbolization: `rhea convert --timing` of a synthetic
+# recording (bench/convert_gen.c: 8 threads, realistic stack churn, the
+# generator's own functions as symbols, so symbolization is real) to every
+# format, ROUNDS times each, interleaved; the load, symbolization and
+# conversion times it prints, CPU and peak RSS from runstat.
+CONV=$WORK/convert.tsv # fmt round load sym conv records nodes wall user sys rss outbytes
+: >"$CONV"
+# conv_row LABEL ROUND: one line of $CONV from the --timing line in
+# $WORK/conv.err, runstat's $WORK/res and the output $WORK/conv.out.
+conv_row() {
+	awk -v fmt="$1" -v r="$2" -v out="$(stat -c %s "$WORK/conv.out" 2>/dev/null || echo 0)" \
+		-v res="$(cat "$WORK/res")" '
+		/timing:/ { for (i = 1; i <= NF; i++) {
+			if ($i == "load") l = $(i + 1); if ($i == "symbolize") sy = $(i + 1)
+			if ($i == "convert") c = $(i + 1); if ($i == "records,") n = $(i - 1)
+			if ($i == "nodes,") nd = $(i - 2) } }
+		END { split(res, x, " "); if (x[5] != "0") exit
+			printf "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", fmt, r, l, sy, c, n,
+			       nd, x[1], x[2], x[3], x[4], out }' "$WORK/conv.err" >>"$CONV"
+}
+if want convert; then
+	say "bench: convert: $CONV_N records to every format ($ROUNDS rounds, interleaved)"
+	"$BIN/convert_gen" "$WORK/conv.rhea" "$CONV_N" 8 >/dev/null 2>>"$LOG" || say "bench: convert_gen failed"
+	r=1
+	while [ -s "$WORK/conv.rhea" ] && [ "$r" -le "$ROUNDS" ]; do
+		for fmt in $(shuffled "$r" perfetto chrome pprof folded); do
+			rm -f "$WORK/res" "$WORK/conv.out"
+			"$RUNSTAT" -q -t "$TIMEOUT" -o "$WORK/res" -- "$RHEA" convert --timing -q -f "$fmt" \
+				-o "$WORK/conv.out" "$WORK/conv.rhea" 2>"$WORK/conv.err"
+			[ -s "$WORK/res" ] || echo "0 0 0 0 failed" >"$WORK/res"
+			conv_row "$fmt" "$r"
+		done
+		r=$((r + 1))
+	done
+fi
+
 # ---- 2. workloads ----------------------------------------------------------
 if want w0; then
 	# What every tool costs a process that does nothing: agent start-up
@@ -434,6 +472,21 @@ fi
 
 END=$(date +%s)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Symbolization of real programs: the recordings of the workloads' last
+# rounds (an executable, libc, and for sqlite3 and redis-server their
+# stripped Debian binaries and libraries), converted to pprof.
+if want convert; then
+	for wl in w1 w2 w3 w4 redis; do
+		for rec in "$WORK"/out/"$wl"-*-rhea/rec.rhea; do
+			[ -s "$rec" ] || continue
+			"$RUNSTAT" -q -t "$TIMEOUT" -o "$WORK/res" -- "$RHEA" convert --timing -q -f pprof \
+				-o "$WORK/conv.out" "$rec" 2>"$WORK/conv.err" || continue
+			conv_row "pprof:$wl" 1
+			break
+		done
+	done
+fi
 
 # ---- 3. the report ---------------------------------------------------------
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)

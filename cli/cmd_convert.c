@@ -313,9 +313,9 @@ int cmd_convert(int argc, char **argv)
 	if (timing) {
 		double io = (t1 - t0) + (t3 - t2);
 		cli_err("timing: load %.3f s, symbolize %.3f s, convert %.3f s; %llu records, "
-			"%.0f records/s excluding symbolization",
+			"%llu stack nodes, %.0f records/s excluding symbolization",
 			t1 - t0, t2 - t1, t3 - t2, (unsigned long long)r.nsamples,
-			io > 0 ? (double)r.nsamples / io : 0.0);
+			(unsigned long long)r.nnodes, io > 0 ? (double)r.nsamples / io : 0.0);
 	}
 	if (!quiet) {
 		size_t n = 0;
