@@ -20,6 +20,11 @@ function median(a, n,    i, j, v) {
 	if (n == 0) return -1
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
+function medof(A, f, m,    a, k) { # median of A[f, 1..m]
+	for (k = 1; k <= m; k++)
+		a[k] = A[f, k]
+	return median(a, m)
+}
 function human(b) {
 	if (b < 0) return "-"
 	if (b < 10240) return sprintf("%d B", b)
@@ -89,14 +94,8 @@ if [ -s "${CONV:-/nonexistent}" ]; then
 		for (i = 1; i <= nf; i++) {
 			f = order[i]
 			m = n[f]
-			split("", a); for (k = 1; k <= m; k++) a[k] = L[f, k]; l = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = S[f, k]; sy = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = C[f, k]; c = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = RPS[f, k]; rps = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = NPS[f, k]; nps = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = CPU[f, k]; cpu = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = RSS[f, k]; rss = median(a, m)
-			split("", a); for (k = 1; k <= m; k++) a[k] = OUT[f, k]; out = median(a, m)
+			l = medof(L, f, m); sy = medof(S, f, m); c = medof(C, f, m); rps = medof(RPS, f, m)
+			nps = medof(NPS, f, m); cpu = medof(CPU, f, m); rss = medof(RSS, f, m); out = medof(OUT, f, m)
 			printf "   %-9s %9d %8.3f %8.3f %8.3f %12.0f %14.0f %7.3f %7.1f %9s\n", f, REC[f], l, sy, c, rps,
 			       nps, cpu, rss, human(out)
 			if (f == "perfetto") print rps / 1e6 > (work "/convert_rps.txt")
