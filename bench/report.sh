@@ -117,7 +117,14 @@ if [ -s "$RAW" ]; then
 	{
 		wl = $1; cfg = $2; tool = $3; base = $4; r = $5
 		key = wl SUBSEP cfg SUBSEP tool
-		if (!(key in seen)) { seen[key] = 1; order[++nk] = key; bases[key] = base }
+		if (!(key in seen)) {
+			seen[key] = 1; order[++nk] = key; bases[key] = base
+			# rows in a fixed order whatever order the rounds ran in:
+			# workloads as they came, tools as listed here
+			if (!((wl, cfg) in group)) group[wl, cfg] = ++ngroups
+			rank = index(" bare bare-fp rhea rhea-fp rhea-sync rhea-all perf-g perf-dwarf heaptrack gperf ", " " tool " ")
+			sortkey[key] = group[wl, cfg] * 1000 + (rank ? rank : 999)
+		}
 		ok = ($10 == "0")
 		if (!ok) fails[key]++
 		nr[key]++
@@ -172,6 +179,12 @@ if [ -s "$RAW" ]; then
 	END {
 		fmt = "   %-5s %-10s %-10s %7s %6s %12s %6s %7s %6s %12s %6s %6s %9s %7s %5s %s\n"
 		printf fmt, "wl", "config", "tool", "CPU s", "x", "95% CI", "x*", "wall s", "x", "95% CI", "x*", "RSS MB", "output", "samples", "drop", "note"
+		for (i = 2; i <= nk; i++) { # insertion sort by sortkey
+			v = order[i]
+			for (j = i - 1; j >= 1 && sortkey[order[j]] > sortkey[v]; j--)
+				order[j + 1] = order[j]
+			order[j + 1] = v
+		}
 		prev = ""
 		for (i = 1; i <= nk; i++) {
 			key = order[i]; split(key, p, SUBSEP)

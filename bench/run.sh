@@ -480,6 +480,7 @@ if want convert; then
 	for wl in w1 w2 w3 w4 redis; do
 		for rec in "$WORK"/out/"$wl"-*-rhea/rec.rhea; do
 			[ -s "$rec" ] || continue
+			rm -f "$WORK/res" "$WORK/conv.out" # runstat appends
 			"$RUNSTAT" -q -t "$TIMEOUT" -o "$WORK/res" -- "$RHEA" convert --timing -q -f pprof \
 				-o "$WORK/conv.out" "$rec" 2>"$WORK/conv.err" || continue
 			conv_row "pprof:$wl" 1
