@@ -319,7 +319,8 @@ int recording_load(const char *path, struct recording *r, int salvage, char *err
 	rfile_close(rd);
 	for (size_t i = 0; i < r->nthreads; i++) {
 		struct rec_thread *t = &r->threads[i];
-		qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
+		if (t->nsamples > 1) /* a thread may have no sample at all */
+			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
 	}
 	reduce_sites(r);
 	return 0;

@@ -242,7 +242,13 @@ def check_roots(c, rec, minimum, what=""):
     if not c.check(st["stacks"] > 0, "%s: no stack recorded" % where):
         return
     frac = st["stacks_reaching_root"] / st["stacks"]
-    c.check(frac >= minimum, "%s: %d of %d stacks reach main/start_thread (%.2f < %.2f); unwind_errors %d, top: %s"
+    # A program that runs for a millisecond records one or two stacks; one
+    # taken while the dynamic loader still relocates or runs constructors
+    # (the sampler's first signal, on a loaded machine) has no main above
+    # it, and would make the fraction 0.5.
+    stray_ok = st["stacks"] < 20 and st["stacks"] - st["stacks_reaching_root"] <= 1
+    c.check(frac >= minimum or stray_ok,
+            "%s: %d of %d stacks reach main/start_thread (%.2f < %.2f); unwind_errors %d, top: %s"
             % (where, st["stacks_reaching_root"], st["stacks"], frac, minimum, st["unwind_errors"],
                top_names(rec, 12)))
 
