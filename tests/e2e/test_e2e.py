@@ -284,6 +284,19 @@ def t_allocs(c, variant, unwind="dwarf"):
     c.done()
 
 
+def t_allocs_class_off(c, variant):
+    """--hooks -alloc: malloc/free pass straight through (agent/fastpath.c takes
+    its fast path only for a site the alloc class counted): no allocation is
+    counted, no capture is triggered by one, and the recording is whole."""
+    rc, out, err = c.record([c.prog(variant, "allocs")], opts=["--hooks", "-alloc"])
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    counted = sum(s["count"] for s in rec["alloc_sites"])
+    c.check(counted == 0, "--hooks -alloc counted %d allocations (%s)" % (counted, site_names(rec)))
+    c.done()
+
+
 # work_a does twice the iterations of work_b: the ratio of inclusive wall
 # times must be 2.0 within 15%.  Both run ~0.25-0.5 s on one thread and
 # allocate every 256 iterations, so 1 ms captures resolve them well.
@@ -749,6 +762,7 @@ def all_tests():
     for v in FP_VARIANTS:
         t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
         t.append(Test("ratio/%s/unwind-fp" % v, t_ratio, (v, "fp"), timeout=150, timing=True))
+    t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
