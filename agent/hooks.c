@@ -2,17 +2,19 @@
  * hooks.c - the libc functions the agent interposes (DESIGN.md 1.1).
  *
  * Each hook calls the real function (found with dlsym(RTLD_NEXT), so a
- * program that preloads its own allocator keeps it) and then, on the fast
- * path, only: a TLS load of the recursion guard, a load of the class switch,
+ * program that preloads its own allocator keeps it) and, on the fast path,
+ * does only: a TLS load of the recursion guard, a load of the class switch,
  * a TLS load of the thread's state, counter increments in memory only this
  * thread writes, and a compare of the thread's last capture epoch with the
  * global epoch that the ticker thread advances every interval.  No clock
  * read, no syscall, no atomic read-modify-write: a capture happens at most
- * once per interval per thread, in capture.c.
+ * once per interval per thread, in capture.c.  The allocation hooks do it
+ * before the real call, which is then a jump; malloc's and free's fast
+ * paths live in fastpath.c, the rest of them here.
  *
- * Calls that can block are timed (two vDSO clock reads around a call that
- * is a syscall anyway) and recorded as BLOCK samples when they took at least
- * min_block (default: the interval).  Locks first try the lock: an
+ * Calls that can block are timed (a TSC read at the call, another at the
+ * return only when a tick passed meanwhile) and recorded as BLOCK samples
+ * when they took at least min_block (default: the interval).  Locks first try the lock: an
  * uncontended lock costs no clock read at all, only a contended one is
  * timed, with the owner (glibc's __owner) read before waiting.
  *
@@ -318,10 +320,11 @@ static inline void alloc_done(struct rhea_tstate *t, unsigned fn, uint64_t site,
  * allocation that fails is counted all the same (the hook does not see
  * the result), which only a program out of memory shows.
  *
- * The fast path is taken by a thread already registered, outside the agent,
- * with the class on; anything else (the thread's first call, dlsym's
- * calls before the real functions are known, the agent's own allocations)
- * goes through the slow path, which calls first and counts after.
+ * Counting first is for a thread already registered, outside the agent,
+ * with the class on (alloc_fast); anything else (the thread's first call,
+ * dlsym's calls before the real functions are known, the agent's own
+ * allocations) goes through the *_slow functions, which call first and
+ * count after.
  */
 static inline struct rhea_tstate *alloc_fast(void)
 {
@@ -494,7 +497,7 @@ EXPORT void *memalign(size_t align, size_t n)
 		rhea_guard--;                                                    \
 		struct rhea_tstate *t = enter(RHEA_C_ALLOC);                     \
 		if (t && p)                                                      \
-			alloc_done(t, RHEA_FN_OPERATOR_NEW, RET, n);          \
+			alloc_done(t, RHEA_FN_OPERATOR_NEW, RET, n);             \
 		return p;                                                        \
 	}
 NEW_HOOK(_Znwm, (size_t n), (n))
