@@ -338,8 +338,12 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
-	rhea_hot.last_epoch = rhea_g.epoch;
-	epoch_consumed();
+	/* Neither the thread's epoch nor the ticker's: the sampler's captures
+	 * do not need the epoch, and a program that computes without calling
+	 * any hook (its threads sampled every 10 ms of CPU) used to keep the
+	 * ticker waking every interval for nothing.  (Taking the epoch here
+	 * while the ticker sleeps would also keep this thread's hooks from
+	 * capturing, and so from waking it.) */
 	unsigned flags = RHEA_S_ASYNC;
 	struct unwind_regs regs;
 	unwind_regs_from_ucontext(ucontext, &regs);

@@ -227,7 +227,7 @@ def t_redis_under_load():
 def t_pure_compute():
     prog = build("compute")
     for attempt in range(4):
-        path, _ = record("compute", prog)
+        path, out = record("compute", prog)
         rep = report(path)
         f = func(rep, "pure_compute")
         # Disturbed: the thread did not get 80% of a core for its 300 ms.
@@ -238,6 +238,11 @@ def t_pure_compute():
     # slices must cover the 300 ms within 10%.
     check(270 * MS <= f["inclusive_ns"] <= 330 * MS, "pure_compute covered %.1f ms of 300" % (f["inclusive_ns"] / MS))
     stacks_complete(rep, 0.99, "compute")
+    # Only the sampler sees the computation and it does not need the epoch:
+    # the ticker sleeps after 16 idle intervals instead of waking 300 times.
+    m = re.search(r"ticker (-?\d+)", out)
+    check(m and 0 <= int(m.group(1)) < 100, "the ticker woke %s times during 300 ms of computation"
+          % (m.group(1) if m else "?"))
 
 
 def t_idle_ticker_wakes():

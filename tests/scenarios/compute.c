@@ -6,12 +6,20 @@
  * Ground truth: pure_compute's slices total 300 ms within 10%; sleeping
  * threads get no sampled captures (only forced ones, at most one per
  * second each).
+ *
+ * stdout: "ok", then "ticker N": the voluntary context switches of rhea's
+ * ticker thread (its wake-ups) when the program ends, -1 without one.
+ * Only the sampler captures this program's computation, and the sampler
+ * does not need the epoch: the ticker must sleep through it instead of
+ * waking every millisecond.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +62,36 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
+/* Voluntary switches of the thread named rhea-ticker, -1 if none. */
+static long ticker_wakeups(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	long n = -1;
+	struct dirent *e;
+	while (n < 0 && (e = readdir(d)) != NULL) {
+		char path[300], buf[4096];
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		int is_ticker = fgets(buf, sizeof(buf), f) && strcmp(buf, "rhea-ticker\n") == 0;
+		fclose(f);
+		if (!is_ticker)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		while (fgets(buf, sizeof(buf), f))
+			if (sscanf(buf, "voluntary_ctxt_switches: %ld", &n) == 1)
+				break;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	int nsleep = argc > 1 ? atoi(argv[1]) : 0;
@@ -72,6 +110,6 @@ int main(int argc, char **argv)
 	done = 1;
 	for (int i = 0; i < nsleep; i++)
 		pthread_join(s[i], NULL);
-	printf("ok\n");
+	printf("ok\nticker %ld\n", ticker_wakeups());
 	return 0;
 }
