@@ -92,7 +92,15 @@ struct rhea_config {
 struct rhea_agent {
 	/* read on every hook: one cache line */
 	volatile int on[RHEA_C_COUNT]; /* class hooks active */
-	volatile uint32_t epoch;       /* advanced every interval by the ticker */
+	union {
+		struct {
+			uint32_t epoch_zero;     /* always 0: see epoch_shifted */
+			volatile uint32_t epoch; /* advanced every interval by the ticker */
+		};
+		/* (uint64_t)epoch << 32 in one load (little-endian), what the
+		 * fast paths compare their TLS gate word with */
+		volatile uint64_t epoch_shifted;
+	};
 	volatile int active;
 	volatile uint32_t ticker_idle; /* the ticker sleeps until a capture */
 	uint32_t epoch_used;           /* atomic: a capture in this epoch */
@@ -112,6 +120,9 @@ struct rhea_agent {
 };
 
 extern struct rhea_agent rhea_g;
+_Static_assert(offsetof(struct rhea_agent, epoch_shifted) % 8 == 0 &&
+		       offsetof(struct rhea_agent, epoch) == offsetof(struct rhea_agent, epoch_shifted) + 4,
+	       "epoch_shifted: one aligned 64-bit word whose high half is the epoch");
 
 /*
  * What the hook fast path touches, in one TLS cache line: the recursion
@@ -151,7 +162,7 @@ extern __thread struct rhea_hot rhea_hot;
 /* The fast paths' check: see struct rhea_hot's gate. */
 static inline int hot_gate_open(void)
 {
-	return rhea_hot.gate == (uint64_t)rhea_g.epoch << 32;
+	return rhea_hot.gate == rhea_g.epoch_shifted;
 }
 
 /* The calling thread's allocations so far. */
