@@ -419,10 +419,17 @@ static void site_add(struct rhea_tstate *t, uint64_t pc, uint64_t count, uint64_
 	t->sites_overflow_bytes += bytes;
 }
 
+/* The call instruction of a site kept as its return address (struct
+ * rhea_hot's site_pc), as site tables and the file name it; 0 stays 0. */
+static inline uint64_t site_call(uint64_t ret)
+{
+	return ret ? ret - 1 : 0;
+}
+
 void site_fold(struct rhea_tstate *t)
 {
 	if (rhea_hot.site_pc && rhea_hot.site_count)
-		site_add(t, rhea_hot.site_pc - 1, rhea_hot.site_count, rhea_hot.site_bytes);
+		site_add(t, site_call(rhea_hot.site_pc), rhea_hot.site_count, rhea_hot.site_bytes);
 	/* the totals stay what they were (hot_alloc_count) */
 	rhea_hot.folded_count += rhea_hot.site_count;
 	rhea_hot.folded_bytes += rhea_hot.site_bytes;
@@ -447,9 +454,7 @@ void capture_emit_sites(struct rhea_tstate *t)
 	if (t == rhea_hot.self) {
 		site_fold(t);
 	} else if (t->hot) {
-		ppc = __atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED);
-		if (ppc)
-			ppc--; /* a return address: the call is the byte before */
+		ppc = site_call(__atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED));
 		pcount = __atomic_load_n(&t->hot->site_count, __ATOMIC_RELAXED);
 		pbytes = __atomic_load_n(&t->hot->site_bytes, __ATOMIC_RELAXED);
 	}

@@ -14,9 +14,10 @@
  *
  * Calls that can block are timed (a TSC read at the call, another at the
  * return only when a tick passed meanwhile) and recorded as BLOCK samples
- * when they took at least min_block (default: the interval).  Locks first try the lock: an
- * uncontended lock costs no clock read at all, only a contended one is
- * timed, with the owner (glibc's __owner) read before waiting.
+ * when they took at least min_block (default: the interval).  Locks first
+ * try the lock: an uncontended lock costs no clock read at all, only a
+ * contended one is timed, with the owner (glibc's __owner) read before
+ * waiting.
  *
  * The guard makes every hook a plain call-through while the agent itself
  * runs on this thread (libdw, dlsym, pthread internals all allocate).
@@ -178,19 +179,16 @@ void hooks_resolve(void)
 
 /* dlsym's own allocations before the real allocator is known. */
 char rhea_boot_arena[RHEA_BOOT_ARENA] __attribute__((aligned(64)));
-#define boot_arena rhea_boot_arena
 static size_t boot_used;
 
 static void *boot_alloc(size_t n, int zero)
 {
 	(void)zero; /* the arena is zero-filled and never reused */
 	size_t off = __atomic_fetch_add(&boot_used, (n + 63) & ~(size_t)63, __ATOMIC_RELAXED);
-	if (off + n > sizeof(boot_arena))
+	if (off + n > sizeof(rhea_boot_arena))
 		return NULL;
-	return boot_arena + off;
+	return rhea_boot_arena + off;
 }
-
-#define is_boot rhea_is_boot
 
 /* ---- common paths ------------------------------------------------------- */
 
@@ -408,7 +406,7 @@ EXPORT void *calloc(size_t n, size_t m)
 
 static __attribute__((noinline)) void *realloc_slow(void *old, size_t n, uint64_t site)
 {
-	if (unlikely(is_boot(old))) {
+	if (unlikely(rhea_is_boot(old))) {
 		void *p = malloc(n);
 		if (p)
 			memcpy(p, old, n); /* the arena is big enough to read from */
@@ -427,7 +425,7 @@ static __attribute__((noinline)) void *realloc_slow(void *old, size_t n, uint64_
 EXPORT void *realloc(void *old, size_t n)
 {
 	struct rhea_tstate *t = alloc_fast();
-	if (unlikely(!t) || unlikely(is_boot(old)))
+	if (unlikely(!t) || unlikely(rhea_is_boot(old)))
 		return realloc_slow(old, n, RET);
 	if (n)
 		alloc_count(t, RHEA_FN_REALLOC, RET, n);
@@ -439,7 +437,7 @@ EXPORT void *realloc(void *old, size_t n)
  * (before the real free). */
 void hooks_free_other(void *p)
 {
-	if (unlikely(is_boot(p)))
+	if (unlikely(rhea_is_boot(p)))
 		return;
 	if (unlikely(!real_free)) {
 		resolve();

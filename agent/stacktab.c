@@ -20,9 +20,9 @@
  *    node not yet ready, so a node always reaches the file before any sample
  *    that refers to it is written (samples are emitted after interning).
  *
- * Memory is mmap'ed with MAP_NORESERVE and touched lazily (see touch()).  The table never
- * grows: when full, interning returns 0 and the sample is recorded without a
- * stack (counted in `full`, shown by `rhea report`).  Limits: max_nodes <
+ * Memory is mmap'ed with MAP_NORESERVE and touched lazily (see touch()).
+ * The table never grows: when full, interning returns 0 and the sample is
+ * recorded without a stack (counted in `full`, shown by `rhea report`).  Limits: max_nodes <
  * 2^31; the hash is linear probing at load factor <= 1/2.
  */
 #include "stacktab.h"
@@ -57,6 +57,13 @@ static inline void touch(struct stacktab *t, uint32_t i)
 	__atomic_fetch_or(w, bit, __ATOMIC_RELAXED);
 }
 
+/* Bytes of the slots' mapping: the slots, then one bit per page of them. */
+static size_t slots_map_bytes(uint32_t nslots, size_t *touched_off)
+{
+	*touched_off = (size_t)nslots * sizeof(uint32_t);
+	return *touched_off + ((size_t)nslots / SLOTS_PER_PAGE + 63) / 64 * sizeof(uint64_t);
+}
+
 static inline uint32_t hash(uint32_t parent, uint64_t addr)
 {
 	uint64_t h = addr * 0x9e3779b97f4a7c15ull ^ ((uint64_t)parent * 0xc2b2ae3d27d4eb4full);
@@ -72,15 +79,14 @@ int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 	while (nslots < 2 * max_nodes)
 		nslots <<= 1;
 	size_t nbytes = (size_t)max_nodes * sizeof(struct stacktab_node);
-	size_t sbytes = (size_t)nslots * sizeof(uint32_t);
 	void *n = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (n == MAP_FAILED)
 		return -errno;
 	/* The bits saying which pages of slots were touched (touch()) come
-	 * after the slots, pre-faulted: 128 bytes for the default table. */
-	size_t tbytes = ((size_t)nslots / SLOTS_PER_PAGE + 63) / 64 * sizeof(uint64_t);
-	void *s = mmap(NULL, sbytes + tbytes, PROT_READ | PROT_WRITE,
+	 * after the slots, written at once: 128 bytes for the default table. */
+	size_t toff, mbytes = slots_map_bytes(nslots, &toff);
+	void *s = mmap(NULL, mbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (s == MAP_FAILED) {
 		int e = -errno;
@@ -89,8 +95,8 @@ int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 	}
 	t->nodes = n;
 	t->slots = s;
-	t->touched = (uint64_t *)((char *)s + sbytes);
-	memset(t->touched, 0, tbytes); /* written first: private pages at once */
+	t->touched = (uint64_t *)((char *)s + toff);
+	memset(t->touched, 0, mbytes - toff); /* written first: private pages at once */
 	t->max_nodes = max_nodes;
 	t->nslots = nslots;
 	t->next_id = 1;
@@ -103,9 +109,9 @@ void stacktab_destroy(struct stacktab *t)
 {
 	if (t->nodes)
 		munmap(t->nodes, (size_t)t->max_nodes * sizeof(struct stacktab_node));
+	size_t toff;
 	if (t->slots)
-		munmap(t->slots, (size_t)t->nslots * sizeof(uint32_t) +
-					 ((size_t)t->nslots / SLOTS_PER_PAGE + 63) / 64 * sizeof(uint64_t));
+		munmap(t->slots, slots_map_bytes(t->nslots, &toff));
 	t->nodes = NULL;
 	t->slots = NULL;
 }

@@ -43,8 +43,8 @@ static struct rhea_tstate *slots;
 static uint32_t nslots_used; /* atomic: high-water mark */
 
 /* tid -> slot index + 1, 0 none, TID_PENDING while someone claims a slot
- * for that tid (the others then leave it alone: registering is retried at
- * the next hook or scan, never waited for). */
+ * for that tid (the others leave it alone: the sampler retries at its next
+ * scan, the thread itself waits for the claim, see thread_register). */
 #define TID_MAP_SIZE (1u << 22) /* PID_MAX_LIMIT on 64-bit Linux */
 #define TID_PENDING 0xffffu
 _Static_assert(MAX_THREADS < TID_PENDING, "slot index + 1 must fit the tid map");

@@ -17,8 +17,6 @@
 #include "recording.h"
 #include "rfile.h"
 
-static char path[64];
-
 static void thread_entry(struct rhea_thread *e, unsigned event, uint32_t tid, uint64_t t,
 			 const char *name)
 {
@@ -31,10 +29,11 @@ static void thread_entry(struct rhea_thread *e, unsigned event, uint32_t tid, ui
 	snprintf(e->name, sizeof(e->name), "%s", name);
 }
 
-/* A recording of chunks, each holding one thread entry, in the given order. */
-static void write_recording(const struct rhea_thread *es, int n)
+/* Load a recording of chunks, each holding one thread entry, in the
+ * order given. */
+static void load_entries(const struct rhea_thread *es, int n, struct recording *r)
 {
-	strcpy(path, "/tmp/rhea-test-recording.XXXXXX");
+	char path[64] = "/tmp/rhea-test-recording.XXXXXX";
 	int fd = mkstemp(path);
 	cr_assert(fd >= 0);
 	struct rhea_file_header h = {
@@ -51,10 +50,6 @@ static void write_recording(const struct rhea_thread *es, int n)
 		cr_assert_eq(rfile_write_chunk(&w, &es[i], sizeof(es[i]), i & 1), 0);
 	rfile_writer_destroy(&w);
 	close(fd);
-}
-
-static void load(struct recording *r)
-{
 	char err[512];
 	int st = recording_load(path, r, 0, err, sizeof(err));
 	unlink(path);
@@ -71,9 +66,8 @@ Test(recording, thread_name_by_time_not_file_order)
 	thread_entry(&es[1], RHEA_T_EXIT, 101, 9000, "allocator");
 	thread_entry(&es[2], RHEA_T_START, 100, 1000, "known");
 	thread_entry(&es[3], RHEA_T_START, 101, 2000, "known");
-	write_recording(es, 4);
 	struct recording r;
-	load(&r);
+	load_entries(es, 4, &r);
 	struct rec_thread *t = recording_thread(&r, 101);
 	cr_assert_not_null(t);
 	cr_assert_str_eq(t->name, "allocator");
@@ -89,9 +83,8 @@ Test(recording, later_rename_wins_in_either_order)
 	thread_entry(&es[0], RHEA_T_NAME, 7, 5000, "second");
 	thread_entry(&es[1], RHEA_T_NAME, 7, 4000, "first");
 	thread_entry(&es[2], RHEA_T_START, 7, 3000, "parent");
-	write_recording(es, 3);
 	struct recording r;
-	load(&r);
+	load_entries(es, 3, &r);
 	cr_assert_str_eq(recording_thread(&r, 7)->name, "second");
 	recording_free(&r);
 }
