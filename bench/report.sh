@@ -39,7 +39,7 @@ echo "machine:  $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /
 echo "kernel:   $(uname -sr); clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo ?)"
 echo "rhea:     commit $COMMIT"
 echo "tools:    $(perf --version 2>/dev/null | head -1 || echo 'no perf'); heaptrack $(heaptrack --version 2>/dev/null | awk '{ print $2 }'); sqlite3 $(sqlite3 --version 2>/dev/null | awk '{ print $1 }'); redis $(redis-server --version 2>/dev/null | sed -n 's/.*v=\([^ ]*\).*/\1/p'); $($CC --version | head -1)"
-echo "run:      QUICK=$QUICK, $ROUNDS rounds interleaved (W2: $W2_ROUNDS), $((END - START)) s; load average $LOAD0 at start, $LOAD1 at end"
+echo "run:      QUICK=$QUICK, $ROUNDS rounds interleaved (W2: $W2_ROUNDS, W1 at 16 threads, long: $W1L_ROUNDS), $((END - START)) s; load average $LOAD0 at start, $LOAD1 at end"
 echo
 
 if [ -s "${HL:-/nonexistent}" ]; then
