@@ -19,6 +19,9 @@ static void usage(FILE *f)
 		"\n"
 		"  --json          the same data, machine-readable (waits included)\n"
 		"  --blocking      who waited on what, for how long, and who woke them\n"
+		"  --stalls        every event-loop iteration longer than --stall, where its\n"
+		"                  time went and what the other threads did meanwhile\n"
+		"  --stall DUR     an iteration this long is a stall (default 50ms)\n"
 		"  --top N         rows per table (default 15)\n"
 		"  --end next|last when a function's slice ends: at the next sample (default)\n"
 		"                  or after the last sample that saw it\n"
@@ -31,9 +34,10 @@ int cmd_report(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'}, {"top", required_argument, NULL, 't'},
 		{"salvage", no_argument, NULL, 's'}, {"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'}, {"blocking", no_argument, NULL, 'b'},
+		{"stalls", no_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
 		{NULL, 0, NULL, 0},
 	};
-	struct report_opts o = {0, 15, 80, 0};
+	struct report_opts o = {0, 15, 80, 0, 0, 0};
 	int salvage = 0, policy = MODEL_END_NEXT, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
@@ -42,6 +46,16 @@ int cmd_report(int argc, char **argv)
 		case 't': o.top = atoi(optarg); break;
 		case 's': salvage = 1; break;
 		case 'b': o.blocking = 1; break;
+		case 'S': o.stalls = 1; break;
+		case 'T': {
+			int64_t v = cli_parse_duration(optarg);
+			if (v <= 0) {
+				cli_err("--stall %s: want a duration such as 50ms or 1s", optarg);
+				return EXIT_BADINPUT;
+			}
+			o.stall_ns = (uint64_t)v;
+			break;
+		}
 		case 'e':
 			if (strcmp(optarg, "next") == 0)
 				policy = MODEL_END_NEXT;

@@ -32,6 +32,20 @@ int rhea_fn_blocking(unsigned fn)
 	return fn < RHEA_FN_COUNT ? fns[fn].blocking : 0;
 }
 
+int rhea_fn_is_loop(unsigned fn)
+{
+	switch (fn) {
+	case RHEA_FN_POLL:
+	case RHEA_FN_PPOLL:
+	case RHEA_FN_SELECT:
+	case RHEA_FN_PSELECT:
+	case RHEA_FN_EPOLL_WAIT:
+	case RHEA_FN_EPOLL_PWAIT:
+		return 1;
+	}
+	return 0;
+}
+
 const char *rhea_class_name(enum rhea_class c)
 {
 	return (unsigned)c < RHEA_C_COUNT ? classes[c] : "?";

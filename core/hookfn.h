@@ -100,6 +100,9 @@ enum rhea_fn {
 const char *rhea_fn_name(unsigned fn);
 enum rhea_class rhea_fn_class(unsigned fn);
 int rhea_fn_blocking(unsigned fn);
+/* 1 for the event-loop waits (poll, select, epoll_wait...): the agent starts
+ * a new message id when one returns. */
+int rhea_fn_is_loop(unsigned fn);
 /* "alloc", "lock", ... and the reverse (-1 when unknown). */
 const char *rhea_class_name(enum rhea_class c);
 int rhea_class_parse(const char *name);

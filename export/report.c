@@ -11,6 +11,7 @@
  * main or start_thread).
  */
 #include "report.h"
+#include "stalls.h"
 #include "hookfn.h"
 #include "json.h"
 #include "symbolize.h"
@@ -375,17 +376,24 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 }
 
 /* Function names of a stack, root first (at most max). */
+/* The names of a sample's frames, root first (a wait ends with its call),
+ * the innermost `max` of them. */
+static int sample_names(struct model *m, const struct rhea_sample *s, const char **names, int max)
+{
+	uint32_t ids[512];
+	int n = model_frames(m, s, ids, 512);
+	int first = n > max ? n - max : 0;
+	for (int i = first; i < n; i++)
+		names[i - first] = m->funcs[ids[i]].name;
+	return n - first;
+}
+
 static int stack_names(struct model *m, uint32_t stack, const char **names, int max)
 {
 	struct rhea_sample s;
 	memset(&s, 0, sizeof(s));
 	s.stack = stack;
-	uint32_t ids[512];
-	int n = model_frames(m, &s, ids, 512);
-	int first = n > max ? n - max : 0;
-	for (int i = first; i < n; i++)
-		names[i - first] = m->funcs[ids[i]].name;
-	return n - first;
+	return sample_names(m, &s, names, max);
 }
 
 static void json_stack(struct json *j, const char *key, struct model *m, uint32_t stack)
@@ -399,10 +407,8 @@ static void json_stack(struct json *j, const char *key, struct model *m, uint32_
 }
 
 /* "leaf < caller < caller" with at most `depth` frames, into buf. */
-static const char *stack_line(struct model *m, uint32_t stack, int depth, char *buf, size_t len)
+static const char *names_line(const char **names, int n, int depth, char *buf, size_t len)
 {
-	const char *names[512];
-	int n = stack_names(m, stack, names, 512);
 	size_t o = 0;
 	buf[0] = 0;
 	for (int i = n - 1, k = 0; i >= 0 && k < depth; i--, k++)
@@ -410,6 +416,18 @@ static const char *stack_line(struct model *m, uint32_t stack, int depth, char *
 	if (n == 0)
 		snprintf(buf, len, "[no stack]");
 	return buf;
+}
+
+static const char *stack_line(struct model *m, uint32_t stack, int depth, char *buf, size_t len)
+{
+	const char *names[512];
+	return names_line(names, stack_names(m, stack, names, 512), depth, buf, len);
+}
+
+static const char *sample_line(struct model *m, const struct rhea_sample *s, int depth, char *buf, size_t len)
+{
+	const char *names[512];
+	return names_line(names, s ? sample_names(m, s, names, 512) : 0, depth, buf, len);
 }
 
 static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
@@ -451,6 +469,247 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_obj_end(j);
 	}
 	json_arr_end(j);
+}
+
+/* ---- stalls (analysis/stalls.c) ------------------------------------------ */
+
+struct other {
+	const struct rec_thread *t;
+	const struct rhea_sample *s;
+	uint64_t ns;
+};
+
+static int by_other_ns(const void *a, const void *b)
+{
+	const struct other *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? 1 : -1;
+	return x->t->tid < y->t->tid ? -1 : x->t->tid > y->t->tid;
+}
+
+/* What the other threads did most during a stall, the busiest first. */
+static size_t stall_others(const struct recording *r, const struct stall *x, struct other *o, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		if (t == x->t)
+			continue;
+		uint64_t ns;
+		const struct rhea_sample *s = stalls_top_during(t, x->begin_ns, x->end_ns, &ns);
+		if (s)
+			o[n++] = (struct other){t, s, ns};
+	}
+	qsort(o, n, sizeof(*o), by_other_ns);
+	return n < max ? n : max;
+}
+
+static void json_sample_stack(struct json *j, const char *key, struct model *m, const struct rhea_sample *s)
+{
+	const char *names[512];
+	int n = s ? sample_names(m, s, names, 512) : 0;
+	json_arr_begin(j, key);
+	for (int i = 0; i < n; i++)
+		json_str(j, NULL, names[i]);
+	json_arr_end(j);
+}
+
+static void json_causes(struct json *j, const char *key, struct model *m, const struct stall_cause *c, size_t n)
+{
+	json_arr_begin(j, key);
+	for (size_t i = 0; i < n; i++) {
+		json_obj_begin(j, NULL);
+		json_arr_begin(j, "frames"); /* innermost first */
+		for (int k = 0; k < c[i].depth; k++)
+			json_str(j, NULL, m->funcs[c[i].funcs[k]].name);
+		json_arr_end(j);
+		json_u64(j, "count", c[i].count);
+		json_u64(j, "total_ns", c[i].total_ns);
+		json_u64(j, "max_ns", c[i].max_ns);
+		json_u64(j, "worst", c[i].worst);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
+static void json_stalls(struct json *j, struct model *m, const struct stalls *st)
+{
+	const struct recording *r = m->rec;
+	struct other *o = malloc((r->nthreads ? r->nthreads : 1) * sizeof(*o));
+	json_obj_begin(j, "stalls");
+	json_u64(j, "threshold_ns", st->threshold_ns);
+	json_u64(j, "loop_threads", st->loop_threads);
+	json_u64(j, "iterations", st->iterations);
+	json_arr_begin(j, "list");
+	for (size_t i = 0; i < st->n; i++) {
+		const struct stall *x = &st->v[i];
+		json_obj_begin(j, NULL);
+		json_u64(j, "tid", x->t->tid);
+		json_str(j, "thread", x->t->name);
+		json_u64(j, "msgid", x->msgid);
+		json_u64(j, "begin_ns", x->begin_ns - r->hdr.start_ns);
+		json_u64(j, "duration_ns", x->end_ns - x->begin_ns);
+		json_bool(j, "begin_exact", x->begin_exact);
+		json_bool(j, "end_exact", x->end_exact);
+		json_bool(j, "fatal", x->fatal);
+		json_u64(j, "samples", x->samples);
+		json_u64(j, "cpu_ns", x->ce.cpu_ns >= x->cb.cpu_ns ? x->ce.cpu_ns - x->cb.cpu_ns : 0);
+		json_u64(j, "alloc_count", x->ce.alloc_count - x->cb.alloc_count);
+		json_u64(j, "alloc_bytes", x->ce.alloc_bytes - x->cb.alloc_bytes);
+		json_u64(j, "faults", (uint64_t)(x->ce.minflt - x->cb.minflt) + (x->ce.majflt - x->cb.majflt));
+		json_u64(j, "nvcsw", x->ce.nvcsw - x->cb.nvcsw);
+		json_u64(j, "nivcsw", x->ce.nivcsw - x->cb.nivcsw);
+		json_u64(j, "top_ns", x->top_ns);
+		json_sample_stack(j, "top_stack", m, x->top);
+		json_u64(j, "cause", x->cause);
+		json_u64(j, "subcause", x->subcause);
+		size_t no = o ? stall_others(r, x, o, 8) : 0;
+		json_arr_begin(j, "others");
+		for (size_t k = 0; k < no; k++) {
+			json_obj_begin(j, NULL);
+			json_u64(j, "tid", o[k].t->tid);
+			json_str(j, "thread", o[k].t->name);
+			json_u64(j, "ns", o[k].ns);
+			json_sample_stack(j, "stack", m, o[k].s);
+			json_obj_end(j);
+		}
+		json_arr_end(j);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+	json_causes(j, "causes", m, st->causes, st->ncauses);
+	json_causes(j, "subcauses", m, st->subcauses, st->nsubcauses);
+	json_obj_end(j);
+	free(o);
+}
+
+static const char *cause_line(struct model *m, const struct stall_cause *c, char *buf, size_t len)
+{
+	size_t off = 0;
+	buf[0] = 0;
+	for (int k = 0; k < c->depth; k++)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", k ? " < " : "",
+					m->funcs[c->funcs[k]].name);
+	if (c->depth == 0)
+		snprintf(buf, len, "[no stack]");
+	return buf;
+}
+
+static void text_causes(FILE *out, struct model *m, const char *title, const struct stall_cause *c, size_t n,
+			int top, int W)
+{
+	char b1[64], b2[64], b3[64], line[1024], nb[1024];
+	fprintf(out, "  %s\n    %6s %10s %10s  %s\n", title, "COUNT", "TOTAL", "WORST", "CAUSE");
+	for (size_t i = 0; i < n && i < (size_t)top; i++)
+		fprintf(out, "    %6s %10s %10s  %s\n", fmt_count(c[i].count, b1), fmt_ns(c[i].total_ns, b2),
+			fmt_ns(c[i].max_ns, b3), fit(cause_line(m, &c[i], line, sizeof(line)), W - 34, nb));
+}
+
+static const char *thread_tag(const struct rec_thread *t, char *buf)
+{
+	sprintf(buf, "%.15s/%u", t->name[0] ? t->name : "?", t->tid);
+	return buf;
+}
+
+/* The summary's table: the longest stalls, in time order. */
+static void text_stalls(FILE *out, struct model *m, const struct stalls *st, int top, int W)
+{
+	const struct recording *r = m->rec;
+	char b1[64], b2[64], b3[64], b4[64], tb[64], line[1024], nb[1024];
+	fprintf(out, "\nStalls: event-loop iterations longer than %s (%s of %s on %zu thread%s)\n",
+		fmt_ns(st->threshold_ns, b1), fmt_count(st->n, b2), fmt_count(st->iterations, b3),
+		st->loop_threads, st->loop_threads == 1 ? "" : "s");
+	if (st->n == 0)
+		return;
+	/* the `top` longest, shown in time order */
+	size_t *ix = malloc(st->n * sizeof(*ix)), k = 0;
+	if (!ix)
+		return;
+	for (size_t i = 0; i < st->n; i++)
+		ix[i] = i;
+	for (size_t i = 0; i < st->n && i < (size_t)top; i++) /* partial selection */
+		for (size_t j = i + 1; j < st->n; j++) {
+			const struct stall *a = &st->v[ix[i]], *b = &st->v[ix[j]];
+			if (b->end_ns - b->begin_ns > a->end_ns - a->begin_ns) {
+				size_t t = ix[i];
+				ix[i] = ix[j];
+				ix[j] = t;
+			}
+		}
+	k = st->n < (size_t)top ? st->n : (size_t)top;
+	for (size_t i = 1; i < k; i++) /* back to time order */
+		for (size_t j = i; j > 0 && ix[j] < ix[j - 1]; j--) {
+			size_t t = ix[j];
+			ix[j] = ix[j - 1];
+			ix[j - 1] = t;
+		}
+	fprintf(out, "  %9s %9s %9s %-20s %s\n", "AT", "LENGTH", "CPU", "THREAD", "MOST TIME IN");
+	for (size_t i = 0; i < k; i++) {
+		const struct stall *x = &st->v[ix[i]];
+		uint64_t cpu = x->ce.cpu_ns >= x->cb.cpu_ns ? x->ce.cpu_ns - x->cb.cpu_ns : 0;
+		snprintf(b4, sizeof(b4), "%s%s", fmt_ns(x->end_ns - x->begin_ns, b3), x->fatal ? "!" : "");
+		fprintf(out, "  %9s %9s %9s %-20s %s\n", fmt_ns(x->begin_ns - r->hdr.start_ns, b1), b4,
+			fmt_ns(cpu, b2), thread_tag(x->t, tb),
+			fit(sample_line(m, x->top, 2, line, sizeof(line)), W - 54 > 16 ? W - 54 : 16, nb));
+	}
+	if (st->n > k)
+		fprintf(out, "  ... and %s more (rhea report --stalls lists them)\n", fmt_count(st->n - k, b1));
+	for (size_t i = 0; i < st->n; i++)
+		if (st->v[i].fatal) {
+			fprintf(out, "  ! the process died during this iteration\n");
+			break;
+		}
+	free(ix);
+	text_causes(out, m, "by cause (the innermost two frames of where each stall's time went)", st->causes,
+		    st->ncauses, top < 5 ? top : 5, W);
+}
+
+/* rhea report --stalls: every stall with its stack and the other threads. */
+static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *st, int top, int W)
+{
+	const struct recording *r = m->rec;
+	char b1[64], b2[64], b3[64], b4[64], b5[64], tb[64], line[1024], nb[1024];
+	fprintf(out, "Stalls: event-loop iterations longer than %s: %s of %s on %zu thread%s\n",
+		fmt_ns(st->threshold_ns, b1), fmt_count(st->n, b2), fmt_count(st->iterations, b3),
+		st->loop_threads, st->loop_threads == 1 ? "" : "s");
+	if (st->loop_threads == 0)
+		fprintf(out, "  (no thread waited in poll, select or epoll_wait: no event loop to watch)\n");
+	struct other *o = malloc((r->nthreads ? r->nthreads : 1) * sizeof(*o));
+	for (size_t i = 0; i < st->n; i++) {
+		const struct stall *x = &st->v[i];
+		uint64_t cpu = x->ce.cpu_ns >= x->cb.cpu_ns ? x->ce.cpu_ns - x->cb.cpu_ns : 0;
+		fprintf(out, "\n#%zu %s, iteration %u, at %s: %s%s%s\n", i + 1, thread_tag(x->t, tb), x->msgid,
+			fmt_ns(x->begin_ns - r->hdr.start_ns, b1), x->begin_exact && x->end_exact ? "" : "about ",
+			fmt_ns(x->end_ns - x->begin_ns, b2), x->fatal ? ", unfinished: the process died in it" : "");
+		fprintf(out, "   CPU %s, allocations %s (%s), faults %s, context switches %s/%s\n", fmt_ns(cpu, b1),
+			fmt_count(x->ce.alloc_count - x->cb.alloc_count, b2),
+			fmt_bytes(x->ce.alloc_bytes - x->cb.alloc_bytes, b3),
+			fmt_count((uint64_t)(x->ce.minflt - x->cb.minflt) + (x->ce.majflt - x->cb.majflt), b4),
+			fmt_count(x->ce.nvcsw - x->cb.nvcsw, b5), fmt_count(x->ce.nivcsw - x->cb.nivcsw, nb));
+		const char *names[512];
+		int n = x->top ? sample_names(m, x->top, names, 512) : 0;
+		fprintf(out, "   most time (%s) in:\n", fmt_ns(x->top_ns, b1));
+		for (int k = n - 1, shown = 0; k >= 0 && shown < 12; k--, shown++)
+			fprintf(out, "     %s\n", fit(names[k], W - 6, nb));
+		if (n > 12)
+			fprintf(out, "     ... %d more frames\n", n - 12);
+		if (n == 0)
+			fprintf(out, "     [no stack]\n");
+		size_t no = o ? stall_others(r, x, o, 6) : 0;
+		if (no)
+			fprintf(out, "   other threads meanwhile (most of their time in):\n");
+		for (size_t k = 0; k < no; k++)
+			fprintf(out, "     %-20s %9s  %s\n", thread_tag(o[k].t, tb), fmt_ns(o[k].ns, b1),
+				fit(sample_line(m, o[k].s, 3, line, sizeof(line)), W - 38 > 16 ? W - 38 : 16, nb));
+	}
+	free(o);
+	if (st->n) {
+		fputc('\n', out);
+		text_causes(out, m, "Causes: the innermost two frames of where each stall's time went", st->causes,
+			    st->ncauses, top, W);
+		fputc('\n', out);
+		text_causes(out, m, "The same, by the innermost four frames", st->subcauses, st->nsubcauses, top, W);
+	}
 }
 
 static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, int top, int W)
@@ -598,6 +857,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	size_t nsites = build_sites(m, &sites, &site_count, &site_bytes);
 	size_t nwaits;
 	struct wgroup *waits = build_waits(r, &nwaits);
+	struct stalls st;
+	if (stalls_find(m, o->stall_ns ? o->stall_ns : REPORT_STALL_NS, &st) < 0)
+		memset(&st, 0, sizeof(st)); /* out of memory: no stalls shown */
 	struct cpuprof cp;
 	build_cpuprof(m, &cp);
 	uint32_t *cporder = malloc(m->nfuncs * sizeof(uint32_t));
@@ -741,6 +1003,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		}
 		json_arr_end(&j);
 		json_waits(&j, m, waits, nwaits);
+		json_stalls(&j, m, &st);
 		json_obj_begin(&j, "cpu_profile");
 		json_u64(&j, "samples", cp.total);
 		json_arr_begin(&j, "functions");
@@ -768,6 +1031,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (o->blocking) {
 		fprintf(out, "rhea report --blocking: %s\n\n", r->path);
 		text_waits(out, m, waits, nwaits, top, W);
+		goto out;
+	}
+	if (o->stalls) {
+		fprintf(out, "rhea report --stalls: %s\n\n", r->path);
+		text_stalls_detail(out, m, &st, top, W);
 		goto out;
 	}
 	fprintf(out, "rhea report: %s\n", r->path);
@@ -872,6 +1140,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 				fmt_ns(blk[fn].total, b2), fmt_ns(blk[fn].max, b3));
 		}
 
+	if (st.loop_threads)
+		text_stalls(out, m, &st, top, W);
+
 	fprintf(out, "\nRecording\n");
 	fprintf(out, "  samples %s (%s captures, %s merged away), dropped %s\n", fmt_count(r->nsamples, b1),
 		fmt_count(captures, b2), fmt_count(r->nmerged, b3), fmt_count(r->stats.dropped, b4));
@@ -884,6 +1155,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
 out:
+	stalls_free(&st);
 	free(waits);
 	free(cp.self);
 	free(cp.incl);

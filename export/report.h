@@ -2,6 +2,7 @@
 #ifndef RHEA_REPORT_H
 #define RHEA_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "model.h"
@@ -11,7 +12,12 @@ struct report_opts {
 	int top;      /* rows per table (text); JSON lists every function */
 	int width;    /* terminal columns, 80 by default */
 	int blocking; /* text: the blocking analysis instead of the summary */
+	int stalls;   /* text: every stall in detail instead of the summary */
+	uint64_t stall_ns; /* an event-loop iteration this long is a stall (0: REPORT_STALL_NS) */
 };
+
+/* Servers want tens of milliseconds (Matrix's 2 s is for phones). */
+#define REPORT_STALL_NS 50000000ull
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);
 

@@ -58,7 +58,8 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover"]
+SCENARIOS = ["allocs", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
+             "stalls"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -739,6 +740,90 @@ def known_bug(name, why):
     return None
 
 
+def stall_top(st):
+    """The innermost frames (innermost first) of where a stall's time went."""
+    return list(reversed(st["top_stack"]))
+
+
+def t_stalls(c, variant):
+    """stalls.c: an event loop with three iterations of 120/150/130 ms that
+    compute, sleep and wait for a mutex, among 19 quick ones (~50 us)."""
+    rc, out, err = c.record([c.prog(variant, "stalls")])
+    expect_status(c, rc, 0, err)
+    lines = out.split()
+    measured = {}
+    for i in range(0, len(lines) - 1, 2):
+        if lines[i] in ("C", "S", "L"):
+            measured[lines[i]] = int(lines[i + 1])
+    c.check(sorted(measured) == ["C", "L", "S"] and out.endswith("stalls done\n"), "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    st = rec["stalls"]
+    c.check(st["threshold_ns"] == 50000000, "threshold %d ns, want the default 50 ms" % st["threshold_ns"])
+    c.check(st["loop_threads"] == 1, "%d event-loop threads, want 1 (loop)" % st["loop_threads"])
+    # 23 commands: 22 iterations end in a poll() (Q's ends the loop: not counted)
+    c.check(st["iterations"] == 22, "%d iterations, want 22" % st["iterations"])
+    got = st["list"]
+    if not c.check(len(got) == 3, "%d stalls, want 3: %s" % (len(got), [(x["duration_ns"], stall_top(x)[:3]) for x in got])):
+        c.done()
+    want = [("C", "stall_compute", None), ("S", "stall_sleep", "nanosleep"), ("L", "stall_lock", "pthread_mutex_lock")]
+    for x, (cmd, fn, wait) in zip(got, want):
+        dur, ref = x["duration_ns"], measured.get(cmd, 0)
+        c.check(x["thread"] == "loop", "stall %s on thread %r, want loop" % (cmd, x["thread"]))
+        c.check(x["begin_exact"] and x["end_exact"], "stall %s: bounds not exact (%s, %s): the polls around it "
+                "blocked 20 ms" % (cmd, x["begin_exact"], x["end_exact"]))
+        # the iteration holds the handler; the rest is poll's return and a read
+        c.check(ref - 100000 <= dur <= ref + 20000000,
+                "stall %s: %s long, the handler measured %s" % (cmd, ms(dur), ms(ref)))
+        c.check(not x["fatal"], "stall %s marked fatal" % cmd)
+        top = stall_top(x)
+        c.check(fn in top[:3], "stall %s: most time in %s, want %s among the innermost 3 frames" % (cmd, top[:4], fn))
+        if wait:
+            c.check(top[:1] == [wait], "stall %s: innermost frame %s, want the wait %s" % (cmd, top[:1], wait))
+            c.check(x["top_ns"] >= 0.9 * ref, "stall %s: its wait holds %s of it, want >= 90%% of %s"
+                    % (cmd, ms(x["top_ns"]), ms(ref)))
+        else:
+            c.check(x["top_ns"] >= 0.5 * ref, "stall %s: its top stack holds %s, want >= half of %s"
+                    % (cmd, ms(x["top_ns"]), ms(ref)))
+    # while the loop waited for the mutex, the feeder held it, asleep in feeder_hold
+    lock = got[2]
+    feeder = [o for o in lock["others"] if o["thread"] == "feeder"]
+    c.check(feeder and "feeder_hold" in feeder[0]["stack"] and feeder[0]["ns"] >= 0.8 * measured.get("L", 0),
+            "lock stall: the feeder meanwhile %s, want feeder_hold for most of it" % (feeder[:1] or "absent"))
+    causes = st["causes"]
+    c.check(len(causes) == 3 and all(k["count"] == 1 for k in causes),
+            "causes %s, want three of one stall each" % [(k["frames"], k["count"]) for k in causes])
+    rc, txt, err = c.run([c.rhea, "report", "--stalls", c.path("out.rhea")])
+    c.check(rc == 0 and txt.count("\n#") == 3 and "stall_lock" in txt and "feeder_hold" in txt,
+            "report --stalls: status %d, %d stalls shown: %s" % (rc, txt.count("\n#"), one_line(txt + err)))
+    rc, txt, err = c.run([c.rhea, "report", "--stall", "200ms", "--json", c.path("out.rhea")])
+    c.check(rc == 0 and json.loads(txt)["stalls"]["list"] == [],
+            "--stall 200ms: status %d, want no stall (the longest is 150 ms)" % rc)
+    rc, txt, err = c.run([c.rhea, "report", "--stall", "soon", c.path("out.rhea")])
+    c.check(rc != 0 and "--stall soon" in err, "--stall soon: status %d, stderr %r" % (rc, err))
+    c.done()
+
+
+def t_stalls_fatal(c, variant):
+    """stalls.c fatal: the process kills itself (SIGKILL) 300 ms into an
+    iteration: one stall, fatal, where the recording ends."""
+    rc, out, err = c.record([c.prog(variant, "stalls"), "fatal"])
+    expect_status(c, rc, 128 + 9, err)
+    path = c.path("out.rhea")
+    rc, _, rerr = c.run([c.rhea, "report", "--json", path])
+    rec = c.report(path, salvage=rc != 0 and "truncated" in rerr)
+    c.check(rec["recording"]["cut_short"] is True, "cut_short %r, want true" % rec["recording"]["cut_short"])
+    got = rec["stalls"]["list"]
+    if c.check(len(got) == 1, "%d stalls, want 1: %s" % (len(got), [(x["duration_ns"], stall_top(x)[:3]) for x in got])):
+        x = got[0]
+        c.check(x["fatal"] is True, "fatal %r, want true" % x["fatal"])
+        c.check(x["thread"] == "loop", "on %r, want loop" % x["thread"])
+        # 300 ms of computation, less what the writer had not flushed (<= 100 ms)
+        c.check(x["duration_ns"] >= 150000000, "%s long, want >= 150 ms of its 300" % ms(x["duration_ns"]))
+        c.check("stall_forever" in stall_top(x)[:3], "most time in %s, want stall_forever" % stall_top(x)[:4])
+    c.done()
+
+
 # ---------------------------------------------------------------------------
 # Registry
 
@@ -762,6 +847,9 @@ def all_tests():
     for v in FP_VARIANTS:
         t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
         t.append(Test("ratio/%s/unwind-fp" % v, t_ratio, (v, "fp"), timeout=150, timing=True))
+    for v in ("gcc-O2-nofp", "clang-O2"):
+        t.append(Test("stalls/%s" % v, t_stalls, (v,), timeout=90))
+        t.append(Test("stalls-fatal/%s" % v, t_stalls_fatal, (v,)))
     t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
