@@ -27,6 +27,10 @@
 
 enum { STALL_CAUSE_DEPTH = 4 };
 
+/* The default threshold: servers want tens of milliseconds (Matrix's 2 s
+ * is for phones). */
+#define STALLS_DEFAULT_NS 50000000ull
+
 struct stall {
 	const struct rec_thread *t;
 	uint32_t msgid;

@@ -53,6 +53,8 @@ static void usage(FILE *f)
 		"  --from DUR         only samples from DUR after the recording's start (1.5s)\n"
 		"  --to DUR           ... up to DUR after the start\n"
 		"  --min-dur DUR      drop slices shorter than DUR (their children go too)\n"
+		"  --stall DUR        perfetto: event-loop iterations at least DUR long go on a\n"
+		"                     \"stalls\" track under their thread (default 50ms)\n"
 		"  --salvage          read a damaged recording up to the damage\n"
 		"  --timing           print load, symbolization and conversion times\n"
 		"  -v, --verbose      also print the symbolizer's warnings\n"
@@ -97,11 +99,12 @@ int cmd_convert(int argc, char **argv)
 		{"weight", required_argument, NULL, 'w'}, {"end", required_argument, NULL, 'e'},
 		{"thread", required_argument, NULL, 't'}, {"from", required_argument, NULL, 'F'},
 		{"to", required_argument, NULL, 'T'},     {"min-dur", required_argument, NULL, 'm'},
+		{"stall", required_argument, NULL, 'L'},
 		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
-	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0};
+	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
 	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, c;
 	char **threads = NULL;
@@ -178,6 +181,17 @@ int cmd_convert(int argc, char **argv)
 			if (parse_dur("--min-dur", optarg, &v) < 0)
 				goto out;
 			o.min_dur_ns = (uint64_t)v;
+			break;
+		}
+		case 'L': {
+			int64_t v;
+			if (parse_dur("--stall", optarg, &v) < 0)
+				goto out;
+			if (v == 0) {
+				cli_err("--stall %s: want a duration above zero, such as 50ms", optarg);
+				goto out;
+			}
+			o.stall_ns = (uint64_t)v;
 			break;
 		}
 		case 's': salvage = 1; break;

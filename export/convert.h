@@ -49,6 +49,7 @@ struct convert_opts {
 	size_t nthreads;
 	int64_t from_ns, to_ns;     /* window relative to the recording start; to_ns < 0: no end */
 	uint64_t min_dur_ns;        /* drop slices shorter than this */
+	uint64_t stall_ns;          /* perfetto: event-loop iterations this long on a "stalls" track (0: default) */
 };
 
 /* What one converter run shares: the model, filters, names, statistics. */

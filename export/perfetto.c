@@ -39,6 +39,7 @@
 #include "convert.h"
 #include "hookfn.h"
 #include "pbwriter.h"
+#include "stalls.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -525,6 +526,125 @@ static void write_flows(struct pf *p)
 	free(ev);
 }
 
+/* ---- stalls: event-loop iterations that ran too long (analysis/stalls.c) --- */
+
+#define UUID_STALLS0 (UUID_THREAD0 + (1ull << 32)) /* + thread index */
+
+/* The stall sequence's debug annotation names. */
+enum { SA_MESSAGE_ID = 1, SA_CPU, SA_CAUSE, SA_FATAL, SA_COUNT };
+static const char *const stall_annotation_names[SA_COUNT] = {NULL, "MessageId", "CPUTime", "Cause", "Fatal"};
+
+struct stall_ev {
+	uint64_t ts;
+	size_t stall, thread;
+	int end;
+};
+
+static int cmp_stall_ev(const void *a, const void *b)
+{
+	const struct stall_ev *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	if (x->end != y->end)
+		return x->end ? -1 : 1; /* one ends before the next begins */
+	return x->stall < y->stall ? -1 : x->stall > y->stall;
+}
+
+static void stall_cause(struct pf *p, const struct stall_cause *k)
+{
+	size_t o = 0;
+	p->namebuf[0] = 0;
+	for (int i = 0; i < k->depth && o < sizeof(p->namebuf); i++)
+		o += (size_t)snprintf(p->namebuf + o, sizeof(p->namebuf) - o, "%s%s", i ? " < " : "",
+				      convert_func_name(p->c, k->funcs[i]));
+	if (k->depth == 0)
+		snprintf(p->namebuf, sizeof(p->namebuf), "[no stack]");
+}
+
+/*
+ * Each stall as a slice on a track of its own under its thread's ("stalls"),
+ * named after its cause (the innermost two frames of where its time went),
+ * with the message id, the thread's CPU time in it, the four-frame cause and
+ * whether the process died in it.  Its own sequence, in time order.
+ */
+static void write_stalls(struct pf *p)
+{
+	struct convert_ctx *c = p->c;
+	struct recording *r = c->r;
+	struct stalls st;
+	if (stalls_find(c->m, c->o->stall_ns ? c->o->stall_ns : STALLS_DEFAULT_NS, &st) < 0) {
+		p->err = 1;
+		return;
+	}
+	struct stall_ev *ev = malloc((2 * st.n + 1) * sizeof(*ev));
+	uint8_t *has = calloc(r->nthreads + 1, 1);
+	size_t n = 0;
+	for (size_t i = 0; ev && has && i < st.n; i++) {
+		size_t ti = (size_t)(st.v[i].t - r->threads);
+		if (!c->selected[ti] || (c->windowed && (st.v[i].begin_ns < c->win_lo || st.v[i].begin_ns >= c->win_hi)))
+			continue;
+		has[ti] = 1;
+		ev[n++] = (struct stall_ev){st.v[i].begin_ns, i, ti, 0};
+		ev[n++] = (struct stall_ev){st.v[i].end_ns, i, ti, 1};
+	}
+	if (!ev || !has || n == 0) {
+		if (!ev || !has)
+			p->err = 1;
+		goto out;
+	}
+	qsort(ev, n, sizeof(*ev), cmp_stall_ev);
+	start_sequence(p, 4 + 2 * (uint32_t)r->nthreads);
+	packet_begin(p, ev[0].ts, 1);
+	pbwriter_begin(&p->w, TP_INTERNED);
+	for (int a = 1; a < SA_COUNT; a++) {
+		pbwriter_begin(&p->w, ID_DEBUG_NAMES);
+		pbwriter_varint(&p->w, IN_IID, (uint64_t)a);
+		pbwriter_string(&p->w, IN_NAME, stall_annotation_names[a]);
+		pbwriter_end(&p->w);
+	}
+	pbwriter_end(&p->w);
+	packet_end(p);
+	for (size_t ti = 0; ti < r->nthreads; ti++) {
+		if (!has[ti])
+			continue;
+		packet_begin(p, ev[0].ts, 1);
+		pbwriter_begin(&p->w, TP_TRACK_DESCRIPTOR);
+		pbwriter_varint(&p->w, TD_UUID, UUID_STALLS0 + ti);
+		pbwriter_varint(&p->w, TD_PARENT, UUID_THREAD0 + ti);
+		pbwriter_string(&p->w, TD_NAME, "stalls");
+		pbwriter_end(&p->w);
+		packet_end(p);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct stall *x = &st.v[ev[i].stall];
+		packet_begin(p, ev[i].ts, 1);
+		pbwriter_begin(&p->w, TP_TRACK_EVENT);
+		pbwriter_varint(&p->w, TE_TYPE, ev[i].end ? TYPE_SLICE_END : TYPE_SLICE_BEGIN);
+		pbwriter_varint(&p->w, TE_TRACK, UUID_STALLS0 + ev[i].thread);
+		if (!ev[i].end) {
+			stall_cause(p, &st.causes[x->cause]);
+			char name[sizeof(p->namebuf) + 16];
+			snprintf(name, sizeof(name), "stall: %s", p->namebuf);
+			pbwriter_string(&p->w, TE_NAME, name);
+			annotation_u(p, SA_MESSAGE_ID, x->msgid);
+			stall_cause(p, &st.subcauses[x->subcause]);
+			pbwriter_begin(&p->w, TE_DEBUG);
+			pbwriter_varint(&p->w, DA_NAME_IID, SA_CAUSE);
+			pbwriter_string(&p->w, DA_STRING, p->namebuf);
+			pbwriter_end(&p->w);
+		} else {
+			annotation_u(p, SA_CPU, x->ce.cpu_ns >= x->cb.cpu_ns ? x->ce.cpu_ns - x->cb.cpu_ns : 0);
+			annotation_u(p, SA_FATAL, (uint64_t)x->fatal);
+		}
+		pbwriter_end(&p->w);
+		packet_end(p);
+	}
+out:
+	free(ev);
+	free(has);
+	stalls_free(&st);
+}
+
 /* ---- samples ----------------------------------------------------------- */
 
 static uint64_t mix(uint64_t k)
@@ -760,6 +880,8 @@ int perfetto_write(struct convert_ctx *c, FILE *out)
 	}
 	if (!p->err)
 		write_flows(p);
+	if (!p->err)
+		write_stalls(p);
 	flush(p, 1);
 	rc = p->err ? -1 : 0;
 out:

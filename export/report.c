@@ -858,7 +858,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	size_t nwaits;
 	struct wgroup *waits = build_waits(r, &nwaits);
 	struct stalls st;
-	if (stalls_find(m, o->stall_ns ? o->stall_ns : REPORT_STALL_NS, &st) < 0)
+	if (stalls_find(m, o->stall_ns ? o->stall_ns : STALLS_DEFAULT_NS, &st) < 0)
 		memset(&st, 0, sizeof(st)); /* out of memory: no stalls shown */
 	struct cpuprof cp;
 	build_cpuprof(m, &cp);

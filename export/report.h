@@ -13,11 +13,8 @@ struct report_opts {
 	int width;    /* terminal columns, 80 by default */
 	int blocking; /* text: the blocking analysis instead of the summary */
 	int stalls;   /* text: every stall in detail instead of the summary */
-	uint64_t stall_ns; /* an event-loop iteration this long is a stall (0: REPORT_STALL_NS) */
+	uint64_t stall_ns; /* an event-loop iteration this long is a stall (0: STALLS_DEFAULT_NS) */
 };
-
-/* Servers want tens of milliseconds (Matrix's 2 s is for phones). */
-#define REPORT_STALL_NS 50000000ull
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);
 

@@ -161,6 +161,8 @@ class Trace:
         self.counters = {}    # uuid -> name
         self.counter_values = {}  # uuid -> [(ts, value)]
         self.slices = []      # dicts: tid, thread, name, begin, end, depth, args
+        self.children = {}    # uuid -> (parent uuid, name): tracks under a thread's
+        self.stalls = []      # slices on a thread's "stalls" track, as slices are
         self.instants = []    # flow ends: track, name, ts, flow, end
         self.samples = 0
         self.callstack_depths = []
@@ -251,6 +253,8 @@ def decode_perfetto(data):
                 tr.threads[uuid] = (one(td, 2), one(td, 5, b"").decode())
             elif 8 in d:
                 tr.counters[uuid] = one(d, 2, b"").decode()
+            elif 5 in d and 2 in d:
+                tr.children[uuid] = (one(d, 5), one(d, 2).decode())
             else:
                 raise Fail("track descriptor %d of unknown kind" % uuid)
         if 11 in p:
@@ -261,6 +265,8 @@ def decode_perfetto(data):
             name_iid = one(ev, 10)
             if name_iid is not None and name_iid not in iid.get("event_name", {}):
                 raise Fail("sequence %d: event uses undefined name iid %d" % (seq, name_iid))
+            if typ == 1 and name_iid is None and 23 not in ev:
+                raise Fail("sequence %d: slice without a name" % seq)
             args = {}
             for a in ev.get(4, []):
                 am = msg(a)
@@ -274,7 +280,8 @@ def decode_perfetto(data):
                         args[key] = v.decode() if vk == "string" else v
             if typ == 1:
                 stack = open_slices.setdefault(track, [])
-                stack.append({"track": track, "name": iid["event_name"][name_iid].decode(),
+                name = iid["event_name"][name_iid] if name_iid is not None else one(ev, 23)
+                stack.append({"track": track, "name": name.decode(),
                               "begin": ts, "end": None, "depth": len(stack), "args": dict(args)})
             elif typ == 2:
                 stack = open_slices.get(track)
@@ -285,7 +292,7 @@ def decode_perfetto(data):
                     raise Fail("slice %s ends before it begins" % s["name"])
                 s["end"] = ts
                 s["args"].update(args)
-                tr.slices.append(s)
+                (tr.stalls if track in tr.children else tr.slices).append(s)
             elif typ == 4:
                 v = struct.unpack("<d", struct.pack("<Q", one(ev, 44)))[0] if 44 in ev else one(ev, 30)
                 if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v) or v < 0)):
@@ -313,8 +320,15 @@ def decode_perfetto(data):
         if stack:
             raise Fail("track %d: %d slices never end (%s)" % (track, len(stack), stack[-1]["name"]))
     for t in track_refs:
-        if t not in tr.threads and t not in tr.counters:
+        if t not in tr.threads and t not in tr.counters and t not in tr.children:
             raise Fail("track event on undescribed track %s" % t)
+    for uuid, (parent, name) in tr.children.items():
+        if parent not in tr.threads or name != "stalls":
+            raise Fail("track %d %r under %d, want \"stalls\" under a thread's" % (uuid, name, parent))
+    for s in tr.stalls:
+        s["tid"], s["thread"] = tr.threads[tr.children[s["track"]][0]]
+        if s["depth"] != 0 or not s["name"].startswith("stall: "):
+            raise Fail("stall slice %r at depth %d" % (s["name"], s["depth"]))
     for s in tr.slices:
         tid, name = tr.threads.get(s["track"], (None, None))
         if tid is None:
@@ -380,16 +394,16 @@ def tp_check(ctx, path, tr):
     if stacks[0]["n"] != tr.samples:
         raise Fail("trace_processor resolved the callstacks of %d of %d perf samples"
                    % (stacks[0]["n"], tr.samples))
-    if args[0]["n"] != 2 * len(tr.slices):
-        raise Fail("trace_processor: %d begin/end arguments for %d slices, want both on every slice"
-                   % (args[0]["n"], len(tr.slices)))
+    if args[0]["n"] != 2 * len(tr.slices) + len(tr.stalls):
+        raise Fail("trace_processor: %d begin/end arguments for %d slices and %d stalls, want both on "
+                   "every slice, a MessageId on every stall" % (args[0]["n"], len(tr.slices), len(tr.stalls)))
     if open_[0]["n"]:
         raise Fail("trace_processor: %d slices never end" % open_[0]["n"])
     if errors:
         raise Fail("trace_processor stats report errors: %s" % errors[:5])
-    if n[0]["n"] != len(tr.slices) + len(tr.instants):
-        raise Fail("trace_processor sees %d slices, the trace has %d and %d flow instants"
-                   % (n[0]["n"], len(tr.slices), len(tr.instants)))
+    if n[0]["n"] != len(tr.slices) + len(tr.stalls) + len(tr.instants):
+        raise Fail("trace_processor sees %d slices, the trace has %d, %d stalls and %d flow instants"
+                   % (n[0]["n"], len(tr.slices), len(tr.stalls), len(tr.instants)))
     if samples[0]["n"] != tr.samples:
         raise Fail("trace_processor sees %d perf samples, the trace has %d" % (samples[0]["n"], tr.samples))
     names = {r["tid"]: r["name"] for r in threads}
@@ -779,6 +793,24 @@ def t_loop(ctx):
              and s["begin"] >= hs[1]["end"] and s["end"] <= hs[2]["begin"]]
     if not polls or max(p["args"].get("BlockTime", 0) for p in polls) < 30 * MS:
         raise Fail("no poll wait slice of >= 30 ms between the 2nd and the 3rd message")
+    # The same recording with iterations of 10 ms or more as stalls: the
+    # three handlers' (each about 23 ms), on a "stalls" track under "loop".
+    pf = ctx.path("loop-stalls.pftrace")
+    ctx.convert(rec, "perfetto", pf, ["--stall", "10ms"])
+    protoc_check(pf)
+    with open(pf, "rb") as f:
+        st = decode_perfetto(f.read())
+    tp_check(ctx, pf, st)
+    stalls = sorted(st.stalls, key=lambda s: s["begin"])
+    if len(stalls) != 3 or any(s["thread"] != "loop" for s in stalls):
+        raise Fail("--stall 10ms: %d stalls on %s, want 3 on loop"
+                   % (len(stalls), sorted(set(s["thread"] for s in stalls))))
+    for i, (s, h) in enumerate(zip(stalls, hs)):
+        if not (s["begin"] <= h["begin"] and s["end"] >= h["end"] - 1 * MS) or "handle_msg" not in s["name"]:
+            raise Fail("stall #%d %r %.2f..%.2f ms does not hold handle_msg #%d %.2f..%.2f ms"
+                       % (i + 1, s["name"], s["begin"] / MS, s["end"] / MS, i + 1, h["begin"] / MS, h["end"] / MS))
+        if s["args"].get("MessageId") != h["args"].get("MessageId") or s["args"].get("Fatal") != 0:
+            raise Fail("stall #%d args %r, want MessageId %r, Fatal 0" % (i + 1, s["args"], h["args"].get("MessageId")))
     gap = hs[1]["begin"] - hs[0]["end"]
     # Informational: whether only the message id separated the first two.
     between = [s for s in tr.slices if s["thread"] == "loop" and s["begin"] >= hs[0]["end"]
