@@ -150,6 +150,19 @@ const struct rhea_sample *stalls_top_during(const struct rec_thread *t, uint64_t
 	return k == (size_t)-1 || *ns == 0 ? NULL : &s[k];
 }
 
+int stalls_sampled_during(const struct rec_thread *t, uint64_t begin, uint64_t end)
+{
+	size_t lo = 0, hi = t->nsamples;
+	while (lo < hi) { /* the first sample that begins at begin or later */
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->samples[mid].begin_ns < begin)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->nsamples && t->samples[lo].begin_ns < end;
+}
+
 /* ---- causes ---------------------------------------------------------------- */
 
 static size_t cause_of(struct stall_cause **v, size_t *n, const uint32_t *ids, int nids, int depth,

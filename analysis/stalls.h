@@ -72,4 +72,9 @@ void stalls_free(struct stalls *s);
 const struct rhea_sample *stalls_top_during(const struct rec_thread *t, uint64_t begin, uint64_t end,
 					    uint64_t *ns);
 
+/* Whether thread t has a sample that begins in [begin, end): it ran (a
+ * thread with none there called no hooked function after a tick and used
+ * less than a sampling period of CPU: it waited). */
+int stalls_sampled_during(const struct rec_thread *t, uint64_t begin, uint64_t end);
+
 #endif

@@ -487,14 +487,23 @@ static int by_other_ns(const void *a, const void *b)
 	return x->t->tid < y->t->tid ? -1 : x->t->tid > y->t->tid;
 }
 
-/* What the other threads did most during a stall, the busiest first. */
-static size_t stall_others(const struct recording *r, const struct stall *x, struct other *o, size_t max)
+/* What the other threads did most during a stall, the busiest first: those
+ * that ran during it (a sample there), and the owner and the waker of the
+ * lock it waited for.  *idle counts the others. */
+static size_t stall_others(const struct recording *r, const struct stall *x, struct other *o, size_t max,
+			   size_t *idle)
 {
 	size_t n = 0;
+	*idle = 0;
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
 		if (t == x->t)
 			continue;
+		int involved = x->top && (t->tid == x->top->owner_tid || t->tid == x->top->waker_tid);
+		if (!involved && !stalls_sampled_during(t, x->begin_ns, x->end_ns)) {
+			*idle += t->start_ns < x->end_ns && (!t->exit_ns || t->exit_ns > x->begin_ns);
+			continue;
+		}
 		uint64_t ns;
 		const struct rhea_sample *s = stalls_top_during(t, x->begin_ns, x->end_ns, &ns);
 		if (s)
@@ -563,7 +572,8 @@ static void json_stalls(struct json *j, struct model *m, const struct stalls *st
 		json_sample_stack(j, "top_stack", m, x->top);
 		json_u64(j, "cause", x->cause);
 		json_u64(j, "subcause", x->subcause);
-		size_t no = o ? stall_others(r, x, o, 8) : 0;
+		size_t idle = 0, no = o ? stall_others(r, x, o, 8, &idle) : 0;
+		json_u64(j, "others_idle", idle);
 		json_arr_begin(j, "others");
 		for (size_t k = 0; k < no; k++) {
 			json_obj_begin(j, NULL);
@@ -695,12 +705,15 @@ static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *
 			fprintf(out, "     ... %d more frames\n", n - 12);
 		if (n == 0)
 			fprintf(out, "     [no stack]\n");
-		size_t no = o ? stall_others(r, x, o, 6) : 0;
+		size_t idle = 0, no = o ? stall_others(r, x, o, 6, &idle) : 0;
 		if (no)
 			fprintf(out, "   other threads meanwhile (most of their time in):\n");
 		for (size_t k = 0; k < no; k++)
 			fprintf(out, "     %-20s %9s  %s\n", thread_tag(o[k].t, tb), fmt_ns(o[k].ns, b1),
 				fit(sample_line(m, o[k].s, 3, line, sizeof(line)), W - 38 > 16 ? W - 38 : 16, nb));
+		if (idle)
+			fprintf(out, "   %s other thread%s waited all along (no sample during it)\n",
+				fmt_count(idle, b1), idle == 1 ? "" : "s");
 	}
 	free(o);
 	if (st->n) {

@@ -179,35 +179,53 @@ def free_port():
     return port
 
 
-def t_redis_under_load():
-    server = shutil.which("redis-server") or "/usr/bin/redis-server"
-    bench = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
-    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-    check(os.path.exists(server) and os.path.exists(bench), "redis-server/redis-benchmark not installed")
-    port = free_port()
-    out = os.path.join(TMP, "redis.rhea")
-    srv = subprocess.Popen([RHEA, "record", "-q", "-o", out, "--", server, "--port", str(port),
-                            "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                            "--io-threads", "2"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, start_new_session=True)
-    try:
+class RedisUnderRhea:
+    """redis-server on a free port, recorded by rhea into `out`; stopped
+    (shutdown nosave) on leaving, killed if it does not go."""
+
+    def __init__(self, out, *args):
+        self.server = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        check(os.path.exists(self.server) and os.path.exists(self.cli), "redis-server/redis-cli not installed")
+        self.out, self.args, self.port = out, list(args), free_port()
+
+    def __enter__(self):
+        self.srv = subprocess.Popen([RHEA, "record", "-q", "-o", self.out, "--", self.server, "--port",
+                                     str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+                                    + self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    start_new_session=True)
         for _ in range(100):
-            if subprocess.run([cli, "-p", str(port), "ping"], capture_output=True,
-                              text=True).stdout.strip() == "PONG":
-                break
+            if self.cmd("ping").stdout.strip() == "PONG":
+                return self
             time.sleep(0.1)
-        else:
-            raise Fail("redis-server under rhea did not answer")
-        b = subprocess.run([bench, "-p", str(port), "-n", "20000", "-c", "20", "-q",
+        self.__exit__(None, None, None)
+        raise Fail("redis-server under rhea did not answer")
+
+    def cmd(self, *words, timeout=60):
+        return subprocess.run([self.cli, "-p", str(self.port)] + list(words), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def __exit__(self, *exc):
+        try:
+            if self.srv.poll() is None:
+                self.cmd("shutdown", "nosave", timeout=30)
+                self.srv.wait(timeout=60)
+        finally:
+            if self.srv.poll() is None:
+                os.killpg(self.srv.pid, signal.SIGKILL)
+                self.srv.wait()
+        return False
+
+
+def t_redis_under_load():
+    bench = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+    check(os.path.exists(bench), "redis-benchmark not installed")
+    out = os.path.join(TMP, "redis.rhea")
+    with RedisUnderRhea(out, "--io-threads", "2") as r:
+        b = subprocess.run([bench, "-p", str(r.port), "-n", "20000", "-c", "20", "-q",
                             "-t", "set,get,lpush,lpop,incr"], capture_output=True, text=True, timeout=120)
         check(b.returncode == 0, "redis-benchmark failed: " + b.stderr[-300:])
         check("ERR" not in b.stdout and "rror" not in b.stderr, "redis-benchmark errors: " + b.stdout[-300:])
-        subprocess.run([cli, "-p", str(port), "shutdown", "nosave"], capture_output=True, timeout=30)
-        srv.wait(timeout=60)
-    finally:
-        if srv.poll() is None:
-            os.killpg(srv.pid, signal.SIGKILL)
-            srv.wait()
     rep = report(out)
     check(rep["recording"]["complete"], "redis recording incomplete")
     check(rep["stats"]["samples"] > 100, "only %d samples" % rep["stats"]["samples"])
@@ -220,6 +238,41 @@ def t_redis_under_load():
     c = subprocess.run([RHEA, "convert", "-o", conv, out], capture_output=True, text=True, timeout=120)
     if "not available in this build" not in c.stderr:
         check(c.returncode == 0 and os.path.getsize(conv) > 0, "convert failed: " + c.stderr[-300:])
+
+
+def t_redis_stalls():
+    """Two commands that hold redis's event loop: DEBUG SLEEP 0.2 (a sleep
+    in debugCommand) and a Lua busy loop (EVAL: computation under
+    evalGenericCommand).  rhea report must name both stalls and where their
+    time went; the quick commands around them are no stalls."""
+    out = os.path.join(TMP, "redis-stalls.rhea")
+    lua = "local i = 0 while i < 30000000 do i = i + 1 end return i"
+    with RedisUnderRhea(out, "--enable-debug-command", "yes") as r:
+        for k in range(20):
+            check(r.cmd("set", "k%d" % k, "v").stdout.strip() == "OK", "SET failed")
+        check(r.cmd("debug", "sleep", "0.2").stdout.strip() == "OK", "DEBUG SLEEP failed")
+        t0 = time.monotonic()
+        check(r.cmd("eval", lua, "0").stdout.strip() == "30000000", "EVAL failed")
+        lua_s = time.monotonic() - t0
+    rep = report(out)
+    st = rep["stalls"]
+    check(st["loop_threads"] >= 1, "no event-loop thread found in redis-server")
+    got = st["list"]
+    desc = [(s["thread"], s["duration_ns"] // 1000000, list(reversed(s["top_stack"]))[:3]) for s in got]
+    sleep = [s for s in got if "debugCommand" in s["top_stack"]]
+    check(len(sleep) == 1, "stalls %s: want one in debugCommand" % desc)
+    s = sleep[0]
+    check(195e6 <= s["duration_ns"] <= 400e6, "DEBUG SLEEP 0.2: a stall of %.1f ms" % (s["duration_ns"] / 1e6))
+    check(s["top_stack"][-1] in ("nanosleep", "clock_nanosleep", "usleep"),
+          "DEBUG SLEEP: most time in %s, want the sleep" % s["top_stack"][-1:])
+    busy = [s for s in got if "evalGenericCommand" in s["top_stack"]]
+    check(len(busy) == 1, "stalls %s: want one in evalGenericCommand" % desc)
+    b = busy[0]
+    # the Lua loop runs inside one iteration: most of redis-cli's wait
+    check(50e6 <= b["duration_ns"] <= lua_s * 1e9 + 50e6 and b["cpu_ns"] >= 0.7 * b["duration_ns"],
+          "EVAL: a stall of %.1f ms with %.1f ms of CPU; redis-cli waited %.1f ms"
+          % (b["duration_ns"] / 1e6, b["cpu_ns"] / 1e6, lua_s * 1e3))
+    check(len(got) == 2 and not any(x["fatal"] for x in got), "stalls %s: want exactly these two" % desc)
 
 
 # ---- sampler ----------------------------------------------------------------
@@ -312,7 +365,7 @@ def t_churn_stress():
 
 
 TESTS = [t_idle_ticker_wakes, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
-         t_redis_under_load, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
+         t_redis_under_load, t_redis_stalls, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
 def main():
