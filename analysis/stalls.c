@@ -208,8 +208,10 @@ static int by_total(const void *a, const void *b, void *arg)
 /* Sort causes by total time and point the stalls at their new places. */
 static int sort_causes(struct stalls *st, struct stall_cause *v, size_t n, int sub)
 {
-	size_t *ord = malloc((n ? n : 1) * sizeof(*ord)), *was = malloc((n ? n : 1) * sizeof(*was));
-	struct stall_cause *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	if (n == 0)
+		return 0;
+	size_t *ord = malloc(n * sizeof(*ord)), *was = malloc(n * sizeof(*was));
+	struct stall_cause *sorted = malloc(n * sizeof(*sorted));
 	if (!ord || !was || !sorted) {
 		free(ord);
 		free(was);

@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "hookfn.h"
 #include "json.h"
+#include "stalls.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -101,6 +102,46 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 	fputs("}}", h->f);
 }
 
+/* Stalls as async events ("b"/"e", category "stall"): viewers draw them on a
+ * track of their own, beside the thread's nested slices. */
+static int write_stalls(struct ch *h)
+{
+	struct convert_ctx *c = h->c;
+	struct stalls st;
+	if (convert_stalls(c, &st) < 0)
+		return -1;
+	char cause[1024];
+	for (size_t i = 0; i < st.n; i++) {
+		const struct stall *x = &st.v[i];
+		convert_cause_name(c, &st.causes[x->cause], cause, sizeof(cause));
+		for (int end = 0; end < 2; end++) {
+			sep(h);
+			fprintf(h->f, "{\"ph\":\"%s\",\"cat\":\"stall\",\"id\":%zu,\"pid\":%u,\"tid\":%u,",
+				end ? "e" : "b", i + 1, h->pid, x->t->tid);
+			put_ts(h, end ? x->end_ns : x->begin_ns);
+			fputs(",\"name\":", h->f);
+			char name[sizeof(cause) + 16];
+			snprintf(name, sizeof(name), "stall: %s", cause);
+			json_write_string(h->f, name);
+			if (end) {
+				fputs(",\"args\":{", h->f);
+				put_u(h, "CPUTime", x->ce.cpu_ns >= x->cb.cpu_ns ? x->ce.cpu_ns - x->cb.cpu_ns : 0, 0);
+				put_u(h, "Fatal", (uint64_t)x->fatal, 1);
+				fputs("}}", h->f);
+				continue;
+			}
+			fputs(",\"args\":{", h->f);
+			put_u(h, "MessageId", x->msgid, 0);
+			fputs(",\"Cause\":", h->f);
+			json_write_string(h->f, convert_cause_name(c, &st.subcauses[x->subcause], cause, sizeof(cause)));
+			fputs("}}", h->f);
+			convert_cause_name(c, &st.causes[x->cause], cause, sizeof(cause));
+		}
+	}
+	stalls_free(&st);
+	return 0;
+}
+
 static void meta(struct ch *h, const char *what, unsigned tid, const char *name)
 {
 	sep(h);
@@ -148,6 +189,8 @@ int chrome_write(struct convert_ctx *c, FILE *f)
 	for (size_t i = 0; i < r->nthreads; i++)
 		if (c->selected[i])
 			convert_walk(c, &r->threads[i], &k, NULL);
+	if (write_stalls(&h) < 0)
+		return -1;
 	struct convert_series s;
 	if (convert_series_build(c, &s) < 0)
 		return -1;

@@ -38,6 +38,7 @@
  * per-thread allocation counts exactly.
  */
 #include "convert.h"
+#include "stalls.h"
 #include "hookfn.h"
 
 #include <ctype.h>
@@ -86,6 +87,33 @@ void convert_clean_string(const char *s, char *out, size_t n)
 		p += len;
 	}
 	out[o] = 0;
+}
+
+int convert_stalls(struct convert_ctx *c, struct stalls *st)
+{
+	if (stalls_find(c->m, c->o->stall_ns ? c->o->stall_ns : STALLS_DEFAULT_NS, st) < 0)
+		return -1;
+	size_t k = 0;
+	for (size_t i = 0; i < st->n; i++) {
+		const struct stall *x = &st->v[i];
+		if (!c->selected[x->t - c->r->threads] ||
+		    (c->windowed && (x->begin_ns < c->win_lo || x->begin_ns >= c->win_hi)))
+			continue;
+		st->v[k++] = *x; /* causes keep counting every stall: unused here */
+	}
+	st->n = k;
+	return 0;
+}
+
+const char *convert_cause_name(struct convert_ctx *c, const struct stall_cause *k, char *buf, size_t len)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (int i = 0; i < k->depth && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? " < " : "", convert_func_name(c, k->funcs[i]));
+	if (k->depth == 0)
+		snprintf(buf, len, "[no stack]");
+	return buf;
 }
 
 const char *convert_func_name(struct convert_ctx *c, uint32_t func)

@@ -111,6 +111,14 @@ void convert_free(struct convert_ctx *c);
 /* Printable name of a function (never NULL). */
 const char *convert_func_name(struct convert_ctx *c, uint32_t func);
 
+/* The stalls (--stall, default STALLS_DEFAULT_NS) of the selected threads
+ * that begin inside the window, for the timeline formats.  0 or -1. */
+struct stalls;
+struct stall_cause;
+int convert_stalls(struct convert_ctx *c, struct stalls *st);
+/* "inner < outer ..." of a stall cause's frames, into buf. */
+const char *convert_cause_name(struct convert_ctx *c, const struct stall_cause *k, char *buf, size_t len);
+
 /* Index range [*lo, *hi) of t's samples inside the window. */
 void convert_range(const struct convert_ctx *c, const struct rec_thread *t, size_t *lo, size_t *hi);
 

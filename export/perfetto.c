@@ -550,17 +550,6 @@ static int cmp_stall_ev(const void *a, const void *b)
 	return x->stall < y->stall ? -1 : x->stall > y->stall;
 }
 
-static void stall_cause(struct pf *p, const struct stall_cause *k)
-{
-	size_t o = 0;
-	p->namebuf[0] = 0;
-	for (int i = 0; i < k->depth && o < sizeof(p->namebuf); i++)
-		o += (size_t)snprintf(p->namebuf + o, sizeof(p->namebuf) - o, "%s%s", i ? " < " : "",
-				      convert_func_name(p->c, k->funcs[i]));
-	if (k->depth == 0)
-		snprintf(p->namebuf, sizeof(p->namebuf), "[no stack]");
-}
-
 /*
  * Each stall as a slice on a track of its own under its thread's ("stalls"),
  * named after its cause (the innermost two frames of where its time went),
@@ -572,7 +561,7 @@ static void write_stalls(struct pf *p)
 	struct convert_ctx *c = p->c;
 	struct recording *r = c->r;
 	struct stalls st;
-	if (stalls_find(c->m, c->o->stall_ns ? c->o->stall_ns : STALLS_DEFAULT_NS, &st) < 0) {
+	if (convert_stalls(c, &st) < 0) {
 		p->err = 1;
 		return;
 	}
@@ -581,8 +570,6 @@ static void write_stalls(struct pf *p)
 	size_t n = 0;
 	for (size_t i = 0; ev && has && i < st.n; i++) {
 		size_t ti = (size_t)(st.v[i].t - r->threads);
-		if (!c->selected[ti] || (c->windowed && (st.v[i].begin_ns < c->win_lo || st.v[i].begin_ns >= c->win_hi)))
-			continue;
 		has[ti] = 1;
 		ev[n++] = (struct stall_ev){st.v[i].begin_ns, i, ti, 0};
 		ev[n++] = (struct stall_ev){st.v[i].end_ns, i, ti, 1};
@@ -622,12 +609,12 @@ static void write_stalls(struct pf *p)
 		pbwriter_varint(&p->w, TE_TYPE, ev[i].end ? TYPE_SLICE_END : TYPE_SLICE_BEGIN);
 		pbwriter_varint(&p->w, TE_TRACK, UUID_STALLS0 + ev[i].thread);
 		if (!ev[i].end) {
-			stall_cause(p, &st.causes[x->cause]);
 			char name[sizeof(p->namebuf) + 16];
-			snprintf(name, sizeof(name), "stall: %s", p->namebuf);
+			snprintf(name, sizeof(name), "stall: %s",
+				 convert_cause_name(c, &st.causes[x->cause], p->namebuf, sizeof(p->namebuf)));
 			pbwriter_string(&p->w, TE_NAME, name);
 			annotation_u(p, SA_MESSAGE_ID, x->msgid);
-			stall_cause(p, &st.subcauses[x->subcause]);
+			convert_cause_name(c, &st.subcauses[x->subcause], p->namebuf, sizeof(p->namebuf));
 			pbwriter_begin(&p->w, TE_DEBUG);
 			pbwriter_varint(&p->w, DA_NAME_IID, SA_CAUSE);
 			pbwriter_string(&p->w, DA_STRING, p->namebuf);

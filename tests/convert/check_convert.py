@@ -498,6 +498,7 @@ def decode_chrome(path):
     thread_names = {}
     stacks = {}
     slices = []
+    stalls, async_open = [], {}
     fractional = False
     for e in evs:
         ph = e["ph"]
@@ -527,12 +528,28 @@ def decode_chrome(path):
             s["end"] = ns
             s["args"].update(e.get("args", {}))
             slices.append(s)
+        elif ph in ("b", "e") and e.get("cat") == "stall":
+            # a stall: an async event pair (same id and name)
+            if ph == "b":
+                if e["id"] in async_open:
+                    raise Fail("chrome: stall id %r begins twice" % e["id"])
+                async_open[e["id"]] = {"tid": e["tid"], "name": e["name"], "begin": ns,
+                                       "args": dict(e.get("args", {}))}
+            else:
+                s = async_open.pop(e["id"], None)
+                if not s or s["name"] != e["name"] or ns < s["begin"]:
+                    raise Fail("chrome: stall end %r without its begin" % e["id"])
+                s["end"] = ns
+                s["args"].update(e.get("args", {}))
+                stalls.append(s)
         else:
             raise Fail("chrome: unexpected phase %r" % ph)
     for tid, st in stacks.items():
         if st:
             raise Fail("chrome: thread %d has %d unclosed slices" % (tid, len(st)))
-    return {"slices": slices, "threads": thread_names, "fractional": fractional, "doc": doc}
+    if async_open:
+        raise Fail("chrome: %d stalls never end" % len(async_open))
+    return {"slices": slices, "threads": thread_names, "fractional": fractional, "doc": doc, "stalls": stalls}
 
 
 def folded_total(path):
@@ -802,6 +819,14 @@ def t_loop(ctx):
         st = decode_perfetto(f.read())
     tp_check(ctx, pf, st)
     stalls = sorted(st.stalls, key=lambda s: s["begin"])
+    ch = ctx.path("loop-stalls.json")
+    ctx.convert(rec, "chrome", ch, ["--stall", "10ms"])
+    cs = sorted(decode_chrome(ch)["stalls"], key=lambda s: s["begin"])
+    shift = out["shift"]
+    if [(s["name"], s["begin"] + shift, s["end"] + shift, s["args"]) for s in cs] != \
+            [(s["name"], s["begin"], s["end"], s["args"]) for s in stalls]:
+        raise Fail("chrome's stalls %r differ from perfetto's %r"
+                   % ([(s["name"], s["begin"], s["end"]) for s in cs][:3], [(s["name"], s["begin"], s["end"]) for s in stalls][:3]))
     if len(stalls) != 3 or any(s["thread"] != "loop" for s in stalls):
         raise Fail("--stall 10ms: %d stalls on %s, want 3 on loop"
                    % (len(stalls), sorted(set(s["thread"] for s in stalls))))
