@@ -29,7 +29,7 @@ CORE_SRCS  := $(wildcard core/*.c)
 AGENT_SRCS := $(wildcard agent/*.c)
 # Agent pieces that define no interposed symbol and no constructor: these
 # are unit-tested directly, linked into test programs.
-AGENT_TESTABLE := $(filter-out agent/hooks.c agent/agent.c agent/fastpath.c,$(AGENT_SRCS))
+AGENT_TESTABLE := $(filter-out agent/hooks.c agent/agent.c agent/fastpath.c agent/attach.c,$(AGENT_SRCS))
 LIB_SRCS   := $(CORE_SRCS) $(wildcard symbolize/*.c analysis/*.c export/*.c) \
               $(filter-out cli/rhea.c,$(wildcard cli/*.c)) $(AGENT_TESTABLE)
 

@@ -462,6 +462,29 @@ static void flush_round(int seal_spin_ns)
 	write_staging();
 }
 
+/*
+ * rhea attach's stop (attach.c), on the writer thread: the import slots
+ * back as they were, hooks off, sampling stopped, the recording flushed and
+ * ended, the ticker joined; this thread detaches itself and returns.
+ */
+static void attach_detach(void)
+{
+	attach_unpatch();
+	for (int c = 0; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = 0;
+	sampler_stop();
+	agent_finish(RHEA_END_DETACH, 0);
+	threads_stop = 1;
+	ticker_wake_up();
+	pthread_join(ticker_th, NULL);
+	if (rhea_g.fd >= 0) {
+		syscall(SYS_close, rhea_g.fd);
+		rhea_g.fd = -1;
+	}
+	attach_status("stopped\n");
+	pthread_detach(pthread_self());
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
@@ -477,6 +500,10 @@ static void *writer_main(void *arg)
 		if (!rhea_g.finished)
 			flush_round(0);
 		unlock_drain();
+		if (rhea_attached && attach_should_stop()) {
+			attach_detach();
+			break;
+		}
 	}
 	return NULL;
 }
@@ -801,7 +828,7 @@ void agent_postfork_child(void)
 
 static uint64_t env_u64(const char *name, uint64_t def)
 {
-	const char *v = getenv(name);
+	const char *v = agent_getenv(name);
 	if (!v || !*v)
 		return def;
 	char *end;
@@ -822,7 +849,7 @@ static void read_config(void)
 		c->max_depth = 4;
 	if (c->max_depth > RHEA_MAX_DEPTH)
 		c->max_depth = RHEA_MAX_DEPTH;
-	const char *u = getenv("RHEA_UNWIND");
+	const char *u = agent_getenv("RHEA_UNWIND");
 	c->unwind_fp = u && strcmp(u, "fp") == 0;
 	c->class_mask = (uint32_t)env_u64("RHEA_HOOKS_MASK",
 					  (1u << RHEA_C_ALLOC) | (1u << RHEA_C_LOCK) | (1u << RHEA_C_IO) |
@@ -844,7 +871,7 @@ static void read_config(void)
 	 * through random call chains some 10^5. */
 	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 19);
 	c->quiet = env_u64("RHEA_QUIET", 0) != 0;
-	const char *out = getenv("RHEA_OUTPUT");
+	const char *out = agent_getenv("RHEA_OUTPUT");
 	if (out && *out) {
 		strncpy(output_base, out, sizeof(output_base) - 1);
 	} else {
@@ -937,6 +964,7 @@ __attribute__((constructor)) static void agent_init(void)
 	if (rhea_g.active || getenv("RHEA_DISABLE"))
 		return;
 	rhea_guard++;
+	attach_detect();
 	hooks_resolve();
 	read_config();
 	rhea_g.pid = getpid();
@@ -981,7 +1009,8 @@ __attribute__((constructor)) static void agent_init(void)
 	write_meta();
 	rhea_g.active = 1;
 	modules_scan();
-	arm_fatal_signals();
+	if (!rhea_attached)
+		arm_fatal_signals(); /* attach mode leaves the program's signals alone */
 	pthread_atfork(agent_prefork, agent_postfork_parent, agent_postfork_child);
 	on_exit(on_exit_cb, NULL);
 	if ((r = start_threads()) < 0) {
@@ -990,6 +1019,17 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	for (int c = 1; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
+	if (rhea_attached) {
+		if (attach_open_control() < 0 || attach_patch() < 0) {
+			attach_unpatch();
+			agent_finish(RHEA_END_DETACH, 0);
+			attach_status("failed: cannot hook the process's imports or open the control FIFO\n");
+			goto out;
+		}
+		attach_status("started\n");
+	}
 out:
+	if (rhea_attached && !rhea_g.active)
+		attach_status("failed: the agent could not start (the process's stderr says why)\n");
 	rhea_guard--;
 }

@@ -315,6 +315,16 @@ void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 extern volatile uint32_t rhea_agent_tids[8];
 
+/* attach.c: loaded into a running process by rhea attach */
+extern int rhea_attached;
+int attach_detect(void);
+const char *agent_getenv(const char *name); /* the configuration: environment, or the attach file */
+int attach_patch(void);
+void attach_unpatch(void);
+int attach_open_control(void);
+int attach_should_stop(void);
+void attach_status(const char *msg);
+
 /* agent.c */
 void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);

@@ -154,26 +154,33 @@ static int (*real_pthread_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *,
 
 static int resolving;
 static int resolved;
+/* Where the real functions are looked up: after us (LD_PRELOAD), or in the
+ * program's own scope when we were loaded into it late (attach.c). */
+static void *resolve_from = RTLD_NEXT;
 
 static void resolve(void)
 {
 	if (resolved || resolving)
 		return;
 	resolving = 1;
-#define REAL_SET(name, ret, args) real_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);
+#define REAL_SET(name, ret, args) real_##name = (ret(*) args)dlsym(resolve_from, #name);
 	REAL_LIST(REAL_SET)
-	real_pthread_cond_wait = dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2");
+	real_pthread_cond_wait = dlvsym(resolve_from, "pthread_cond_wait", "GLIBC_2.3.2");
 	if (!real_pthread_cond_wait)
-		real_pthread_cond_wait = dlsym(RTLD_NEXT, "pthread_cond_wait");
-	real_pthread_cond_timedwait = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
+		real_pthread_cond_wait = dlsym(resolve_from, "pthread_cond_wait");
+	real_pthread_cond_timedwait = dlvsym(resolve_from, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	if (!real_pthread_cond_timedwait)
-		real_pthread_cond_timedwait = dlsym(RTLD_NEXT, "pthread_cond_timedwait");
+		real_pthread_cond_timedwait = dlsym(resolve_from, "pthread_cond_timedwait");
 	resolved = 1;
 	resolving = 0;
 }
 
 void hooks_resolve(void)
 {
+	if (rhea_attached && resolve_from != RTLD_DEFAULT) {
+		resolve_from = RTLD_DEFAULT;
+		resolved = 0;
+	}
 	resolve();
 }
 

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -151,6 +152,20 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *name = info->dlpi_name;
 	if (!name || !name[0])
 		name = exe_path; /* the main program */
+	char target[sizeof(((struct module *)0)->path)];
+	static uintptr_t self_base;
+	Dl_info di;
+	if (rhea_attached && !self_base && dladdr((void *)modules_scan, &di))
+		self_base = (uintptr_t)di.dli_fbase;
+	if (rhea_attached && info->dlpi_addr == self_base) {
+		/* rhea attach loaded us through a link in a directory it
+		 * removes: the recording names the file itself */
+		ssize_t tl = syscall(SYS_readlink, name, target, sizeof(target) - 1);
+		if (tl > 0) {
+			target[tl] = 0;
+			name = target;
+		}
+	}
 	for (uint32_t i = 0; i < nmods; i++) {
 		struct module *m = &mods[i];
 		if (m->loaded && m->lo == lo && m->bias == info->dlpi_addr) {

@@ -64,6 +64,7 @@ static struct timed *timed;
 static uint32_t ntimed;
 static int sample_sig;
 static pthread_t sampler_th;
+static int sampler_running;
 static volatile int stop;
 static volatile int rearm; /* the signal changed: re-create the timers */
 volatile uint32_t rhea_agent_tids[8];
@@ -339,9 +340,42 @@ int sampler_start(void)
 	int r = pthread_create(&sampler_th, NULL, sampler_main, NULL);
 	rhea_guard--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r == 0)
+	if (r == 0) {
+		sampler_running = 1;
 		pthread_setname_np(sampler_th, "rhea-sampler");
+	}
 	return -r;
+}
+
+static void disarm_one(struct rhea_tstate *t, void *arg)
+{
+	(void)arg;
+	sampler_disarm(t);
+}
+
+/*
+ * Stop sampling for good (rhea attach's detach): no new timer (sample_sig
+ * 0 first), the sampler thread joined, every thread's timer deleted, and the
+ * signal ignored, which also discards any still pending.  It stays ignored:
+ * a timer a hook armed at the very last moment must not kill the process
+ * with the signal's default action.
+ */
+void sampler_stop(void)
+{
+	int sig = sample_sig;
+	__atomic_store_n(&sample_sig, 0, __ATOMIC_SEQ_CST);
+	stop = 1;
+	if (sampler_running) {
+		pthread_join(sampler_th, NULL);
+		sampler_running = 0;
+	}
+	thread_foreach(disarm_one, NULL);
+	if (sig) {
+		struct sigaction ign;
+		memset(&ign, 0, sizeof(ign));
+		ign.sa_handler = SIG_IGN;
+		hooks_real_sigaction(sig, &ign, NULL);
+	}
 }
 
 void sampler_after_fork(void)

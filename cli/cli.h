@@ -2,6 +2,7 @@
 #ifndef RHEA_CLI_H
 #define RHEA_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define EXIT_BADINPUT 2
@@ -9,6 +10,14 @@
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
+
+/* cmd_record.c, shared with attach: --hooks LIST into a class mask (-1 and
+ * a message on error); librhea.so's absolute path; a recording's summary
+ * line on stderr ("recorded PATH: ..." or, for a child, "  child PATH"). */
+int cli_parse_hooks(const char *s, uint32_t *mask);
+int cli_find_agent(char *out, size_t cap);
+void cli_summarize(const char *path, int child);
 
 /* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
 int64_t cli_parse_duration(const char *s);

@@ -56,7 +56,7 @@ static void usage(FILE *f)
 		"  -q, --quiet          no summary line\n");
 }
 
-static int parse_hooks(const char *s, uint32_t *mask)
+int cli_parse_hooks(const char *s, uint32_t *mask)
 {
 	uint32_t def = 0;
 	for (int c = RHEA_C_ALLOC; c <= RHEA_C_MMAP; c++)
@@ -89,7 +89,7 @@ static int parse_hooks(const char *s, uint32_t *mask)
 }
 
 /* librhea.so next to the rhea binary, or in ../lib/rhea/. */
-static int find_agent(char *out, size_t cap)
+int cli_find_agent(char *out, size_t cap)
 {
 	const char *env = getenv("RHEA_AGENT");
 	if (env && *env) {
@@ -188,7 +188,7 @@ static void forward(int sig)
 }
 
 /* One summary line for a recording. */
-static void summarize(const char *path, int child)
+void cli_summarize(const char *path, int child)
 {
 	struct recording r;
 	char err[512];
@@ -240,7 +240,7 @@ static void summarize_children(const char *base_path, time_t since)
 			continue;
 		if (n++ > 20)
 			continue;
-		summarize(full, 1);
+		cli_summarize(full, 1);
 	}
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
@@ -265,7 +265,7 @@ int cmd_record(int argc, char **argv)
 	long signo = 0;
 	long depth = 256;
 	uint32_t mask;
-	parse_hooks("+alloc", &mask);
+	cli_parse_hooks("+alloc", &mask);
 	int follow = 1, quiet = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
@@ -278,7 +278,7 @@ int cmd_record(int argc, char **argv)
 			}
 			break;
 		case 'H':
-			if (parse_hooks(optarg, &mask) < 0)
+			if (cli_parse_hooks(optarg, &mask) < 0)
 				return EXIT_BADINPUT;
 			break;
 		case 'U':
@@ -354,7 +354,7 @@ int cmd_record(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 	char agent[PATH_MAX];
-	if (find_agent(agent, sizeof(agent)) < 0)
+	if (cli_find_agent(agent, sizeof(agent)) < 0)
 		return EXIT_BADINPUT;
 
 	char out_abs[PATH_MAX];
@@ -462,7 +462,7 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
 				strsignal(WTERMSIG(status)));
 		if (access(path, F_OK) == 0)
-			summarize(path, 0);
+			cli_summarize(path, 0);
 		else
 			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
 				path);

@@ -15,6 +15,7 @@ static const struct {
 	{"record", cmd_record, "run a program with the agent and record what its threads do"},
 	{"report", cmd_report, "summarize a recording in the terminal (or as JSON)"},
 	{"convert", cmd_convert, "write a recording as Perfetto, Chrome JSON, pprof, folded stacks or nanoscope"},
+	{"attach", cmd_attach, "record a running process for a while, then leave it as it was"},
 };
 
 static void usage(FILE *f)

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls"]
+             "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -824,6 +824,102 @@ def t_stalls_fatal(c, variant):
     c.done()
 
 
+def start_attachme(c, variant, seconds):
+    """attachme.c running on its own (not under rhea): (Popen, pid)."""
+    p = subprocess.Popen([c.prog(variant, "attachme"), str(seconds)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=c.work)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        p.kill()
+        raise Fail("attachme did not start: %r" % line)
+    return p, int(line.split()[1])
+
+
+def thread_names(pid):
+    names = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def t_attach(c, variant):
+    """rhea attach -d 1s on attachme.c (an event loop allocating in
+    attach_work, a worker taking a mutex): a whole recording that ends with
+    "detached", then the process goes on without rhea's threads and
+    finishes its own checks."""
+    p, pid = start_attachme(c, variant, 4)
+    try:
+        time.sleep(0.3)
+        rc, out, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        c.check(rc == 0 and "attached to %d" % pid in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+        left = [n for n in thread_names(pid) if n.startswith("rhea-")]
+        c.check(not left, "after detach the process still runs %s" % left)
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme after the detach: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    names = sorted(t["name"] for t in rec["threads"])
+    c.check(names == ["attachme", "worker"], "threads %s, want attachme and worker" % names)
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes, want >= 10000 of 64 B "
+            "(1 s of 100 per 2 ms)" % (n, nbytes))
+    c.check(incl(rec, "worker") > 0.5e9, "worker: %s of inclusive time in 1 s" % ms(incl(rec, "worker")))
+    c.check(rec["stalls"]["loop_threads"] == 1 and rec["stalls"]["iterations"] > 100,
+            "event loop: %d threads, %d iterations" % (rec["stalls"]["loop_threads"], rec["stalls"]["iterations"]))
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_attach_until_exit(c, variant):
+    """Without --duration, rhea attach records until the process exits: the
+    recording ends with its exit status."""
+    p, pid = start_attachme(c, variant, 1)
+    try:
+        time.sleep(0.2)
+        rc, out, err = c.run([c.rhea, "attach", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        c.check(rc == 0 and "ended while attached" in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.done()
+
+
+def t_attach_bad(c, variant):
+    """No such process, not a number, a process already traced: one line,
+    status 2, the process untouched."""
+    for argv, what in ((["999999999"], "no process"), (["12ab"], "not a process id"), ([], "want one process id")):
+        rc, out, err = c.run([c.rhea, "attach"] + argv)
+        c.check(rc == 2 and what in err and err.count("\n") == 1, "attach %s: status %d, %r" % (argv, rc, err))
+    p = subprocess.Popen([c.rhea, "record", "-q", "-o", c.path("rec.rhea"), "--", c.prog(variant, "attachme"), "1"],
+                         stdout=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        pid = int(line.split()[1]) if line.startswith("ready ") else 0
+        rc, out, err = c.run([c.rhea, "attach", "-d", "100ms", str(pid)])
+        c.check(rc == 2 and "already has rhea's agent" in err, "attach to a recorded process: status %d, %r"
+                % (rc, err))
+        out, _ = p.communicate(timeout=30)
+        c.check(p.returncode == 0 and "attachme ok" in out, "the recorded process: status %d" % p.returncode)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.done()
+
+
 # ---------------------------------------------------------------------------
 # Registry
 
@@ -850,6 +946,10 @@ def all_tests():
     for v in ("gcc-O2-nofp", "clang-O2"):
         t.append(Test("stalls/%s" % v, t_stalls, (v,), timeout=90))
         t.append(Test("stalls-fatal/%s" % v, t_stalls_fatal, (v,)))
+    for v in ("gcc-O2-nofp", "clang-O2"):
+        t.append(Test("attach/%s" % v, t_attach, (v,), timeout=90))
+    t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
+    t.append(Test("bad-input/attach", t_attach_bad, ("gcc-O2",)))
     t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))

@@ -1,0 +1,324 @@
+/*
+ * attach.c - the agent loaded into a running process by `rhea attach`
+ * (DESIGN.md 1.8).
+ *
+ * `rhea attach PID` makes a directory of its own, puts there a link to
+ * librhea.so, the configuration (rhea-attach.conf: the RHEA_* settings
+ * `rhea record` passes in the environment, one KEY=VALUE a line), a FIFO
+ * (control) and a status file, and makes one thread of the process call
+ * dlopen() on the link (cli/inject.c).  The constructor finds the
+ * configuration next to its own file: that is attach mode.
+ *
+ * What differs from LD_PRELOAD:
+ *
+ *  - a library loaded late does not interpose: the program's calls are
+ *    already bound to libc.  The hooks go in by rewriting the import slots
+ *    (GOT) of every loaded object that imports a hooked function, the
+ *    read-only ones (RELRO) made writable for the store; every slot's old
+ *    value is kept, and put back on detach.  Objects the program loads
+ *    afterwards are not hooked;
+ *  - the real functions are the ones the program's symbols resolve to
+ *    (dlsym RTLD_DEFAULT): RTLD_NEXT from a library loaded last would find
+ *    libc's malloc even where the program runs jemalloc's;
+ *  - nothing of the program's signal handling changes (no crash flush: a
+ *    crash loses at most the last flush period, as a SIGKILL does); the
+ *    process's own exit still ends the recording (on_exit);
+ *  - the writer thread watches the FIFO: a byte from the CLI, or the CLI
+ *    gone (end of file), detaches: the slots are restored, the sampler
+ *    stops (its signal stays ignored), the recording is flushed and ended
+ *    (END_DETACH), the agent's threads exit.  The library itself stays
+ *    mapped: a thread may still be inside a hook, and a function pointer the
+ *    program took meanwhile may still lead into one (hooks then only pass
+ *    the call on).
+ */
+#include "agent.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ATTACH_CONF "rhea-attach.conf"
+
+int rhea_attached;
+static char dir[PATH_MAX];
+static char conf[4096];
+static const char *keys[64], *vals[64];
+static int nconf;
+static int control_fd = -1;
+
+/* ---- configuration --------------------------------------------------------- */
+
+static int read_file(const char *path, char *buf, size_t cap)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = syscall(SYS_read, fd, buf, cap - 1);
+	syscall(SYS_close, fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return (int)n;
+}
+
+int attach_detect(void)
+{
+	if (getenv("RHEA_OUTPUT"))
+		return 0; /* rhea record's environment: LD_PRELOAD */
+	Dl_info di;
+	if (!dladdr((void *)attach_detect, &di) || !di.dli_fname)
+		return 0;
+	const char *slash = strrchr(di.dli_fname, '/');
+	size_t len = slash ? (size_t)(slash - di.dli_fname) : 0;
+	if (!slash || len + sizeof("/" ATTACH_CONF) > sizeof(dir))
+		return 0;
+	memcpy(dir, di.dli_fname, len);
+	dir[len] = 0;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/" ATTACH_CONF, dir);
+	if (read_file(path, conf, sizeof(conf)) < 0)
+		return 0;
+	for (char *line = conf, *nl; *line && nconf < 64; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char *eq = strchr(line, '=');
+		if (eq) {
+			*eq = 0;
+			keys[nconf] = line;
+			vals[nconf++] = eq + 1;
+		}
+		if (!nl)
+			break;
+	}
+	rhea_attached = 1;
+	return 1;
+}
+
+const char *agent_getenv(const char *name)
+{
+	if (!rhea_attached)
+		return getenv(name);
+	for (int i = 0; i < nconf; i++)
+		if (strcmp(keys[i], name) == 0)
+			return vals[i];
+	return NULL;
+}
+
+void attach_status(const char *msg)
+{
+	if (!rhea_attached)
+		return;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/status", dir);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (syscall(SYS_write, fd, msg, strlen(msg)) < 0) {
+		/* nothing to do: the CLI times out and says so */
+	}
+	syscall(SYS_close, fd);
+}
+
+/* ---- import slots ------------------------------------------------------------ */
+
+/* The hooks that go into the slots: tracing only (not exec, fork, exit,
+ * signals or dlopen: attach mode leaves those to the program). */
+static const char *const hooked[] = {
+	"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
+	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+	"pthread_mutex_lock", "pthread_mutex_trylock", "pthread_mutex_unlock", "pthread_rwlock_rdlock",
+	"pthread_rwlock_wrlock", "pthread_rwlock_unlock", "pthread_cond_wait", "pthread_cond_timedwait",
+	"pthread_cond_signal", "pthread_cond_broadcast", "sem_wait", "sem_timedwait", "sem_post",
+	"read", "write", "pread", "pwrite", "pread64", "pwrite64", "readv", "writev", "open", "open64",
+	"openat", "openat64", "close", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "send",
+	"sendto", "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",
+	"epoll_wait", "epoll_pwait", "nanosleep", "clock_nanosleep", "usleep", "sleep", "mmap", "mmap64",
+	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
+	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
+	"pthread_setname_np",
+};
+#define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
+static void *hook_fn[NHOOKED];
+
+struct patch {
+	uint64_t *slot;
+	uint64_t old;
+	int relro;
+};
+static struct patch *patches;
+static size_t npatches, cap_patches;
+static uintptr_t self_base;
+
+static long page_size(void)
+{
+	static long ps;
+	if (!ps)
+		ps = sysconf(_SC_PAGESIZE);
+	return ps;
+}
+
+/* Store v in a slot, making its page writable for the store when it is in
+ * a read-only (RELRO) region. */
+static int store_slot(uint64_t *slot, uint64_t v, int relro)
+{
+	uintptr_t page = (uintptr_t)slot & ~(uintptr_t)(page_size() - 1);
+	if (relro && syscall(SYS_mprotect, page, page_size(), PROT_READ | PROT_WRITE) != 0)
+		return -1;
+	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+	if (relro)
+		syscall(SYS_mprotect, page, page_size(), PROT_READ);
+	return 0;
+}
+
+static int hook_index(const char *name)
+{
+	for (size_t i = 0; i < NHOOKED; i++)
+		if (hook_fn[i] && strcmp(hooked[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void patch_relocs(uintptr_t base, const Elf64_Rela *r, size_t n, const Elf64_Sym *sym, const char *str,
+			 uintptr_t relro_lo, uintptr_t relro_hi)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned type = (unsigned)ELF64_R_TYPE(r[i].r_info);
+		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+			continue;
+		const Elf64_Sym *s = &sym[ELF64_R_SYM(r[i].r_info)];
+		if (s->st_name == 0 || s->st_shndx != SHN_UNDEF)
+			continue; /* the object's own definition: not an import */
+		int h = hook_index(str + s->st_name);
+		if (h < 0)
+			continue;
+		uint64_t *slot = (uint64_t *)(base + r[i].r_offset);
+		uint64_t want = (uint64_t)(uintptr_t)hook_fn[h], old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (old == want)
+			continue;
+		if (npatches == cap_patches) {
+			size_t nc = cap_patches ? cap_patches * 2 : 256;
+			struct patch *np = realloc(patches, nc * sizeof(*np));
+			if (!np)
+				return;
+			patches = np;
+			cap_patches = nc;
+		}
+		int relro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
+		if (store_slot(slot, want, relro) == 0)
+			patches[npatches++] = (struct patch){slot, old, relro};
+	}
+}
+
+/* A dynamic-section pointer: glibc relocates them in place on x86-64
+ * (absolute), the vDSO's are not (relative). */
+static uintptr_t dyn_ptr(uintptr_t base, uint64_t v)
+{
+	return v < base ? base + v : v;
+}
+
+static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	uintptr_t base = info->dlpi_addr;
+	if (base == self_base || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")))
+		return 0;
+	const Elf64_Dyn *dyn = NULL;
+	uintptr_t relro_lo = 0, relro_hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const Elf64_Phdr *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const Elf64_Dyn *)(base + ph->p_vaddr);
+		else if (ph->p_type == PT_GNU_RELRO) {
+			relro_lo = (base + ph->p_vaddr) & ~(uintptr_t)(page_size() - 1);
+			relro_hi = (base + ph->p_vaddr + ph->p_memsz) & ~(uintptr_t)(page_size() - 1);
+		}
+	}
+	if (!dyn)
+		return 0;
+	const Elf64_Sym *sym = NULL;
+	const char *str = NULL;
+	const Elf64_Rela *jmprel = NULL, *rela = NULL;
+	size_t njmprel = 0, nrela = 0;
+	int pltrel_rela = 1;
+	for (const Elf64_Dyn *d = dyn; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: sym = (const Elf64_Sym *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_STRTAB: str = (const char *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_JMPREL: jmprel = (const Elf64_Rela *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_PLTRELSZ: njmprel = d->d_un.d_val / sizeof(Elf64_Rela); break;
+		case DT_RELA: rela = (const Elf64_Rela *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_RELASZ: nrela = d->d_un.d_val / sizeof(Elf64_Rela); break;
+		case DT_PLTREL: pltrel_rela = d->d_un.d_val == DT_RELA; break;
+		}
+	}
+	if (!sym || !str || !pltrel_rela)
+		return 0;
+	if (jmprel)
+		patch_relocs(base, jmprel, njmprel, sym, str, relro_lo, relro_hi);
+	if (rela)
+		patch_relocs(base, rela, nrela, sym, str, relro_lo, relro_hi);
+	return 0;
+}
+
+int attach_patch(void)
+{
+	Dl_info di;
+	if (!dladdr((void *)attach_patch, &di))
+		return -1;
+	self_base = (uintptr_t)di.dli_fbase;
+	void *self = dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+	if (!self)
+		return -1;
+	for (size_t i = 0; i < NHOOKED; i++) {
+		void *f = dlsym(self, hooked[i]);
+		Dl_info fi;
+		/* ours only (a name we do not define would be found elsewhere) */
+		if (f && dladdr(f, &fi) && (uintptr_t)fi.dli_fbase == self_base)
+			hook_fn[i] = f;
+	}
+	dlclose(self);
+	dl_iterate_phdr(patch_object, NULL);
+	return npatches ? 0 : -1;
+}
+
+void attach_unpatch(void)
+{
+	for (size_t i = npatches; i-- > 0;)
+		store_slot(patches[i].slot, patches[i].old, patches[i].relro);
+	npatches = 0;
+}
+
+/* ---- control ------------------------------------------------------------------- */
+
+int attach_open_control(void)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/control", dir);
+	control_fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	return control_fd < 0 ? -1 : 0;
+}
+
+/* The CLI wrote to the FIFO, or is gone (end of file: no writer left). */
+int attach_should_stop(void)
+{
+	if (control_fd < 0)
+		return 0;
+	char c;
+	ssize_t n = syscall(SYS_read, control_fd, &c, 1);
+	if (n == 1 || n == 0) {
+		syscall(SYS_close, control_fd);
+		control_fd = -1;
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,345 @@
+/*
+ * cmd_attach.c - `rhea attach PID`: record a running process for a while,
+ * then leave it as it was (DESIGN.md 1.8).
+ *
+ * The CLI prepares a directory the agent reads (agent/attach.c says what is
+ * in it), has the process load librhea.so from there (inject.c), waits for
+ * the agent's "started", lets it record until --duration has passed or
+ * Ctrl-C, writes a byte to the control FIFO and waits for "stopped".  If
+ * the CLI dies, the FIFO loses its writer and the agent stops by itself.
+ */
+#include "cli.h"
+#include "hookfn.h"
+#include "inject.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rhea attach [options] PID\n"
+		"\n"
+		"Loads the agent into the running process PID, records it until --duration\n"
+		"has passed or Ctrl-C, then stops: the hooks are taken out again and the\n"
+		"process goes on as it was.  Needs the right to ptrace PID (same user and\n"
+		"kernel.yama.ptrace_scope 0, or root).\n"
+		"\n"
+		"  -o, --output FILE    recording to write (default rhea-<name>-<pid>.rhea)\n"
+		"  -d, --duration DUR   stop after DUR (default: at Ctrl-C)\n"
+		"  -i, --interval DUR   at most one capture per thread per DUR (default 1ms)\n"
+		"      --hooks LIST     hook classes, as for rhea record\n"
+		"      --unwind MODE    dwarf (default) or fp\n"
+		"      --min-block DUR  record blocking calls at least this long (default: interval)\n"
+		"      --sample DUR     sample threads that hit no hook (default 10ms; 0: off)\n"
+		"  -q, --quiet          no messages but errors\n");
+}
+
+static volatile sig_atomic_t stop_asked;
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
+/* Running (a zombie has ended: its parent has not reaped it yet). */
+static int alive(pid_t pid)
+{
+	if (kill(pid, 0) != 0 && errno != EPERM)
+		return 0;
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')');
+	return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* The agent's status line ("started", "stopped", "failed: ..."). */
+static int read_status(const char *dir, char *buf, size_t cap)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/status", dir);
+	FILE *f = fopen(path, "r");
+	buf[0] = 0;
+	if (!f)
+		return -1;
+	if (!fgets(buf, (int)cap, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+	return 0;
+}
+
+/* Wait up to ms for a status starting with one of the words (or the
+ * process's end): the status seen, or "" */
+static const char *wait_status(const char *dir, pid_t pid, long ms, const char *w1, const char *w2, char *buf,
+			       size_t cap)
+{
+	for (long t = 0; t <= ms; t += 10) {
+		if (read_status(dir, buf, cap) == 0 &&
+		    ((w1 && strncmp(buf, w1, strlen(w1)) == 0) || (w2 && strncmp(buf, w2, strlen(w2)) == 0)))
+			return buf;
+		if (!alive(pid))
+			break;
+		nap_ms(10);
+	}
+	buf[0] = 0;
+	return buf;
+}
+
+static void cleanup(const char *dir)
+{
+	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status"};
+	char path[PATH_MAX];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static int agent_loaded(pid_t pid)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "/librhea.so") != NULL;
+	fclose(f);
+	return found;
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},    {"duration", required_argument, NULL, 'd'},
+		{"interval", required_argument, NULL, 'i'},  {"hooks", required_argument, NULL, 'H'},
+		{"unwind", required_argument, NULL, 'U'},    {"min-block", required_argument, NULL, 'B'},
+		{"sample", required_argument, NULL, 'S'},    {"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+	};
+	const char *output = NULL, *unwind = "dwarf";
+	int64_t duration = -1, interval = 1000000, min_block = -1, sample = 10000000;
+	uint32_t mask;
+	cli_parse_hooks("+alloc", &mask);
+	int quiet = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:d:i:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': output = optarg; break;
+		case 'd':
+			if ((duration = cli_parse_duration(optarg)) <= 0) {
+				cli_err("--duration %s: want a duration such as 10s or 500ms", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'i':
+			if ((interval = cli_parse_duration(optarg)) < 10000) {
+				cli_err("--interval %s: want a duration of at least 10us, like 1ms or 500us", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'H':
+			if (cli_parse_hooks(optarg, &mask) < 0)
+				return EXIT_BADINPUT;
+			break;
+		case 'U':
+			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf")) {
+				cli_err("--unwind %s: want fp or dwarf", optarg);
+				return EXIT_BADINPUT;
+			}
+			unwind = optarg;
+			break;
+		case 'B':
+			if ((min_block = cli_parse_duration(optarg)) < 0) {
+				cli_err("--min-block %s: want a duration such as 1ms", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'S':
+			if ((sample = cli_parse_duration(optarg)) < 0) {
+				cli_err("--sample %s: want a duration such as 10ms, or 0", optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EXIT_BADINPUT;
+		}
+	}
+	if (optind != argc - 1) {
+		cli_err("attach: want one process id (rhea attach PID)");
+		return EXIT_BADINPUT;
+	}
+	char *end;
+	long lp = strtol(argv[optind], &end, 10);
+	if (*end || lp <= 0 || lp > INT_MAX) {
+		cli_err("attach: %s is not a process id", argv[optind]);
+		return EXIT_BADINPUT;
+	}
+	pid_t pid = (pid_t)lp;
+	if (pid == getpid() || !alive(pid)) {
+		cli_err("attach: no process %d", (int)pid);
+		return EXIT_BADINPUT;
+	}
+	if (agent_loaded(pid)) {
+		cli_err("attach: process %d already has rhea's agent loaded (recorded by rhea record, or attached "
+			"before: a second attach is not supported)", (int)pid);
+		return EXIT_BADINPUT;
+	}
+	char agent[PATH_MAX];
+	if (cli_find_agent(agent, sizeof(agent)) < 0)
+		return 1;
+	char comm[64] = "prog", path[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *cf = fopen(path, "r");
+	if (cf) {
+		if (fgets(comm, sizeof(comm), cf))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(cf);
+	}
+	char out[2 * PATH_MAX + 2], given[PATH_MAX];
+	if (output)
+		snprintf(given, sizeof(given), "%s", output);
+	else
+		snprintf(given, sizeof(given), "rhea-%s-%d.rhea", comm, (int)pid);
+	if (given[0] == '/')
+		snprintf(out, sizeof(out), "%s", given);
+	else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd))) {
+			cli_err("attach: cannot tell the current directory: %s", strerror(errno));
+			return 1;
+		}
+		snprintf(out, sizeof(out), "%s/%s", cwd, given);
+	}
+
+	struct stat ost;
+	if (stat(out, &ost) == 0) { /* as rhea record: the previous one is kept */
+		char old[sizeof(out) + 8];
+		snprintf(old, sizeof(old), "%s.old", out);
+		if (S_ISDIR(ost.st_mode) || rename(out, old) != 0) {
+			cli_err("attach: %s exists and cannot be moved to %s.old", out, out);
+			return EXIT_BADINPUT;
+		}
+		if (!quiet)
+			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
+	}
+
+	char dir[] = "/tmp/rhea-attach.XXXXXX";
+	if (!mkdtemp(dir)) {
+		cli_err("attach: cannot create a directory in /tmp: %s", strerror(errno));
+		return 1;
+	}
+	chmod(dir, 0755); /* the process may run as another user (root attaching) */
+	int rc = 1, ctl = -1;
+	char p2[PATH_MAX], err[512], st[256];
+	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
+	if (symlink(agent, p2) != 0) {
+		cli_err("attach: cannot link %s: %s", p2, strerror(errno));
+		goto out;
+	}
+	snprintf(p2, sizeof(p2), "%s/rhea-attach.conf", dir);
+	FILE *conf = fopen(p2, "w");
+	if (!conf) {
+		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
+		goto out;
+	}
+	fprintf(conf,
+		"RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\nRHEA_INTERVAL_NS=%lld\nRHEA_MIN_BLOCK_NS=%lld\n"
+		"RHEA_HOOKS_MASK=%u\nRHEA_UNWIND=%s\nRHEA_SAMPLE_NS=%lld\nRHEA_SAMPLE_MAIN_NS=%lld\nRHEA_FOLLOW=0\n",
+		out, (int)pid, (long long)interval, (long long)(min_block >= 0 ? min_block : interval), mask, unwind,
+		(long long)sample, (long long)sample);
+	if (fclose(conf) != 0) {
+		cli_err("attach: cannot write %s", p2);
+		goto out;
+	}
+	snprintf(p2, sizeof(p2), "%s/status", dir);
+	int sf = open(p2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (sf < 0) {
+		cli_err("attach: cannot create %s: %s", p2, strerror(errno));
+		goto out;
+	}
+	fchmod(sf, 0666);
+	close(sf);
+	snprintf(p2, sizeof(p2), "%s/control", dir);
+	if (mkfifo(p2, 0644) != 0 || (ctl = open(p2, O_RDWR | O_CLOEXEC)) < 0) {
+		cli_err("attach: cannot make the control FIFO %s: %s", p2, strerror(errno));
+		goto out;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+
+	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
+	if (inject_dlopen(pid, p2, 5000, err, sizeof(err)) != 0) {
+		cli_err("attach: %s", err);
+		goto out;
+	}
+	wait_status(dir, pid, 5000, "started", "failed", st, sizeof(st));
+	if (strncmp(st, "started", 7) != 0) {
+		cli_err("attach: the agent did not start in process %d: %s", (int)pid,
+			st[0] ? st : alive(pid) ? "no word from it within 5 s" : "the process is gone");
+		goto out;
+	}
+	if (!quiet) {
+		char dur[64] = "until Ctrl-C";
+		if (duration > 0)
+			snprintf(dur, sizeof(dur), "for %.3g s", (double)duration / 1e9);
+		fprintf(stderr, "rhea: attached to %d (%s), recording to %s %s\n", (int)pid, comm, out, dur);
+	}
+	int64_t waited = 0;
+	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
+		long step = 20;
+		if (duration > 0 && duration - waited < step * 1000000)
+			step = (long)((duration - waited) / 1000000) + 1;
+		nap_ms(step);
+		waited += (int64_t)step * 1000000;
+	}
+	if (alive(pid)) {
+		if (write(ctl, "s", 1) != 1) {
+			/* closing it below stops the agent all the same */
+		}
+		close(ctl);
+		ctl = -1;
+		wait_status(dir, pid, 10000, "stopped", NULL, st, sizeof(st));
+		if (strncmp(st, "stopped", 7) != 0 && alive(pid))
+			cli_err("attach: the agent in process %d did not confirm it stopped within 10 s", (int)pid);
+	} else if (!quiet) {
+		fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
+	}
+	rc = 0;
+	if (!quiet)
+		cli_summarize(out, 0);
+out:
+	if (ctl >= 0)
+		close(ctl);
+	cleanup(dir);
+	return rc;
+}

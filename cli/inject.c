@@ -1,0 +1,322 @@
+/*
+ * inject.c - make a running process load a library (rhea attach).
+ *
+ * One thread of the process is stopped with ptrace (PTRACE_SEIZE +
+ * PTRACE_INTERRUPT, which unlike SIGSTOP leaves no trace in the process),
+ * and made to call dlopen(path, RTLD_NOW) on its own stack, returning to
+ * address 0: the fault that follows stops it again, its registers are put
+ * back as they were and it goes on.
+ *
+ * Only a thread blocked in a system call that holds no lock of libc's is
+ * used: an event loop's poll or epoll_wait, a sleep, an accept, a read.  A
+ * thread stopped in the middle of malloc (or of the program's own dlopen)
+ * holds locks that dlopen needs: calling it there would deadlock the
+ * process.  Threads that are running, or waiting on a futex (a lock, maybe
+ * one of libc's), are let go at once and tried again later.
+ *
+ * A system call interrupted by the stop is restarted as the kernel would
+ * after a signal: the saved registers (rax = -ERESTART..., orig_rax = the
+ * call) are what its restart logic reads once the thread resumes.  While
+ * dlopen runs, orig_rax is -1 so that nothing is restarted then.
+ *
+ * dlopen's address in the process is its libc's load address (from
+ * /proc/PID/maps) plus the symbol's offset in that libc's dynamic symbol
+ * table (read with libelf), so the process's libc need not be ours.
+ */
+#include "inject.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The system calls a thread may be stopped in when it is made to call
+ * dlopen: waits that hold none of libc's locks. */
+static int safe_call(long nr)
+{
+	switch (nr) {
+	case SYS_poll:
+	case SYS_ppoll:
+	case SYS_select:
+	case SYS_pselect6:
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep:
+	case SYS_pause:
+	case SYS_accept:
+	case SYS_accept4:
+	case SYS_read:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_wait4:
+	case SYS_rt_sigtimedwait:
+	case SYS_rt_sigsuspend:
+		return 1;
+	}
+	return 0;
+}
+
+static int interrupted(long long rax)
+{
+	return rax == -EINTR || rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND ||
+	       rax == -ERESTART_RESTARTBLOCK;
+}
+
+/* dlopen's address in pid: its libc's base plus the symbol's value. */
+static uint64_t find_dlopen(pid_t pid, char *err, size_t errlen)
+{
+	char path[64], line[4096], lib[4096] = "";
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		say(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		return 0;
+	}
+	uint64_t base = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, off;
+		char file[4096];
+		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %4095s", &lo, &off, file) == 3 && off == 0) {
+			const char *b = strrchr(file, '/');
+			if (b && strncmp(b + 1, "libc.so", 7) == 0) {
+				base = lo;
+				snprintf(lib, sizeof(lib), "%s", file);
+				break;
+			}
+		}
+	}
+	fclose(f);
+	if (!base) {
+		say(err, errlen, "process %d has no libc.so loaded (a static or non-glibc program?)", (int)pid);
+		return 0;
+	}
+	/* the process's own view of the file (another mount namespace) */
+	char root[4200];
+	snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, lib);
+	int fd = open(root, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(lib, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say(err, errlen, "cannot open the process's %s: %s", lib, strerror(errno));
+		return 0;
+	}
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	uint64_t addr = 0, first_load = UINT64_MAX;
+	size_t nph = 0;
+	if (e && elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < first_load)
+				first_load = ph.p_vaddr & ~(uint64_t)0xfff;
+		}
+	for (Elf_Scn *scn = NULL; e && !addr && (scn = elf_nextscn(e, scn)) != NULL;) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 24); i++) {
+			GElf_Sym s;
+			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || GELF_ST_TYPE(s.st_info) != STT_FUNC)
+				continue;
+			const char *n = elf_strptr(e, sh.sh_link, s.st_name);
+			if (n && strcmp(n, "dlopen") == 0) {
+				addr = s.st_value;
+				break;
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	if (!addr || first_load == UINT64_MAX) {
+		say(err, errlen, "no dlopen in %s (glibc older than 2.34?)", lib);
+		return 0;
+	}
+	return base - first_load + addr;
+}
+
+/* Wait up to ms for tid to stop; its status in *st.  0, or -1 (timeout,
+ * or it is gone). */
+static int wait_stop(pid_t tid, int *st, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+	for (;;) {
+		pid_t r = waitpid(tid, st, __WALL | WNOHANG);
+		if (r == tid)
+			return WIFSTOPPED(*st) ? 0 : -1;
+		if (r < 0)
+			return -1;
+		if (now_ms() >= end)
+			return -1;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = {(void *)buf, len}, remote = {(void *)(uintptr_t)addr, len};
+	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+enum { TRY_AGAIN = 1 };
+
+/* Try tid: 0 done (*handle set), TRY_AGAIN not at a safe point, -1 error. */
+static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64_t *handle, char *err,
+		      size_t errlen)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+		if (errno == ESRCH)
+			return TRY_AGAIN; /* gone meanwhile */
+		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(errno),
+		    errno == EPERM ? " (another user's process, a tracer already attached, or "
+				     "kernel.yama.ptrace_scope: run as root)" : "");
+		return -1;
+	}
+	int st, rc = TRY_AGAIN, pass = 0;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0 || wait_stop(tid, &st, 1000) != 0) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return TRY_AGAIN;
+	}
+	struct user_regs_struct saved, r;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0)
+		goto out;
+	if ((st >> 16) != PTRACE_EVENT_STOP || WSTOPSIG(st) != SIGTRAP) {
+		/* a signal on its way to the thread (handed back on detach), or
+		 * the process stopped by SIGSTOP: not now */
+		if ((st >> 16) != PTRACE_EVENT_STOP)
+			pass = WSTOPSIG(st);
+		goto out;
+	}
+	if ((long long)saved.orig_rax < 0 || !safe_call((long)saved.orig_rax) || !interrupted((long long)saved.rax))
+		goto out; /* running, or in a call that may hold a lock */
+	r = saved;
+	size_t len = strlen(lib) + 1;
+	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
+	uint64_t str = sp - ((len + 15) & ~(size_t)15);
+	uint64_t ret = (str & ~(uint64_t)15) - 8, zero = 0; /* entry: rsp + 8 aligned */
+	if (write_mem(tid, str, lib, len) != 0 || write_mem(tid, ret, &zero, 8) != 0) {
+		say(err, errlen, "cannot write into process %d: %s", (int)pid, strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	r.rsp = ret;
+	r.rip = fn;
+	r.rdi = str;
+	r.rsi = RTLD_NOW;
+	r.rax = 0;
+	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call now */
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r) != 0 || ptrace(PTRACE_CONT, tid, 0, 0) != 0) {
+		ptrace(PTRACE_SETREGS, tid, 0, &saved);
+		goto out;
+	}
+	/* Until dlopen returns to 0: signals that come meanwhile are passed on. */
+	uint64_t end = now_ms() + 10000;
+	for (;;) {
+		if (wait_stop(tid, &st, (int)(end > now_ms() ? end - now_ms() : 0)) != 0) {
+			say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
+			rc = -1;
+			goto out_nosave; /* cannot tell what state it is in: let it go */
+		}
+		int sig = WSTOPSIG(st);
+		struct user_regs_struct now;
+		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
+			*handle = now.rax;
+			rc = 0;
+			break;
+		}
+		if ((st >> 16) == PTRACE_EVENT_STOP)
+			sig = 0;
+		ptrace(PTRACE_CONT, tid, 0, sig);
+	}
+out:
+	ptrace(PTRACE_SETREGS, tid, 0, &saved);
+out_nosave:
+	ptrace(PTRACE_DETACH, tid, 0, pass);
+	return rc;
+}
+
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t errlen)
+{
+	uint64_t fn = find_dlopen(pid, err, errlen);
+	if (!fn)
+		return -1;
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	char task[64];
+	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
+	do {
+		/* the main thread first: an event loop, most often */
+		static pid_t tids[4096];
+		int n = 0;
+		tids[n++] = pid;
+		DIR *d = opendir(task);
+		if (!d) {
+			say(err, errlen, "no process %d", (int)pid);
+			return -1;
+		}
+		for (struct dirent *de; (de = readdir(d)) != NULL;) {
+			long t = atol(de->d_name);
+			if (t > 0 && t != pid && n < 4096)
+				tids[n++] = (pid_t)t;
+		}
+		closedir(d);
+		for (int i = 0; i < n; i++) {
+			uint64_t h = 0;
+			int r = try_thread(pid, tids[i], fn, lib, &h, err, errlen);
+			if (r < 0)
+				return -1;
+			if (r == 0) {
+				if (!h) {
+					say(err, errlen, "dlopen of the agent failed in process %d", (int)pid);
+					return -1;
+				}
+				return 0;
+			}
+		}
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	} while (now_ms() < end);
+	say(err, errlen, "no thread of process %d was waiting at a safe point (poll, epoll_wait, a sleep, "
+		"accept, read) within %d ms: try again", (int)pid, timeout_ms);
+	return -1;
+}

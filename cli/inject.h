@@ -1,0 +1,13 @@
+/* inject.h - make a running process load a library (rhea attach). */
+#ifndef RHEA_INJECT_H
+#define RHEA_INJECT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Make one thread of pid call dlopen(lib, RTLD_NOW), at a safe point
+ * (inject.c says which), trying for up to timeout_ms.  0, or -1 with one
+ * line in err. */
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * attachme - a process to attach to (rhea attach, tests/e2e).
+ *
+ *   attachme SECONDS
+ *
+ * The main thread ("attachme") is an event loop: poll() with a 2 ms
+ * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
+ * thread ("worker") takes a mutex, counts, and sleeps 1 ms.  After SECONDS
+ * both stop; the program checks its own work (every block it wrote read
+ * back) and prints "attachme ok iterations N worker M", exit status 0.
+ * It prints "ready PID" once both threads run.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int done;
+static uint64_t worker_count;
+static int bad;
+static void *volatile keep; /* the blocks escape: no compiler may elide them */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((noinline)) void attach_work(uint64_t it)
+{
+	for (int i = 0; i < 100; i++) {
+		unsigned char *p = malloc(64);
+		if (!p) {
+			bad = 1;
+			return;
+		}
+		keep = p;
+		memset(p, (int)(it + (uint64_t)i) & 0xff, 64);
+		if (p[63] != (unsigned char)((it + (uint64_t)i) & 0xff))
+			bad = 1;
+		free(p);
+	}
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "worker");
+	while (!done) {
+		pthread_mutex_lock(&lock);
+		worker_count++;
+		pthread_mutex_unlock(&lock);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 1 ? atof(argv[1]) : 3;
+	pthread_t th;
+	if (pthread_create(&th, NULL, worker, NULL) != 0)
+		return 1;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	uint64_t end = now_ns() + (uint64_t)(secs * 1e9), it = 0;
+	while (now_ns() < end) {
+		poll(NULL, 0, 2);
+		attach_work(it++);
+	}
+	done = 1;
+	pthread_join(th, NULL);
+	printf("attachme %s iterations %llu worker %llu\n", bad ? "BAD" : "ok", (unsigned long long)it,
+	       (unsigned long long)worker_count);
+	return bad;
+}
