@@ -37,6 +37,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <link.h>
@@ -53,6 +54,7 @@ static char conf[4096];
 static const char *keys[64], *vals[64];
 static int nconf;
 static int control_fd = -1;
+static uintptr_t self_base; /* our own load address */
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -128,6 +130,72 @@ void attach_status(const char *msg)
 	syscall(SYS_close, fd);
 }
 
+/* ---- the real functions --------------------------------------------------------- */
+
+static long page_size(void);
+
+struct objnames {
+	char names[64][256];
+	int n;
+	uintptr_t exe_base;
+};
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct objnames *o = arg;
+	if (!info->dlpi_name || !info->dlpi_name[0]) {
+		/* the executable: where dladdr says it starts (its first
+		 * segment; a non-PIE one has a load bias of 0) */
+		uintptr_t lo = UINTPTR_MAX;
+		for (int i = 0; i < info->dlpi_phnum; i++)
+			if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
+				lo = info->dlpi_phdr[i].p_vaddr;
+		if (!o->exe_base && lo != UINTPTR_MAX)
+			o->exe_base = (info->dlpi_addr + lo) & ~(uintptr_t)(page_size() - 1);
+		return 0;
+	}
+	if (o->n < 64 && !strstr(info->dlpi_name, "linux-vdso"))
+		snprintf(o->names[o->n++], sizeof(o->names[0]), "%s", info->dlpi_name);
+	return 0;
+}
+
+/*
+ * What the program's symbol `name` resolves to, given dlsym(RTLD_DEFAULT)'s
+ * answer p.  A non-PIE executable that takes a library function's address
+ * exports a "canonical PLT" entry for it, and dlsym finds that entry: a
+ * stub jumping through the executable's own import slot, which we rewrite
+ * (python3 does this for malloc: the hook then jumped to itself, forever).
+ * Such an answer lies in the executable, at a symbol that is undefined
+ * there; the real function is then the first definition in the other
+ * objects, in load order.  NULL when there is none (not hooked then).
+ */
+void *attach_real(const char *name, void *p)
+{
+	static struct objnames o;
+	if (!p)
+		return p;
+	if (!o.exe_base)
+		dl_iterate_phdr(collect, &o); /* names copied: dlopen is not called inside */
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	/* (dladdr names the stub after the function: its symbol is an
+	 * undefined one with a value, the PLT entry's address) */
+	if (!dladdr1(p, &di, (void **)&sym, RTLD_DL_SYMENT) || (uintptr_t)di.dli_fbase != o.exe_base ||
+	    (sym && sym->st_shndx != SHN_UNDEF))
+		return p;
+	for (int i = 0; i < o.n; i++) {
+		void *h = dlopen(o.names[i], RTLD_NOW | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		void *q = dlsym(h, name);
+		dlclose(h);
+		if (q && dladdr(q, &di) && (uintptr_t)di.dli_fbase != o.exe_base && (uintptr_t)di.dli_fbase != self_base)
+			return q;
+	}
+	return NULL;
+}
+
 /* ---- import slots ------------------------------------------------------------ */
 
 /* The hooks that go into the slots: tracing only (not exec, fork, exit,
@@ -156,7 +224,6 @@ struct patch {
 };
 static struct patch *patches;
 static size_t npatches, cap_patches;
-static uintptr_t self_base;
 
 static long page_size(void)
 {
@@ -282,8 +349,10 @@ int attach_patch(void)
 	for (size_t i = 0; i < NHOOKED; i++) {
 		void *f = dlsym(self, hooked[i]);
 		Dl_info fi;
-		/* ours only (a name we do not define would be found elsewhere) */
-		if (f && dladdr(f, &fi) && (uintptr_t)fi.dli_fbase == self_base)
+		/* ours only (a name we do not define would be found elsewhere),
+		 * and only where the real function is known (the hook calls it) */
+		if (f && dladdr(f, &fi) && (uintptr_t)fi.dli_fbase == self_base &&
+		    attach_real(hooked[i], dlsym(RTLD_DEFAULT, hooked[i])))
 			hook_fn[i] = f;
 	}
 	dlclose(self);

@@ -158,19 +158,26 @@ static int resolved;
  * program's own scope when we were loaded into it late (attach.c). */
 static void *resolve_from = RTLD_NEXT;
 
+static void *real_of(const char *name, void *p)
+{
+	return rhea_attached ? attach_real(name, p) : p;
+}
+
 static void resolve(void)
 {
 	if (resolved || resolving)
 		return;
 	resolving = 1;
-#define REAL_SET(name, ret, args) real_##name = (ret(*) args)dlsym(resolve_from, #name);
+#define REAL_SET(name, ret, args) real_##name = (ret(*) args)real_of(#name, dlsym(resolve_from, #name));
 	REAL_LIST(REAL_SET)
 	real_pthread_cond_wait = dlvsym(resolve_from, "pthread_cond_wait", "GLIBC_2.3.2");
 	if (!real_pthread_cond_wait)
 		real_pthread_cond_wait = dlsym(resolve_from, "pthread_cond_wait");
+	real_pthread_cond_wait = real_of("pthread_cond_wait", (void *)real_pthread_cond_wait);
 	real_pthread_cond_timedwait = dlvsym(resolve_from, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	if (!real_pthread_cond_timedwait)
 		real_pthread_cond_timedwait = dlsym(resolve_from, "pthread_cond_timedwait");
+	real_pthread_cond_timedwait = real_of("pthread_cond_timedwait", (void *)real_pthread_cond_timedwait);
 	resolved = 1;
 	resolving = 0;
 }

@@ -1052,8 +1052,14 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		goto out;
 	}
 	fprintf(out, "rhea report: %s\n", r->path);
-	if (cmd)
-		fprintf(out, "  command:  %s\n", fit(cmd, W - 12, nb));
+	if (cmd) {
+		char clean[256];
+		snprintf(clean, sizeof(clean), "%s", cmd);
+		for (char *q = clean; *q; q++)
+			if ((unsigned char)*q < 0x20)
+				*q = ' '; /* an argument's newlines and tabs */
+		fprintf(out, "  command:  %s\n", fit(clean, W - 12, nb));
+	}
 	fprintf(out, "  process:  pid %u, %s recorded, interval %s, unwind %s\n", r->hdr.pid,
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");

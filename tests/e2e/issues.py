@@ -275,6 +275,58 @@ def t_redis_stalls():
     check(len(got) == 2 and not any(x["fatal"] for x in got), "stalls %s: want exactly these two" % desc)
 
 
+def t_attach_redis():
+    """rhea attach to a redis-server nobody here started under rhea, while
+    redis-benchmark runs: a recording of its event loop (jemalloc's
+    allocations counted), then redis goes on answering, without rhea's
+    threads, and shuts down cleanly."""
+    server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+    bench = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+    port = free_port()
+    out = os.path.join(TMP, "redis-attach.rhea")
+    srv = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(100):
+            if subprocess.run([cli, "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+                break
+            time.sleep(0.1)
+        b = subprocess.Popen([bench, "-p", str(port), "-n", "60000", "-c", "10", "-q", "-t", "set,get"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        a = subprocess.run([RHEA, "attach", "-d", "1s", "-o", out, str(srv.pid)], capture_output=True, text=True,
+                           timeout=60)
+        check(a.returncode == 0, "rhea attach: status %d: %s" % (a.returncode, a.stderr[-300:]))
+        bo, be = b.communicate(timeout=120)
+        check(b.returncode == 0 and "rror" not in bo + be, "redis-benchmark across the attach: " + (bo + be)[-300:])
+        set_ = subprocess.run([cli, "-p", str(port), "set", "after", "detach"], capture_output=True, text=True)
+        get = subprocess.run([cli, "-p", str(port), "get", "after"], capture_output=True, text=True)
+        check(set_.stdout.strip() == "OK" and get.stdout.strip() == "detach", "redis after the detach: %r %r"
+              % (set_.stdout, get.stdout))
+        left = []
+        for t in os.listdir("/proc/%d/task" % srv.pid):
+            with open("/proc/%d/task/%s/comm" % (srv.pid, t)) as f:
+                if f.read().startswith("rhea-"):
+                    left.append(t)
+        check(not left, "rhea threads left in redis-server after the detach: %s" % left)
+        subprocess.run([cli, "-p", str(port), "shutdown", "nosave"], capture_output=True, timeout=30)
+        check(srv.wait(timeout=60) == 0, "redis-server exit status %s after the detach" % srv.returncode)
+    finally:
+        if srv.poll() is None:
+            os.killpg(srv.pid, signal.SIGKILL)
+            srv.wait()
+    rep = report(out)
+    check(rep["recording"]["complete"] and rep["recording"]["end_reason"] == "detach",
+          "recording: complete %s, end %s" % (rep["recording"]["complete"], rep["recording"]["end_reason"]))
+    check(rep["stats"]["samples"] > 100, "only %d samples" % rep["stats"]["samples"])
+    names = {f["name"] for f in rep["functions"]}
+    check("aeMain" in names and "epoll_wait" in names, "no aeMain/epoll_wait in redis's recording")
+    check(rep["alloc_totals"]["count"] > 1000, "%d allocations counted" % rep["alloc_totals"]["count"])
+    check(rep["stalls"]["loop_threads"] >= 1, "redis's event loop not seen")
+    stacks_complete(rep, 0.9, "redis-server (attached)")
+
+
 # ---- sampler ----------------------------------------------------------------
 
 def t_pure_compute():
@@ -365,7 +417,7 @@ def t_churn_stress():
 
 
 TESTS = [t_idle_ticker_wakes, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
-         t_redis_under_load, t_redis_stalls, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
+         t_redis_under_load, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
 def main():

@@ -600,6 +600,53 @@ def t_python_zlib(c):
     c.done()
 
 
+PY_SLEEPER = """
+import os, sys, time
+print("ready", os.getpid(), flush=True)
+end = time.monotonic() + float(sys.argv[1])
+n = 0
+while time.monotonic() < end:
+    time.sleep(0.002)
+    n += len([str(i) for i in range(300)])
+print("python done", n > 0, flush=True)
+"""
+
+
+def t_python_attach(c):
+    """rhea attach to Debian's python3 sleeping and building lists in a loop:
+    the interpreter's frames in the recording, python unharmed after."""
+    exe = "/usr/bin/python3"
+    need_program(exe)
+    p = subprocess.Popen([exe, "-c", PY_SLEEPER, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("ready "):
+            raise Fail("python3 did not start: %r" % line)
+        time.sleep(0.3)
+        rc, out, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), line.split()[1]], timeout=60)
+        c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "python done True" in out, "python3 after the detach: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    names = {f["name"] for f in rec["functions"]}
+    c.check("_PyEval_EvalFrameDefault" in names and "clock_nanosleep" in names,
+            "interpreter or sleep frames missing: %s" % top_names(rec, 30))
+    c.check(rec["alloc_totals"]["count"] > 1000, "%d allocations counted" % rec["alloc_totals"]["count"])
+    # python sleeps 2 ms per 30 us of work: a hook that loops (a real
+    # function resolved to python's own PLT stub did) shows as CPU
+    t = rec["threads"][0] if rec["threads"] else {"cpu_ns": 0, "wall_ns": 1}
+    c.check(t["cpu_ns"] < 0.3 * t["wall_ns"], "python3 used %s of CPU in %s while attached"
+            % (ms(t["cpu_ns"]), ms(t["wall_ns"])))
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
+    c.done()
+
+
 def make_text(path, nbytes, seed):
     """Deterministic word salad: compresses like text, takes gzip real work."""
     import random
@@ -955,6 +1002,7 @@ def all_tests():
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
+    t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))
     t.append(Test("bad-input/not-a-recording", t_bad_not_rhea))
     t.append(Test("bad-input/missing-file", t_bad_missing))
