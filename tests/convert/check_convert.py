@@ -831,7 +831,9 @@ def t_loop(ctx):
         raise Fail("--stall 10ms: %d stalls on %s, want 3 on loop"
                    % (len(stalls), sorted(set(s["thread"] for s in stalls))))
     for i, (s, h) in enumerate(zip(stalls, hs)):
-        if not (s["begin"] <= h["begin"] and s["end"] >= h["end"] - 1 * MS) or "handle_msg" not in s["name"]:
+        # the first two iterations are back to back: no recorded wait bounds
+        # the first one's end, its last capture does (a few ms early at most)
+        if not (s["begin"] <= h["begin"] and s["end"] >= h["end"] - 5 * MS) or "handle_msg" not in s["name"]:
             raise Fail("stall #%d %r %.2f..%.2f ms does not hold handle_msg #%d %.2f..%.2f ms"
                        % (i + 1, s["name"], s["begin"] / MS, s["end"] / MS, i + 1, h["begin"] / MS, h["end"] / MS))
         if s["args"].get("MessageId") != h["args"].get("MessageId") or s["args"].get("Fatal") != 0:
