@@ -8,6 +8,7 @@
  * Ctrl-C, writes a byte to the control FIFO and waits for "stopped".  If
  * the CLI dies, the FIFO loses its writer and the agent stops by itself.
  */
+#include "agentopts.h"
 #include "cli.h"
 #include "hookfn.h"
 #include "inject.h"
@@ -35,13 +36,10 @@ static void usage(FILE *f)
 		"kernel.yama.ptrace_scope 0, or root).\n"
 		"\n"
 		"  -o, --output FILE    recording to write (default rhea-<name>-<pid>.rhea)\n"
-		"  -d, --duration DUR   stop after DUR (default: at Ctrl-C)\n"
-		"  -i, --interval DUR   at most one capture per thread per DUR (default 1ms)\n"
-		"      --hooks LIST     hook classes, as for rhea record\n"
-		"      --unwind MODE    dwarf (default) or fp\n"
-		"      --min-block DUR  record blocking calls at least this long (default: interval)\n"
-		"      --sample DUR     sample threads that hit no hook (default 10ms; 0: off)\n"
-		"  -q, --quiet          no messages but errors\n");
+		"  -d, --duration DUR   stop after DUR (default: at Ctrl-C, or when PID ends)\n"
+		"  -q, --quiet          no messages but errors\n"
+		"  -i, --interval, --hooks, --unwind, --depth, --min-block, --buffer, --sample,\n"
+		"  --sample-main, --force-after, --signal: as for rhea record\n");
 }
 
 static volatile sig_atomic_t stop_asked;
@@ -118,6 +116,11 @@ static void cleanup(const char *dir)
 	rmdir(dir);
 }
 
+static void put_conf(void *arg, const char *key, const char *val)
+{
+	fprintf(arg, "%s=%s\n", key, val);
+}
+
 static int agent_loaded(pid_t pid)
 {
 	char path[64], line[4096];
@@ -135,16 +138,15 @@ static int agent_loaded(pid_t pid)
 int cmd_attach(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},    {"duration", required_argument, NULL, 'd'},
-		{"interval", required_argument, NULL, 'i'},  {"hooks", required_argument, NULL, 'H'},
-		{"unwind", required_argument, NULL, 'U'},    {"min-block", required_argument, NULL, 'B'},
-		{"sample", required_argument, NULL, 'S'},    {"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+		{"output", required_argument, NULL, 'o'}, {"duration", required_argument, NULL, 'd'},
+		{"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+		AGENT_LONG_OPTIONS,                       {NULL, 0, NULL, 0},
 	};
-	const char *output = NULL, *unwind = "dwarf";
-	int64_t duration = -1, interval = 1000000, min_block = -1, sample = 10000000;
-	uint32_t mask;
-	cli_parse_hooks("+alloc", &mask);
+	const char *output = NULL;
+	int64_t duration = -1;
+	struct agent_opts ao;
+	agent_opts_init(&ao);
+	ao.follow = 0; /* children of an attached process are not traced */
 	int quiet = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:d:i:qh", opts, NULL)) != -1) {
@@ -156,38 +158,17 @@ int cmd_attach(int argc, char **argv)
 				return EXIT_BADINPUT;
 			}
 			break;
-		case 'i':
-			if ((interval = cli_parse_duration(optarg)) < 10000) {
-				cli_err("--interval %s: want a duration of at least 10us, like 1ms or 500us", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'H':
-			if (cli_parse_hooks(optarg, &mask) < 0)
-				return EXIT_BADINPUT;
-			break;
-		case 'U':
-			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf")) {
-				cli_err("--unwind %s: want fp or dwarf", optarg);
-				return EXIT_BADINPUT;
-			}
-			unwind = optarg;
-			break;
-		case 'B':
-			if ((min_block = cli_parse_duration(optarg)) < 0) {
-				cli_err("--min-block %s: want a duration such as 1ms", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'S':
-			if ((sample = cli_parse_duration(optarg)) < 0) {
-				cli_err("--sample %s: want a duration such as 10ms, or 0", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EXIT_BADINPUT;
+		default: {
+			int r = agent_opts_parse(&ao, c, optarg);
+			if (r < 0)
+				return EXIT_BADINPUT;
+			if (r == 0) {
+				usage(stderr);
+				return EXIT_BADINPUT;
+			}
+		}
 		}
 	}
 	if (optind != argc - 1) {
@@ -268,11 +249,8 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	fprintf(conf,
-		"RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\nRHEA_INTERVAL_NS=%lld\nRHEA_MIN_BLOCK_NS=%lld\n"
-		"RHEA_HOOKS_MASK=%u\nRHEA_UNWIND=%s\nRHEA_SAMPLE_NS=%lld\nRHEA_SAMPLE_MAIN_NS=%lld\nRHEA_FOLLOW=0\n",
-		out, (int)pid, (long long)interval, (long long)(min_block >= 0 ? min_block : interval), mask, unwind,
-		(long long)sample, (long long)sample);
+	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\n", out, (int)pid);
+	agent_opts_each(&ao, put_conf, conf);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);
 		goto out;

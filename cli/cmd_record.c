@@ -9,6 +9,7 @@
  * The program's exit status is passed through (128+N when killed by signal
  * N, as shells do).
  */
+#include "agentopts.h"
 #include "cli.h"
 #include "hookfn.h"
 #include "recording.h"
@@ -247,100 +248,39 @@ static void summarize_children(const char *base_path, time_t since)
 	closedir(dp);
 }
 
+static void set_env(void *arg, const char *key, const char *val)
+{
+	(void)arg;
+	setenv(key, val, 1);
+}
+
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},   {"interval", required_argument, NULL, 'i'},
-		{"hooks", required_argument, NULL, 'H'},    {"unwind", required_argument, NULL, 'U'},
-		{"depth", required_argument, NULL, 'D'},    {"min-block", required_argument, NULL, 'B'},
-		{"buffer", required_argument, NULL, 'b'},   {"no-follow", no_argument, NULL, 'F'},
-		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
-		{"sample", required_argument, NULL, 'S'},   {"sample-main", required_argument, NULL, 'M'},
-		{"force-after", required_argument, NULL, 'A'}, {"signal", required_argument, NULL, 'G'},
-		{NULL, 0, NULL, 0},
+		{"output", required_argument, NULL, 'o'}, {"no-follow", no_argument, NULL, 'F'},
+		{"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+		AGENT_LONG_OPTIONS,                       {NULL, 0, NULL, 0},
 	};
-	const char *output = NULL, *unwind = "dwarf";
-	int64_t interval = 1000000, min_block = -1, buffer = 8 << 20;
-	int64_t sample = 10000000, sample_main = -1, force_after = 1000000000;
-	long signo = 0;
-	long depth = 256;
-	uint32_t mask;
-	cli_parse_hooks("+alloc", &mask);
-	int follow = 1, quiet = 0, c;
+	const char *output = NULL;
+	struct agent_opts ao;
+	agent_opts_init(&ao);
+	int quiet = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
-		case 'i':
-			if ((interval = cli_parse_duration(optarg)) < 10000) {
-				cli_err("--interval %s: want a duration of at least 10us, like 1ms or 500us", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'H':
-			if (cli_parse_hooks(optarg, &mask) < 0)
-				return EXIT_BADINPUT;
-			break;
-		case 'U':
-			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf")) {
-				cli_err("--unwind %s: want fp or dwarf", optarg);
-				return EXIT_BADINPUT;
-			}
-			unwind = optarg;
-			break;
-		case 'D': {
-			char *end;
-			depth = strtol(optarg, &end, 10);
-			if (*end || depth < 4 || depth > 1024) {
-				cli_err("--depth %s: want a number from 4 to 1024", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		}
-		case 'B':
-			if ((min_block = cli_parse_duration(optarg)) < 0) {
-				cli_err("--min-block %s: want a duration like 1ms", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'b':
-			if ((buffer = cli_parse_size(optarg)) < (1 << 20)) {
-				cli_err("--buffer %s: want a size of at least 1M", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'S':
-			if ((sample = cli_parse_duration(optarg)) < 0 || (sample > 0 && sample < 100000)) {
-				cli_err("--sample %s: want 0 or a duration of at least 100us, like 10ms", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'M':
-			if ((sample_main = cli_parse_duration(optarg)) < 100000) {
-				cli_err("--sample-main %s: want a duration of at least 100us", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'A':
-			if ((force_after = cli_parse_duration(optarg)) < 0) {
-				cli_err("--force-after %s: want a duration like 1s (0: never)", optarg);
-				return EXIT_BADINPUT;
-			}
-			break;
-		case 'G': {
-			char *end;
-			signo = strtol(optarg, &end, 10);
-			if (*end || signo < SIGRTMIN || signo > SIGRTMAX) {
-				cli_err("--signal %s: want a real-time signal number from %d to %d", optarg,
-					SIGRTMIN, SIGRTMAX);
-				return EXIT_BADINPUT;
-			}
-			break;
-		}
-		case 'F': follow = 0; break;
+		case 'F': ao.follow = 0; break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EXIT_BADINPUT;
+		default: {
+			int r = agent_opts_parse(&ao, c, optarg);
+			if (r < 0)
+				return EXIT_BADINPUT;
+			if (r == 0) {
+				usage(stderr);
+				return EXIT_BADINPUT;
+			}
+		}
 		}
 	}
 	if (optind >= argc) {
@@ -393,26 +333,7 @@ int cmd_record(int argc, char **argv)
 	snprintf(preload, sizeof(preload), "%s%s%s", agent, old && *old ? ":" : "", old ? old : "");
 	char buf[64];
 	setenv("LD_PRELOAD", preload, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)interval);
-	setenv("RHEA_INTERVAL_NS", buf, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)(min_block >= 0 ? min_block : interval));
-	setenv("RHEA_MIN_BLOCK_NS", buf, 1);
-	snprintf(buf, sizeof(buf), "%u", mask);
-	setenv("RHEA_HOOKS_MASK", buf, 1);
-	snprintf(buf, sizeof(buf), "%ld", depth);
-	setenv("RHEA_DEPTH", buf, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)buffer);
-	setenv("RHEA_BUFFER", buf, 1);
-	setenv("RHEA_UNWIND", unwind, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)sample);
-	setenv("RHEA_SAMPLE_NS", buf, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)(sample_main >= 0 ? sample_main : sample));
-	setenv("RHEA_SAMPLE_MAIN_NS", buf, 1);
-	snprintf(buf, sizeof(buf), "%lld", (long long)force_after);
-	setenv("RHEA_FORCE_NS", buf, 1);
-	snprintf(buf, sizeof(buf), "%ld", signo);
-	setenv("RHEA_SIGNAL", buf, 1);
-	setenv("RHEA_FOLLOW", follow ? "1" : "0", 1);
+	agent_opts_each(&ao, set_env, NULL);
 	unsetenv("RHEA_DISABLE");
 
 	time_t started = time(NULL);
@@ -466,7 +387,7 @@ int cmd_record(int argc, char **argv)
 		else
 			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
 				path);
-		if (follow)
+		if (ao.follow)
 			summarize_children(path, started);
 	}
 	return rc;
