@@ -828,7 +828,7 @@ void agent_postfork_child(void)
 
 static uint64_t env_u64(const char *name, uint64_t def)
 {
-	const char *v = agent_getenv(name);
+	const char *v = attach_getenv(name);
 	if (!v || !*v)
 		return def;
 	char *end;
@@ -849,7 +849,7 @@ static void read_config(void)
 		c->max_depth = 4;
 	if (c->max_depth > RHEA_MAX_DEPTH)
 		c->max_depth = RHEA_MAX_DEPTH;
-	const char *u = agent_getenv("RHEA_UNWIND");
+	const char *u = attach_getenv("RHEA_UNWIND");
 	c->unwind_fp = u && strcmp(u, "fp") == 0;
 	c->class_mask = (uint32_t)env_u64("RHEA_HOOKS_MASK",
 					  (1u << RHEA_C_ALLOC) | (1u << RHEA_C_LOCK) | (1u << RHEA_C_IO) |
@@ -871,7 +871,7 @@ static void read_config(void)
 	 * through random call chains some 10^5. */
 	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 19);
 	c->quiet = env_u64("RHEA_QUIET", 0) != 0;
-	const char *out = agent_getenv("RHEA_OUTPUT");
+	const char *out = attach_getenv("RHEA_OUTPUT");
 	if (out && *out) {
 		strncpy(output_base, out, sizeof(output_base) - 1);
 	} else {

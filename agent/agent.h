@@ -318,7 +318,7 @@ extern volatile uint32_t rhea_agent_tids[8];
 /* attach.c: loaded into a running process by rhea attach */
 extern int rhea_attached;
 int attach_detect(void);
-const char *agent_getenv(const char *name); /* the configuration: environment, or the attach file */
+const char *attach_getenv(const char *name); /* the configuration: environment, or the attach file */
 int attach_patch(void);
 void *attach_real(const char *name, void *p);
 void attach_unpatch(void);

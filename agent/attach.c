@@ -105,7 +105,7 @@ int attach_detect(void)
 	return 1;
 }
 
-const char *agent_getenv(const char *name)
+const char *attach_getenv(const char *name)
 {
 	if (!rhea_attached)
 		return getenv(name);
