@@ -504,6 +504,8 @@ static void *writer_main(void *arg)
 			attach_detach();
 			break;
 		}
+		if (rhea_attached && attach_rescan())
+			modules_scan(); /* the program loaded something: unwind through it */
 	}
 	return NULL;
 }

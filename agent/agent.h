@@ -320,6 +320,7 @@ extern int rhea_attached;
 int attach_detect(void);
 const char *attach_getenv(const char *name); /* the configuration: environment, or the attach file */
 int attach_patch(void);
+int attach_rescan(void);
 void *attach_real(const char *name, void *p);
 void attach_unpatch(void);
 int attach_open_control(void);

@@ -16,7 +16,8 @@
  *    (GOT) of every loaded object that imports a hooked function, the
  *    read-only ones (RELRO) made writable for the store; every slot's old
  *    value is kept, and put back on detach.  Objects the program loads
- *    afterwards are not hooked;
+ *    afterwards are found by the writer within a flush period and hooked
+ *    the same way (their first calls are missed);
  *  - the real functions are the ones the program's symbols resolve to
  *    (dlsym RTLD_DEFAULT): RTLD_NEXT from a library loaded last would find
  *    libc's malloc even where the program runs jemalloc's;
@@ -337,6 +338,31 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+static unsigned long long last_adds; /* objects loaded so far (dl_phdr_info) */
+
+static int adds_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+/* From the writer, every flush: objects the program loaded since are
+ * hooked too (their imports rewritten, once: slots already ours are left).
+ * Not a dlopen hook: glibc's dlopen takes its caller's object for $ORIGIN
+ * and the namespace, which a hook in between would change.  1 when
+ * something was loaded (the module list wants a rescan). */
+int attach_rescan(void)
+{
+	unsigned long long adds = 0;
+	dl_iterate_phdr(adds_of, &adds);
+	if (adds == last_adds)
+		return 0;
+	last_adds = adds;
+	dl_iterate_phdr(patch_object, NULL);
+	return 1;
+}
+
 int attach_patch(void)
 {
 	Dl_info di;
@@ -356,6 +382,7 @@ int attach_patch(void)
 			hook_fn[i] = f;
 	}
 	dlclose(self);
+	dl_iterate_phdr(adds_of, &last_adds);
 	dl_iterate_phdr(patch_object, NULL);
 	return npatches ? 0 : -1;
 }

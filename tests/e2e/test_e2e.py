@@ -926,6 +926,33 @@ def t_attach(c, variant):
     c.done()
 
 
+def t_attach_dlopen(c, variant):
+    """A library the process loads while attached (libexpat, 0.8 s in) is
+    hooked too: the parsers it allocates show in the recording."""
+    p = subprocess.Popen([c.prog(variant, "attachme"), "3", "dlopen"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("ready "):
+            raise Fail("attachme did not start: %r" % line)
+        time.sleep(0.3)
+        rc, out, err = c.run([c.rhea, "attach", "-d", "1500ms", "-o", c.path("out.rhea"), line.split()[1]],
+                             timeout=60)
+        c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "attachme ok" in out and "parsers " in out,
+            "attachme: status %d, %r %r" % (p.returncode, out, perr[-200:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    n = sum(x["count"] for x in rec["alloc_sites"] if "libexpat" in (x["module"] or ""))
+    c.check(n > 100, "allocations made in libexpat (loaded while attached): %d; sites: %s" % (n, site_names(rec)))
+    c.done()
+
+
 def t_attach_until_exit(c, variant):
     """Without --duration, rhea attach records until the process exits: the
     recording ends with its exit status."""
@@ -996,6 +1023,7 @@ def all_tests():
     for v in ("gcc-O2-nofp", "clang-O2"):
         t.append(Test("attach/%s" % v, t_attach, (v,), timeout=90))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
+    t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
     t.append(Test("bad-input/attach", t_attach_bad, ("gcc-O2",)))
     t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))

@@ -1,15 +1,19 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS
+ *   attachme SECONDS [dlopen]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
  * thread ("worker") takes a mutex, counts, and sleeps 1 ms.  After SECONDS
  * both stop; the program checks its own work (every block it wrote read
  * back) and prints "attachme ok iterations N worker M", exit status 0.
- * It prints "ready PID" once both threads run.
+ * It prints "ready PID" once both threads run.  With "dlopen", 0.8 s in, it
+ * loads libexpat (which nothing here links) and from then on creates and
+ * frees an XML parser per iteration: allocations made inside a library
+ * loaded after rhea attached.
  */
+#include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -71,11 +75,27 @@ int main(int argc, char **argv)
 		return 1;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	uint64_t end = now_ns() + (uint64_t)(secs * 1e9), it = 0;
+	int late = argc > 2 && strcmp(argv[2], "dlopen") == 0;
+	void *(*create)(const char *) = NULL;
+	void (*destroy)(void *) = NULL;
+	uint64_t start = now_ns(), end = start + (uint64_t)(secs * 1e9), it = 0, parsers = 0;
 	while (now_ns() < end) {
 		poll(NULL, 0, 2);
 		attach_work(it++);
+		if (late && !create && now_ns() - start > 800000000u) {
+			void *h = dlopen("libexpat.so.1", RTLD_NOW);
+			create = h ? (void *(*)(const char *))dlsym(h, "XML_ParserCreate") : NULL;
+			destroy = h ? (void (*)(void *))dlsym(h, "XML_ParserFree") : NULL;
+			if (!create || !destroy)
+				bad = 1, late = 0;
+		}
+		if (create) {
+			destroy(create(NULL));
+			parsers++;
+		}
 	}
+	if (late)
+		printf("parsers %llu\n", (unsigned long long)parsers);
 	done = 1;
 	pthread_join(th, NULL);
 	printf("attachme %s iterations %llu worker %llu\n", bad ? "BAD" : "ok", (unsigned long long)it,
