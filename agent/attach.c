@@ -219,8 +219,9 @@ static const char *const hooked[] = {
 static void *hook_fn[NHOOKED];
 
 struct patch {
-	uint64_t *slot;
-	uint64_t old;
+	uint64_t *slot; /* NULL once restored */
+	uint64_t old, want;
+	uintptr_t base; /* the object's load address */
 	int relro;
 };
 static struct patch *patches;
@@ -246,6 +247,49 @@ static int store_slot(uint64_t *slot, uint64_t v, int relro)
 		syscall(SYS_mprotect, page, page_size(), PROT_READ);
 	return 0;
 }
+
+/*
+ * Whether the page holding addr is read-only now (/proc/self/maps).  An
+ * object another thread is still loading is already on the loader's list,
+ * its RELRO not yet protected: storing into it and protecting the page
+ * again would make the loader's own relocation fault.  Its slots wait for
+ * the next rescan, when the loader has made them read-only.
+ */
+static int page_readonly(uintptr_t addr)
+{
+	static char buf[1 << 16];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int ro = 0, found = 0;
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!found && (nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			unsigned long lo, hi;
+			char perms[8];
+			if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi) {
+				found = 1;
+				ro = perms[0] == 'r' && perms[1] == '-';
+			}
+			line = nl + 1;
+		}
+		if (found)
+			break;
+		have = strlen(line);
+		memmove(buf, line, have);
+	}
+	syscall(SYS_close, fd);
+	return ro;
+}
+
+static int rescanning, incomplete;
 
 static int hook_index(const char *name)
 {
@@ -282,7 +326,7 @@ static void patch_relocs(uintptr_t base, const Elf64_Rela *r, size_t n, const El
 		}
 		int relro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
 		if (store_slot(slot, want, relro) == 0)
-			patches[npatches++] = (struct patch){slot, old, relro};
+			patches[npatches++] = (struct patch){slot, old, want, base, relro};
 	}
 }
 
@@ -331,6 +375,10 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (!sym || !str || !pltrel_rela)
 		return 0;
+	if (rescanning && relro_hi > relro_lo && !page_readonly(relro_lo)) {
+		incomplete = 1; /* still being loaded: next time */
+		return 0;
+	}
 	if (jmprel)
 		patch_relocs(base, jmprel, njmprel, sym, str, relro_lo, relro_hi);
 	if (rela)
@@ -358,8 +406,12 @@ int attach_rescan(void)
 	dl_iterate_phdr(adds_of, &adds);
 	if (adds == last_adds)
 		return 0;
-	last_adds = adds;
+	rescanning = 1;
+	incomplete = 0;
 	dl_iterate_phdr(patch_object, NULL);
+	rescanning = 0;
+	if (!incomplete)
+		last_adds = adds;
 	return 1;
 }
 
@@ -387,10 +439,42 @@ int attach_patch(void)
 	return npatches ? 0 : -1;
 }
 
+/*
+ * Put back the slots of one loaded object.  Run under dl_iterate_phdr, so
+ * that the object cannot be unloaded meanwhile.  Slots of objects unloaded
+ * while attached are gone with them and are not touched; a slot that no
+ * longer holds our hook (an object unloaded, another loaded at the same
+ * address) is left as it is.  Newest first: a slot patched twice gets its
+ * first value back.
+ */
+static int unpatch_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const Elf64_Phdr *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			if (info->dlpi_addr + ph->p_vaddr < lo)
+				lo = info->dlpi_addr + ph->p_vaddr;
+			if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+				hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		}
+	}
+	for (size_t i = npatches; i-- > 0;) {
+		struct patch *p = &patches[i];
+		if (!p->slot || p->base != info->dlpi_addr || (uintptr_t)p->slot < lo || (uintptr_t)p->slot >= hi)
+			continue;
+		if (__atomic_load_n(p->slot, __ATOMIC_ACQUIRE) == p->want)
+			store_slot(p->slot, p->old, p->relro);
+		p->slot = NULL;
+	}
+	return 0;
+}
+
 void attach_unpatch(void)
 {
-	for (size_t i = npatches; i-- > 0;)
-		store_slot(patches[i].slot, patches[i].old, patches[i].relro);
+	dl_iterate_phdr(unpatch_object, NULL);
 	npatches = 0;
 }
 

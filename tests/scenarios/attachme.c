@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen]
+ *   attachme SECONDS [dlopen|churn]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -11,7 +11,9 @@
  * It prints "ready PID" once both threads run.  With "dlopen", 0.8 s in, it
  * loads libexpat (which nothing here links) and from then on creates and
  * frees an XML parser per iteration: allocations made inside a library
- * loaded after rhea attached.
+ * loaded after rhea attached.  With "churn", libexpat is loaded, used for
+ * 25 iterations and unloaded (dlclose), again and again: objects that come
+ * and go while attached.
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -76,6 +78,7 @@ int main(int argc, char **argv)
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	int late = argc > 2 && strcmp(argv[2], "dlopen") == 0;
+	int churn = argc > 2 && strcmp(argv[2], "churn") == 0;
 	void *(*create)(const char *) = NULL;
 	void (*destroy)(void *) = NULL;
 	uint64_t start = now_ns(), end = start + (uint64_t)(secs * 1e9), it = 0, parsers = 0;
@@ -93,8 +96,23 @@ int main(int argc, char **argv)
 			destroy(create(NULL));
 			parsers++;
 		}
+		if (churn) {
+			static void *h;
+			if (!h)
+				h = dlopen("libexpat.so.1", RTLD_NOW);
+			void *(*c)(const char *) = h ? (void *(*)(const char *))dlsym(h, "XML_ParserCreate") : NULL;
+			void (*d)(void *) = h ? (void (*)(void *))dlsym(h, "XML_ParserFree") : NULL;
+			if (!c || !d)
+				bad = 1;
+			else
+				d(c(NULL));
+			if (h && ++parsers % 25 == 0) { /* unloaded every 50 ms or so */
+				dlclose(h);
+				h = NULL;
+			}
+		}
 	}
-	if (late)
+	if (late || churn)
 		printf("parsers %llu\n", (unsigned long long)parsers);
 	done = 1;
 	pthread_join(th, NULL);
