@@ -218,7 +218,17 @@ int cmd_attach(int argc, char **argv)
 		snprintf(out, sizeof(out), "%s/%s", cwd, given);
 	}
 
+	char dirbuf[sizeof(out)];
+	snprintf(dirbuf, sizeof(dirbuf), "%s", out);
+	char *slash = strrchr(dirbuf, '/');
+	if (slash)
+		*(slash == dirbuf ? slash + 1 : slash) = 0;
 	struct stat ost;
+	if (stat(dirbuf, &ost) != 0 || !S_ISDIR(ost.st_mode) || access(dirbuf, W_OK) != 0) {
+		cli_err("attach: cannot write a recording in %s (%s)", dirbuf,
+			stat(dirbuf, &ost) != 0 ? strerror(errno) : "not a writable directory");
+		return EXIT_BADINPUT;
+	}
 	if (stat(out, &ost) == 0) { /* as rhea record: the previous one is kept */
 		char old[sizeof(out) + 8];
 		snprintf(old, sizeof(old), "%s.old", out);
