@@ -463,10 +463,14 @@ static void flush_round(int seal_spin_ns)
 }
 
 /*
- * rhea attach's stop (attach.c), on the writer thread: the import slots
- * back as they were, hooks off, sampling stopped, the recording flushed and
- * ended, the ticker joined; this thread detaches itself and returns.
+ * rhea attach's stop (attach.c), on the writer thread as it leaves, for any
+ * reason (the CLI asked or is gone, the process exits, the agent switched
+ * itself off): the import slots back as they were, hooks off, sampling
+ * stopped, the recording flushed and ended, the ticker joined; this thread
+ * detaches itself.
  */
+static int attach_started;
+
 static void attach_detach(void)
 {
 	attach_unpatch();
@@ -481,7 +485,8 @@ static void attach_detach(void)
 		syscall(SYS_close, rhea_g.fd);
 		rhea_g.fd = -1;
 	}
-	attach_status("stopped\n");
+	if (attach_started > 0)
+		attach_status("stopped\n"); /* else "failed: ..." stays */
 	pthread_detach(pthread_self());
 }
 
@@ -500,13 +505,13 @@ static void *writer_main(void *arg)
 		if (!rhea_g.finished)
 			flush_round(0);
 		unlock_drain();
-		if (rhea_attached && attach_should_stop()) {
-			attach_detach();
+		if (rhea_attached && attach_should_stop())
 			break;
-		}
 		if (rhea_attached && attach_rescan())
 			modules_scan(); /* the program loaded something: unwind through it */
 	}
+	if (rhea_attached)
+		attach_detach();
 	return NULL;
 }
 
@@ -1023,15 +1028,16 @@ __attribute__((constructor)) static void agent_init(void)
 		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
 	if (rhea_attached) {
 		if (attach_open_control() < 0 || attach_patch() < 0) {
-			attach_unpatch();
-			agent_finish(RHEA_END_DETACH, 0);
 			attach_status("failed: cannot hook the process's imports or open the control FIFO\n");
+			attach_started = -1; /* said */
+			agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
 			goto out;
 		}
+		attach_started = 1;
 		attach_status("started\n");
 	}
 out:
-	if (rhea_attached && !rhea_g.active)
+	if (rhea_attached && !rhea_g.active && attach_started == 0)
 		attach_status("failed: the agent could not start (the process's stderr says why)\n");
 	rhea_guard--;
 }
