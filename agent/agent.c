@@ -898,35 +898,21 @@ static void read_config(void)
 }
 
 /* Bounds of the main thread's stack, from /proc/self/maps ([stack]). */
+static int stack_line(const char *line, void *arg)
+{
+	(void)arg;
+	unsigned long lo, hi;
+	if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+		rhea_main_stack_lo = lo;
+		rhea_main_stack_hi = hi;
+		return 1;
+	}
+	return 0;
+}
+
 static void main_stack_bounds(void)
 {
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	static char buf[1 << 16];
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while ((nl = strchr(line, '\n')) != NULL) {
-			*nl = 0;
-			if (strstr(line, "[stack]")) {
-				unsigned long lo, hi;
-				if (sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
-					rhea_main_stack_lo = lo;
-					rhea_main_stack_hi = hi;
-				}
-			}
-			line = nl + 1;
-		}
-		have = strlen(line);
-		memmove(buf, line, have);
-	}
-	syscall(SYS_close, fd);
+	modules_maps_each(stack_line, NULL);
 }
 
 static void write_meta(void)

@@ -255,38 +255,19 @@ static int store_slot(uint64_t *slot, uint64_t v, int relro)
  * again would make the loader's own relocation fault.  Its slots wait for
  * the next rescan, when the loader has made them read-only.
  */
+static int readonly_line(const char *line, void *arg)
+{
+	uintptr_t addr = *(uintptr_t *)arg;
+	unsigned long lo, hi;
+	char perms[8];
+	if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || addr < lo || addr >= hi)
+		return 0;
+	return perms[0] == 'r' && perms[1] == '-' ? 1 : 2;
+}
+
 static int page_readonly(uintptr_t addr)
 {
-	static char buf[1 << 16];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	int ro = 0, found = 0;
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while (!found && (nl = strchr(line, '\n')) != NULL) {
-			*nl = 0;
-			unsigned long lo, hi;
-			char perms[8];
-			if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi) {
-				found = 1;
-				ro = perms[0] == 'r' && perms[1] == '-';
-			}
-			line = nl + 1;
-		}
-		if (found)
-			break;
-		have = strlen(line);
-		memmove(buf, line, have);
-	}
-	syscall(SYS_close, fd);
-	return ro;
+	return modules_maps_each(readonly_line, &addr) == 1;
 }
 
 static int rescanning, incomplete;

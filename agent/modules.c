@@ -318,3 +318,38 @@ void modules_after_fork(void)
 	scan_lock = 0; /* a thread of the parent may have held it */
 	modules_emit_all();
 }
+
+/*
+ * Each line of /proc/self/maps, NUL-terminated, to fn until it returns
+ * non-zero (then that value is returned; else 0).  Raw system calls and a
+ * static buffer: for the agent's start and its writer thread, which never
+ * run it at the same time (a thread's stack may be too small for 64 KB).
+ */
+int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg)
+{
+	static char buf[1 << 16];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int r = 0;
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!r && (nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			r = fn(line, arg);
+			line = nl + 1;
+		}
+		if (r)
+			break;
+		have = strlen(line);
+		memmove(buf, line, have);
+	}
+	syscall(SYS_close, fd);
+	return r;
+}

@@ -871,9 +871,9 @@ def t_stalls_fatal(c, variant):
     c.done()
 
 
-def start_attachme(c, variant, seconds):
+def start_attachme(c, variant, seconds, *mode):
     """attachme.c running on its own (not under rhea): (Popen, pid)."""
-    p = subprocess.Popen([c.prog(variant, "attachme"), str(seconds)], stdout=subprocess.PIPE,
+    p = subprocess.Popen([c.prog(variant, "attachme"), str(seconds)] + list(mode), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=c.work)
     line = p.stdout.readline()
     if not line.startswith("ready "):
@@ -931,15 +931,10 @@ def t_attach_dlopen(c, variant, mode="dlopen"):
     hooked too: the parsers it allocates show in the recording.  "churn":
     loaded and unloaded every iteration; the detach must not touch the
     slots of unloaded copies."""
-    p = subprocess.Popen([c.prog(variant, "attachme"), "3", mode], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=c.work)
+    p, pid = start_attachme(c, variant, 3, mode)
     try:
-        line = p.stdout.readline()
-        if not line.startswith("ready "):
-            raise Fail("attachme did not start: %r" % line)
         time.sleep(0.3)
-        rc, out, err = c.run([c.rhea, "attach", "-d", "1500ms", "-o", c.path("out.rhea"), line.split()[1]],
-                             timeout=60)
+        rc, out, err = c.run([c.rhea, "attach", "-d", "1500ms", "-o", c.path("out.rhea"), str(pid)], timeout=60)
         c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
         out, perr = p.communicate(timeout=30)
     finally:
