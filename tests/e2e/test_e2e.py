@@ -617,19 +617,9 @@ def t_python_attach(c):
     the interpreter's frames in the recording, python unharmed after."""
     exe = "/usr/bin/python3"
     need_program(exe)
-    p = subprocess.Popen([exe, "-c", PY_SLEEPER, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = p.stdout.readline()
-        if not line.startswith("ready "):
-            raise Fail("python3 did not start: %r" % line)
-        time.sleep(0.3)
-        rc, out, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), line.split()[1]], timeout=60)
-        c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
-        out, perr = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p, pid = start_ready(c, [exe, "-c", PY_SLEEPER, "3"])
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
+    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
     c.check(p.returncode == 0 and "python done True" in out, "python3 after the detach: status %d, %r %r"
             % (p.returncode, out, perr[-300:]))
     rec = c.report(c.path("out.rhea"))
@@ -871,15 +861,36 @@ def t_stalls_fatal(c, variant):
     c.done()
 
 
-def start_attachme(c, variant, seconds, *mode):
-    """attachme.c running on its own (not under rhea): (Popen, pid)."""
-    p = subprocess.Popen([c.prog(variant, "attachme"), str(seconds)] + list(mode), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=c.work)
+def start_ready(c, argv):
+    """A program running on its own (not under rhea) that prints "ready PID"
+    first: (Popen, pid)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
     line = p.stdout.readline()
     if not line.startswith("ready "):
         p.kill()
-        raise Fail("attachme did not start: %r" % line)
+        raise Fail("%s did not start: %r" % (os.path.basename(argv[0]), line))
     return p, int(line.split()[1])
+
+
+def start_attachme(c, variant, seconds, *mode):
+    return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode))
+
+
+def attach_then_wait(c, p, pid, duration, between=None):
+    """rhea attach -d duration to pid (0.3 s after it started), then `between`
+    (while the process still runs), then the process's end: (attach status,
+    attach stderr, process stdout, process stderr)."""
+    try:
+        time.sleep(0.3)
+        rc, _, err = c.run([c.rhea, "attach", "-d", duration, "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        if between:
+            between()
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return rc, err, out, perr
 
 
 def thread_names(pid):
@@ -899,17 +910,12 @@ def t_attach(c, variant):
     "detached", then the process goes on without rhea's threads and
     finishes its own checks."""
     p, pid = start_attachme(c, variant, 4)
-    try:
-        time.sleep(0.3)
-        rc, out, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)], timeout=60)
-        c.check(rc == 0 and "attached to %d" % pid in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+
+    def no_agent_threads():
         left = [n for n in thread_names(pid) if n.startswith("rhea-")]
         c.check(not left, "after detach the process still runs %s" % left)
-        out, perr = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s", no_agent_threads)
+    c.check(rc == 0 and "attached to %d" % pid in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
     c.check(p.returncode == 0 and "attachme ok" in out, "attachme after the detach: status %d, %r %r"
             % (p.returncode, out, perr[-300:]))
     rec = c.report(c.path("out.rhea"))
@@ -932,15 +938,8 @@ def t_attach_dlopen(c, variant, mode="dlopen"):
     loaded and unloaded every iteration; the detach must not touch the
     slots of unloaded copies."""
     p, pid = start_attachme(c, variant, 3, mode)
-    try:
-        time.sleep(0.3)
-        rc, out, err = c.run([c.rhea, "attach", "-d", "1500ms", "-o", c.path("out.rhea"), str(pid)], timeout=60)
-        c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
-        out, perr = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1500ms")
+    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
     c.check(p.returncode == 0 and "attachme ok" in out and "parsers " in out,
             "attachme: status %d, %r %r" % (p.returncode, out, perr[-200:]))
     rec = c.report(c.path("out.rhea"))
