@@ -81,6 +81,14 @@ int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 	return 0;
 }
 
+int agent_opts_other(struct agent_opts *o, int c, const char *arg, void (*usage)(FILE *f))
+{
+	int r = agent_opts_parse(o, c, arg);
+	if (r == 0)
+		usage(stderr);
+	return r > 0 ? 0 : EXIT_BADINPUT;
+}
+
 void agent_opts_each(const struct agent_opts *o, void (*fn)(void *arg, const char *key, const char *val),
 		     void *arg)
 {

@@ -7,6 +7,7 @@
 #define RHEA_AGENTOPTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct agent_opts {
 	int64_t interval, min_block, buffer, sample, sample_main, force_after;
@@ -28,6 +29,9 @@ void agent_opts_init(struct agent_opts *o);
 /* Option c with argument arg: 1 taken, 0 not an agent option, -1 a bad
  * value (one line said so). */
 int agent_opts_parse(struct agent_opts *o, int c, const char *arg);
+/* A command's option switch's default branch: 0 when c was an agent
+ * option, else the exit status (after a message, or the usage). */
+int agent_opts_other(struct agent_opts *o, int c, const char *arg, void (*usage)(FILE *f));
 /* Every setting as a RHEA_* name and its value. */
 void agent_opts_each(const struct agent_opts *o, void (*fn)(void *arg, const char *key, const char *val),
 		     void *arg);

@@ -160,15 +160,9 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
-		default: {
-			int r = agent_opts_parse(&ao, c, optarg);
-			if (r < 0)
+		default:
+			if (agent_opts_other(&ao, c, optarg, usage) != 0)
 				return EXIT_BADINPUT;
-			if (r == 0) {
-				usage(stderr);
-				return EXIT_BADINPUT;
-			}
-		}
 		}
 	}
 	if (optind != argc - 1) {
