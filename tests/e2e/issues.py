@@ -299,7 +299,7 @@ def t_attach_redis():
             if subprocess.run([cli, "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
                 break
             time.sleep(0.1)
-        b = subprocess.Popen([bench, "-p", str(port), "-n", "60000", "-c", "10", "-q", "-t", "set,get"],
+        b = subprocess.Popen([bench, "-p", str(port), "-n", "200000", "-c", "10", "-q", "-t", "set,get"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         a = subprocess.run([RHEA, "attach", "-d", "1s", "-o", out, str(srv.pid)], capture_output=True, text=True,
