@@ -7,7 +7,8 @@
  * address 0: the fault that follows stops it again, its registers are put
  * back as they were and it goes on.
  *
- * Only a thread blocked in a system call that holds no lock of libc's is
+ * Only a thread blocked in a system call that holds no lock of libc's, with
+ * room on its stack (the main thread, or another with 512 KB left), is
  * used: an event loop's poll or epoll_wait, a sleep, an accept, a read.  A
  * thread stopped in the middle of malloc (or of the program's own dlopen)
  * holds locks that dlopen needs: calling it there would deadlock the
@@ -199,6 +200,45 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
+/* Room below sp in the mapping that holds it (a thread's stack), bytes; 0
+ * when not found.  dlopen and the agent's start run there: a thread with a
+ * small stack (some programs make 64 KB ones) is not used. */
+static uint64_t stack_room(pid_t pid, uint64_t sp)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	uint64_t room = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && sp >= lo && sp < hi) {
+			room = sp - lo;
+			break;
+		}
+	}
+	fclose(f);
+	return room;
+}
+
+#define MIN_STACK_ROOM (512u << 10)
+
+/* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
+static int task_gone(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')');
+	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
 enum { TRY_AGAIN = 1 };
 
 /* Try tid: 0 done (*handle set), TRY_AGAIN not at a safe point, -1 error. */
@@ -206,7 +246,7 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64
 		      size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
-		if (errno == ESRCH)
+		if (errno == ESRCH || task_gone(pid, tid))
 			return TRY_AGAIN; /* gone meanwhile */
 		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(errno),
 		    errno == EPERM ? " (another user's process, a tracer already attached, or "
@@ -230,6 +270,8 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64
 	}
 	if ((long long)saved.orig_rax < 0 || !safe_call((long)saved.orig_rax) || !interrupted((long long)saved.rax))
 		goto out; /* running, or in a call that may hold a lock */
+	if (tid != pid && stack_room(pid, saved.rsp) < MIN_STACK_ROOM)
+		goto out; /* the main thread's stack grows; another's may be small */
 	r = saved;
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
@@ -290,8 +332,10 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t 
 		int n = 0;
 		tids[n++] = pid;
 		DIR *d = opendir(task);
-		if (!d) {
-			say(err, errlen, "no process %d", (int)pid);
+		if (!d || task_gone(pid, pid)) {
+			if (d)
+				closedir(d);
+			say(err, errlen, "process %d ended", (int)pid);
 			return -1;
 		}
 		for (struct dirent *de; (de = readdir(d)) != NULL;) {
@@ -317,6 +361,6 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t 
 		nanosleep(&ts, NULL);
 	} while (now_ms() < end);
 	say(err, errlen, "no thread of process %d was waiting at a safe point (poll, epoll_wait, a sleep, "
-		"accept, read) within %d ms: try again", (int)pid, timeout_ms);
+		"accept, read), with room on its stack, within %d ms: try again", (int)pid, timeout_ms);
 	return -1;
 }
