@@ -487,6 +487,7 @@ static void attach_detach(void)
 	}
 	if (attach_started > 0)
 		attach_status("stopped\n"); /* else "failed: ..." stays */
+	attach_cleanup();
 	pthread_detach(pthread_self());
 }
 

@@ -327,6 +327,7 @@ void attach_unpatch(void);
 int attach_open_control(void);
 int attach_should_stop(void);
 void attach_status(const char *msg);
+void attach_cleanup(void);
 
 /* agent.c */
 void agent_warn(const char *msg, long value);

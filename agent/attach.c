@@ -469,6 +469,8 @@ int attach_open_control(void)
 	return control_fd < 0 ? -1 : 0;
 }
 
+static int cli_gone;
+
 /* The CLI wrote to the FIFO, or is gone (end of file: no writer left). */
 int attach_should_stop(void)
 {
@@ -479,7 +481,23 @@ int attach_should_stop(void)
 	if (n == 1 || n == 0) {
 		syscall(SYS_close, control_fd);
 		control_fd = -1;
+		cli_gone = n == 0;
 		return 1;
 	}
 	return 0;
+}
+
+/* After the detach: when the CLI is gone (killed), nobody else removes its
+ * directory. */
+void attach_cleanup(void)
+{
+	if (!cli_gone)
+		return;
+	static const char *const files[] = {"librhea.so", "rhea-attach.conf", "control", "status"};
+	char path[PATH_MAX + 32];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		syscall(SYS_unlink, path);
+	}
+	syscall(SYS_rmdir, dir);
 }

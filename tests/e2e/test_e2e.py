@@ -950,6 +950,41 @@ def t_attach_dlopen(c, variant, mode="dlopen"):
     c.done()
 
 
+def t_attach_cli_killed(c, variant):
+    """rhea attach killed with SIGKILL: the agent sees the control FIFO lose
+    its writer, detaches by itself (the recording ends "detached", its
+    threads go) and removes the CLI's directory."""
+    import glob
+    p, pid = start_attachme(c, variant, 3)
+    try:
+        time.sleep(0.3)
+        a = subprocess.Popen([c.rhea, "attach", "-q", "-o", c.path("out.rhea"), str(pid)], cwd=c.work)
+        time.sleep(1.0)
+        a.kill()
+        a.wait()
+        time.sleep(0.6)  # the writer looks at the FIFO every 100 ms
+        left = [n for n in thread_names(pid) if n.startswith("rhea-")]
+        c.check(not left, "the CLI killed, the process still runs %s" % left)
+        stale = []
+        for conf in glob.glob("/tmp/rhea-attach.*/rhea-attach.conf"):
+            try:
+                with open(conf) as f:
+                    if "RHEA_ROOT_PID=%d\n" % pid in f.read():
+                        stale.append(os.path.dirname(conf))
+            except OSError:
+                pass  # another test's, going away
+        c.check(not stale, "the attach directory stayed: %s" % stale)
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r" % (p.returncode, out))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    c.done()
+
+
 def t_attach_until_exit(c, variant):
     """Without --duration, rhea attach records until the process exits: the
     recording ends with its exit status."""
@@ -1021,6 +1056,7 @@ def all_tests():
     for v in ("gcc-O2-nofp", "clang-O2"):
         t.append(Test("attach/%s" % v, t_attach, (v,), timeout=90))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
+    t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
     t.append(Test("attach-dlopen-churn", t_attach_dlopen, ("gcc-O2-nofp", "churn"), timeout=60))
     t.append(Test("bad-input/attach", t_attach_bad, ("gcc-O2",)))
