@@ -52,18 +52,7 @@ static void on_stop(int sig)
 /* Running (a zombie has ended: its parent has not reaped it yet). */
 static int alive(pid_t pid)
 {
-	if (kill(pid, 0) != 0 && errno != EPERM)
-		return 0;
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *rp = strrchr(buf, ')');
-	return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+	return (kill(pid, 0) == 0 || errno == EPERM) && !inject_task_gone(pid, pid);
 }
 
 static void nap_ms(long ms)

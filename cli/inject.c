@@ -225,7 +225,7 @@ static uint64_t stack_room(pid_t pid, uint64_t sp)
 #define MIN_STACK_ROOM (512u << 10)
 
 /* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
-static int task_gone(pid_t pid, pid_t tid)
+int inject_task_gone(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
@@ -246,7 +246,7 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64
 		      size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
-		if (errno == ESRCH || task_gone(pid, tid))
+		if (errno == ESRCH || inject_task_gone(pid, tid))
 			return TRY_AGAIN; /* gone meanwhile */
 		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(errno),
 		    errno == EPERM ? " (another user's process, a tracer already attached, or "
@@ -332,7 +332,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t 
 		int n = 0;
 		tids[n++] = pid;
 		DIR *d = opendir(task);
-		if (!d || task_gone(pid, pid)) {
+		if (!d || inject_task_gone(pid, pid)) {
 			if (d)
 				closedir(d);
 			say(err, errlen, "process %d ended", (int)pid);

@@ -10,4 +10,8 @@
  * line in err. */
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t errlen);
 
+/* Thread tid of pid is gone, or a zombie (as is a process that has ended
+ * but was not reaped yet). */
+int inject_task_gone(pid_t pid, pid_t tid);
+
 #endif
