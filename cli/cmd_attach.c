@@ -249,12 +249,20 @@ int cmd_attach(int argc, char **argv)
 		goto out;
 	}
 	snprintf(p2, sizeof(p2), "%s/status", dir);
-	int sf = open(p2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	int sf = open(p2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (sf < 0) {
 		cli_err("attach: cannot create %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	fchmod(sf, 0666);
+	/* the agent writes it as the process's user: root attaching to
+	 * another user's process gives the file to that user */
+	struct stat pst;
+	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
+	if (stat(p2, &pst) == 0 && pst.st_uid != geteuid() && fchown(sf, pst.st_uid, (gid_t)-1) != 0) {
+		cli_err("attach: cannot give the status file to process %d's user: %s", (int)pid, strerror(errno));
+		close(sf);
+		goto out;
+	}
 	close(sf);
 	snprintf(p2, sizeof(p2), "%s/control", dir);
 	if (mkfifo(p2, 0644) != 0 || (ctl = open(p2, O_RDWR | O_CLOEXEC)) < 0) {
