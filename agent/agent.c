@@ -485,7 +485,7 @@ static void attach_detach(void)
 		syscall(SYS_close, rhea_g.fd);
 		rhea_g.fd = -1;
 	}
-	if (attach_started > 0)
+	if (attach_started)
 		attach_status("stopped\n"); /* else "failed: ..." stays */
 	attach_cleanup();
 	pthread_detach(pthread_self());
@@ -957,6 +957,7 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	if (rhea_g.active || getenv("RHEA_DISABLE"))
 		return;
+	const char *why = "failed: the agent could not start (the process's stderr says why)\n";
 	rhea_guard++;
 	attach_detect();
 	hooks_resolve();
@@ -1013,18 +1014,14 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	for (int c = 1; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
-	if (rhea_attached) {
-		if (attach_open_control() < 0 || attach_patch() < 0) {
-			attach_status("failed: cannot hook the process's imports or open the control FIFO\n");
-			attach_started = -1; /* said */
-			agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
-			goto out;
-		}
-		attach_started = 1;
-		attach_status("started\n");
+	if (rhea_attached && (attach_open_control() < 0 || attach_patch() < 0)) {
+		why = "failed: cannot hook the process's imports or open the control FIFO\n";
+		agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
 	}
 out:
-	if (rhea_attached && !rhea_g.active && attach_started == 0)
-		attach_status("failed: the agent could not start (the process's stderr says why)\n");
+	if (rhea_attached) {
+		attach_started = rhea_g.active;
+		attach_status(attach_started ? "started\n" : why);
+	}
 	rhea_guard--;
 }

@@ -135,6 +135,22 @@ void attach_status(const char *msg)
 
 static long page_size(void);
 
+/* The addresses an object's loadable segments span: [*lo, *hi). */
+static void object_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = UINTPTR_MAX;
+	*hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < *lo)
+			*lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > *hi)
+			*hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+}
+
 struct objnames {
 	char names[64][256];
 	int n;
@@ -148,12 +164,10 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	if (!info->dlpi_name || !info->dlpi_name[0]) {
 		/* the executable: where dladdr says it starts (its first
 		 * segment; a non-PIE one has a load bias of 0) */
-		uintptr_t lo = UINTPTR_MAX;
-		for (int i = 0; i < info->dlpi_phnum; i++)
-			if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
-				lo = info->dlpi_phdr[i].p_vaddr;
-		if (!o->exe_base && lo != UINTPTR_MAX)
-			o->exe_base = (info->dlpi_addr + lo) & ~(uintptr_t)(page_size() - 1);
+		uintptr_t lo, hi;
+		object_span(info, &lo, &hi);
+		if (!o->exe_base && hi)
+			o->exe_base = lo & ~(uintptr_t)(page_size() - 1);
 		return 0;
 	}
 	if (o->n < 64 && !strstr(info->dlpi_name, "linux-vdso"))
@@ -432,16 +446,8 @@ static int unpatch_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	(void)arg;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const Elf64_Phdr *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD) {
-			if (info->dlpi_addr + ph->p_vaddr < lo)
-				lo = info->dlpi_addr + ph->p_vaddr;
-			if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-				hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-		}
-	}
+	uintptr_t lo, hi;
+	object_span(info, &lo, &hi);
 	for (size_t i = npatches; i-- > 0;) {
 		struct patch *p = &patches[i];
 		if (!p->slot || p->base != info->dlpi_addr || (uintptr_t)p->slot < lo || (uintptr_t)p->slot >= hi)

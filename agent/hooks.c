@@ -163,6 +163,13 @@ static void *real_of(const char *name, void *p)
 	return rhea_attached ? attach_real(name, p) : p;
 }
 
+/* A pthread_cond_* at the GLIBC_2.3.2 layout (the old one is another). */
+static void *real_cond(const char *name)
+{
+	void *f = dlvsym(resolve_from, name, "GLIBC_2.3.2");
+	return real_of(name, f ? f : dlsym(resolve_from, name));
+}
+
 static void resolve(void)
 {
 	if (resolved || resolving)
@@ -170,14 +177,9 @@ static void resolve(void)
 	resolving = 1;
 #define REAL_SET(name, ret, args) real_##name = (ret(*) args)real_of(#name, dlsym(resolve_from, #name));
 	REAL_LIST(REAL_SET)
-	real_pthread_cond_wait = dlvsym(resolve_from, "pthread_cond_wait", "GLIBC_2.3.2");
-	if (!real_pthread_cond_wait)
-		real_pthread_cond_wait = dlsym(resolve_from, "pthread_cond_wait");
-	real_pthread_cond_wait = real_of("pthread_cond_wait", (void *)real_pthread_cond_wait);
-	real_pthread_cond_timedwait = dlvsym(resolve_from, "pthread_cond_timedwait", "GLIBC_2.3.2");
-	if (!real_pthread_cond_timedwait)
-		real_pthread_cond_timedwait = dlsym(resolve_from, "pthread_cond_timedwait");
-	real_pthread_cond_timedwait = real_of("pthread_cond_timedwait", (void *)real_pthread_cond_timedwait);
+	real_pthread_cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))real_cond("pthread_cond_wait");
+	real_pthread_cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))real_cond(
+		"pthread_cond_timedwait");
 	resolved = 1;
 	resolving = 0;
 }

@@ -35,6 +35,7 @@
 #include "stalls.h"
 #include "hookfn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -367,6 +368,18 @@ int stalls_find(struct model *m, uint64_t threshold_ns, struct stalls *out)
 oom:
 	stalls_free(out);
 	return -1;
+}
+
+const char *stalls_cause_line(const struct stall_cause *k, const char *(*name)(void *arg, uint32_t func),
+			      void *arg, char *buf, size_t len)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (int i = 0; i < k->depth && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? " < " : "", name(arg, k->funcs[i]));
+	if (k->depth == 0)
+		snprintf(buf, len, "[no stack]");
+	return buf;
 }
 
 void stalls_free(struct stalls *s)

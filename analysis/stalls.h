@@ -63,6 +63,11 @@ struct stalls {
 	size_t ncauses, nsubcauses;
 };
 
+/* "inner < outer ..." of a cause's frames into buf, each function named by
+ * name(arg, func id) (the report's names, or a converter's cleaned ones). */
+const char *stalls_cause_line(const struct stall_cause *k, const char *(*name)(void *arg, uint32_t func),
+			      void *arg, char *buf, size_t len);
+
 /* Find the stalls of every event-loop thread.  0, or -1 (out of memory). */
 int stalls_find(struct model *m, uint64_t threshold_ns, struct stalls *out);
 void stalls_free(struct stalls *s);

@@ -110,18 +110,15 @@ static void put_conf(void *arg, const char *key, const char *val)
 	fprintf(arg, "%s=%s\n", key, val);
 }
 
+static int agent_line(const char *line, void *arg)
+{
+	(void)arg;
+	return strstr(line, "/librhea.so") != NULL;
+}
+
 static int agent_loaded(pid_t pid)
 {
-	char path[64], line[4096];
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	int found = 0;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, "/librhea.so") != NULL;
-	fclose(f);
-	return found;
+	return inject_maps_each(pid, agent_line, NULL) == 1;
 }
 
 int cmd_attach(int argc, char **argv)

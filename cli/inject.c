@@ -102,30 +102,51 @@ static int interrupted(long long rax)
 	       rax == -ERESTART_RESTARTBLOCK;
 }
 
+int inject_maps_each(pid_t pid, int (*fn)(const char *line, void *arg), void *arg)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int r = 0;
+	while (!r && fgets(line, sizeof(line), f))
+		r = fn(line, arg);
+	fclose(f);
+	return r;
+}
+
+struct libc_at {
+	uint64_t base;
+	char lib[4096];
+};
+
+static int libc_line(const char *line, void *arg)
+{
+	struct libc_at *a = arg;
+	unsigned long lo, off;
+	char file[4096];
+	if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %4095s", &lo, &off, file) != 3 || off != 0)
+		return 0;
+	const char *b = strrchr(file, '/');
+	if (!b || strncmp(b + 1, "libc.so", 7) != 0)
+		return 0;
+	a->base = lo;
+	snprintf(a->lib, sizeof(a->lib), "%s", file);
+	return 1;
+}
+
 /* dlopen's address in pid: its libc's base plus the symbol's value. */
 static uint64_t find_dlopen(pid_t pid, char *err, size_t errlen)
 {
-	char path[64], line[4096], lib[4096] = "";
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		say(err, errlen, "cannot read %s: %s", path, strerror(errno));
+	static struct libc_at at;
+	at.base = 0;
+	if (inject_maps_each(pid, libc_line, &at) < 0) {
+		say(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
 		return 0;
 	}
-	uint64_t base = 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, off;
-		char file[4096];
-		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %4095s", &lo, &off, file) == 3 && off == 0) {
-			const char *b = strrchr(file, '/');
-			if (b && strncmp(b + 1, "libc.so", 7) == 0) {
-				base = lo;
-				snprintf(lib, sizeof(lib), "%s", file);
-				break;
-			}
-		}
-	}
-	fclose(f);
+	uint64_t base = at.base;
+	const char *lib = at.lib;
 	if (!base) {
 		say(err, errlen, "process %d has no libc.so loaded (a static or non-glibc program?)", (int)pid);
 		return 0;
@@ -203,23 +224,19 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 /* Room below sp in the mapping that holds it (a thread's stack), bytes; 0
  * when not found.  dlopen and the agent's start run there: a thread with a
  * small stack (some programs make 64 KB ones) is not used. */
+static int room_line(const char *line, void *arg)
+{
+	uint64_t *sp = arg;
+	unsigned long lo, hi;
+	if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || *sp < lo || *sp >= hi)
+		return 0;
+	*sp -= lo;
+	return 1;
+}
+
 static uint64_t stack_room(pid_t pid, uint64_t sp)
 {
-	char path[64], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	uint64_t room = 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && sp >= lo && sp < hi) {
-			room = sp - lo;
-			break;
-		}
-	}
-	fclose(f);
-	return room;
+	return inject_maps_each(pid, room_line, &sp) == 1 ? sp : 0;
 }
 
 #define MIN_STACK_ROOM (512u << 10)

@@ -10,6 +10,10 @@
  * line in err. */
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t errlen);
 
+/* Each line of /proc/PID/maps to fn until it returns non-zero: that value,
+ * 0, or -1 when the file cannot be read. */
+int inject_maps_each(pid_t pid, int (*fn)(const char *line, void *arg), void *arg);
+
 /* Thread tid of pid is gone, or a zombie (as is a process that has ended
  * but was not reaped yet). */
 int inject_task_gone(pid_t pid, pid_t tid);

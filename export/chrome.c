@@ -110,10 +110,11 @@ static int write_stalls(struct ch *h)
 	struct stalls st;
 	if (convert_stalls(c, &st) < 0)
 		return -1;
-	char cause[1024];
+	char cause[1024], sub[1024];
 	for (size_t i = 0; i < st.n; i++) {
 		const struct stall *x = &st.v[i];
 		convert_cause_name(c, &st.causes[x->cause], cause, sizeof(cause));
+		convert_cause_name(c, &st.subcauses[x->subcause], sub, sizeof(sub));
 		for (int end = 0; end < 2; end++) {
 			sep(h);
 			fprintf(h->f, "{\"ph\":\"%s\",\"cat\":\"stall\",\"id\":%zu,\"pid\":%u,\"tid\":%u,",
@@ -133,9 +134,8 @@ static int write_stalls(struct ch *h)
 			fputs(",\"args\":{", h->f);
 			put_u(h, "MessageId", x->msgid, 0);
 			fputs(",\"Cause\":", h->f);
-			json_write_string(h->f, convert_cause_name(c, &st.subcauses[x->subcause], cause, sizeof(cause)));
+			json_write_string(h->f, sub);
 			fputs("}}", h->f);
-			convert_cause_name(c, &st.causes[x->cause], cause, sizeof(cause));
 		}
 	}
 	stalls_free(&st);

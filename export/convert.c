@@ -105,15 +105,14 @@ int convert_stalls(struct convert_ctx *c, struct stalls *st)
 	return 0;
 }
 
+static const char *cleaned_name(void *arg, uint32_t func)
+{
+	return convert_func_name(arg, func);
+}
+
 const char *convert_cause_name(struct convert_ctx *c, const struct stall_cause *k, char *buf, size_t len)
 {
-	size_t o = 0;
-	buf[0] = 0;
-	for (int i = 0; i < k->depth && o < len; i++)
-		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? " < " : "", convert_func_name(c, k->funcs[i]));
-	if (k->depth == 0)
-		snprintf(buf, len, "[no stack]");
-	return buf;
+	return stalls_cause_line(k, cleaned_name, c, buf, len);
 }
 
 const char *convert_func_name(struct convert_ctx *c, uint32_t func)

@@ -424,6 +424,22 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 	packet_end(p);
 }
 
+/* A sequence's first packet, at ts: its debug annotation names, iid = index
+ * (names[0] unused). */
+static void intern_debug_names(struct pf *p, uint64_t ts, const char *const *names, int n)
+{
+	packet_begin(p, ts, 1);
+	pbwriter_begin(&p->w, TP_INTERNED);
+	for (int a = 1; a < n; a++) {
+		pbwriter_begin(&p->w, ID_DEBUG_NAMES);
+		pbwriter_varint(&p->w, IN_IID, (uint64_t)a);
+		pbwriter_string(&p->w, IN_NAME, names[a]);
+		pbwriter_end(&p->w);
+	}
+	pbwriter_end(&p->w);
+	packet_end(p);
+}
+
 static void write_slices(struct pf *p, size_t ti)
 {
 	struct convert_ctx *c = p->c;
@@ -433,17 +449,7 @@ static void write_slices(struct pf *p, size_t ti)
 	start_sequence(p, 2 + 2 * (uint32_t)ti);
 	p->track = UUID_THREAD0 + ti;
 	memset(p->name_done, 0, c->m->nfuncs);
-	/* The sequence's first packet: every annotation name. */
-	packet_begin(p, lo < hi ? t->samples[lo].begin_ns : c->origin_ns, 1);
-	pbwriter_begin(&p->w, TP_INTERNED);
-	for (int a = 1; a < A_COUNT; a++) {
-		pbwriter_begin(&p->w, ID_DEBUG_NAMES);
-		pbwriter_varint(&p->w, IN_IID, (uint64_t)a);
-		pbwriter_string(&p->w, IN_NAME, annotation_names[a]);
-		pbwriter_end(&p->w);
-	}
-	pbwriter_end(&p->w);
-	packet_end(p);
+	intern_debug_names(p, lo < hi ? t->samples[lo].begin_ns : c->origin_ns, annotation_names, A_COUNT);
 	struct convert_sink k = {slice_begin, slice_end, p};
 	convert_walk(c, t, &k, NULL);
 }
@@ -581,16 +587,7 @@ static void write_stalls(struct pf *p)
 	}
 	qsort(ev, n, sizeof(*ev), cmp_stall_ev);
 	start_sequence(p, 4 + 2 * (uint32_t)r->nthreads);
-	packet_begin(p, ev[0].ts, 1);
-	pbwriter_begin(&p->w, TP_INTERNED);
-	for (int a = 1; a < SA_COUNT; a++) {
-		pbwriter_begin(&p->w, ID_DEBUG_NAMES);
-		pbwriter_varint(&p->w, IN_IID, (uint64_t)a);
-		pbwriter_string(&p->w, IN_NAME, stall_annotation_names[a]);
-		pbwriter_end(&p->w);
-	}
-	pbwriter_end(&p->w);
-	packet_end(p);
+	intern_debug_names(p, ev[0].ts, stall_annotation_names, SA_COUNT);
 	for (size_t ti = 0; ti < r->nthreads; ti++) {
 		if (!has[ti])
 			continue;

@@ -593,16 +593,9 @@ static void json_stalls(struct json *j, struct model *m, const struct stalls *st
 	free(o);
 }
 
-static const char *cause_line(struct model *m, const struct stall_cause *c, char *buf, size_t len)
+static const char *func_name(void *arg, uint32_t func)
 {
-	size_t off = 0;
-	buf[0] = 0;
-	for (int k = 0; k < c->depth; k++)
-		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", k ? " < " : "",
-					m->funcs[c->funcs[k]].name);
-	if (c->depth == 0)
-		snprintf(buf, len, "[no stack]");
-	return buf;
+	return ((struct model *)arg)->funcs[func].name;
 }
 
 static void text_causes(FILE *out, struct model *m, const char *title, const struct stall_cause *c, size_t n,
@@ -612,7 +605,7 @@ static void text_causes(FILE *out, struct model *m, const char *title, const str
 	fprintf(out, "  %s\n    %6s %10s %10s  %s\n", title, "COUNT", "TOTAL", "WORST", "CAUSE");
 	for (size_t i = 0; i < n && i < (size_t)top; i++)
 		fprintf(out, "    %6s %10s %10s  %s\n", fmt_count(c[i].count, b1), fmt_ns(c[i].total_ns, b2),
-			fmt_ns(c[i].max_ns, b3), fit(cause_line(m, &c[i], line, sizeof(line)), W - 34, nb));
+			fmt_ns(c[i].max_ns, b3), fit(stalls_cause_line(&c[i], func_name, m, line, sizeof(line)), W - 34, nb));
 }
 
 static const char *thread_tag(const struct rec_thread *t, char *buf)
