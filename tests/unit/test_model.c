@@ -8,27 +8,19 @@
 
 #include "hookfn.h"
 #include "model.h"
+#include "fixture_nodes.h"
 
 #define MS 1000000ull
 
 static struct recording rec;
 static struct rec_thread th;
 
-/* Nodes: 1=A(0x100) 2=B(0x200, parent A) 3=C(0x300, parent B) 4=E(0x400, parent A) */
+/* Nodes: fixture_nodes.h (A, B under A, C under B, E under A). */
 static void setup(void)
 {
 	memset(&rec, 0, sizeof(rec));
 	memset(&th, 0, sizeof(th));
-	rec.nnodes = 8;
-	rec.nodes = calloc(8, sizeof(struct rhea_node));
-	rec.nodes_known = calloc(8, 1);
-	uint64_t addr[] = {0, 0x100, 0x200, 0x300, 0x400};
-	uint32_t parent[] = {0, 0, 1, 2, 1};
-	for (int i = 1; i <= 4; i++) {
-		rec.nodes[i].addr = addr[i];
-		rec.nodes[i].parent = parent[i];
-		rec.nodes_known[i] = 1;
-	}
+	fixture_nodes(&rec);
 	th.tid = 42;
 	th.samples = calloc(16, sizeof(struct rhea_sample));
 	rec.threads = &th;
