@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -600,11 +601,15 @@ static int start_threads(void)
 	if (r == 0) {
 		pthread_setname_np(ticker_th, "rhea-ticker");
 		pthread_setname_np(writer_th, "rhea-writer");
-		/* The sampler must know our own threads before its first scan. */
-		for (int i = 0; i < 2000 && !(rhea_agent_tids[0] && rhea_agent_tids[1]); i++) {
-			struct timespec ts = {0, 50000};
-			syscall(SYS_nanosleep, &ts, NULL);
-		}
+		/* The sampler must know our own threads before its first scan.
+		 * Waited for by yielding, not sleeping: under rhea attach this
+		 * runs on a program thread stopped in a sleep or a poll, which
+		 * the kernel restarts afterwards from the thread's restart
+		 * block, and nanosleep's entry resets that block (the program's
+		 * sleep would return early, as if interrupted). */
+		for (uint64_t until = rhea_now_slow() + 100000000u;
+		     !(rhea_agent_tids[0] && rhea_agent_tids[1]) && rhea_now_slow() < until;)
+			sched_yield();
 		r = -sampler_start();
 	}
 	return -r;
@@ -960,6 +965,8 @@ __attribute__((constructor)) static void agent_init(void)
 	const char *why = "failed: the agent could not start (the process's stderr says why)\n";
 	rhea_guard++;
 	attach_detect();
+	if (rhea_attached)
+		__atomic_store_n(&sampler_hold_tid, thread_gettid(), __ATOMIC_RELEASE);
 	hooks_resolve();
 	read_config();
 	rhea_g.pid = getpid();
@@ -1022,6 +1029,12 @@ out:
 	if (rhea_attached) {
 		attach_started = rhea_g.active;
 		attach_status(attach_started ? "started\n" : why);
+		/* this thread's timer now: what it runs until it is back in its
+		 * wait is far less than the first expiry's 1 ms of CPU */
+		__atomic_store_n(&sampler_hold_tid, 0, __ATOMIC_RELEASE);
+		struct rhea_tstate *me = attach_started ? thread_find(thread_gettid()) : NULL;
+		if (me)
+			sampler_arm(me);
 	}
 	rhea_guard--;
 }

@@ -310,6 +310,9 @@ static inline void waits_released(struct rhea_tstate *t, uint64_t prev, int on)
 /* sampler.c */
 int sampler_start(void);
 void sampler_arm(struct rhea_tstate *t); /* this thread's CPU timer, now */
+/* Under rhea attach, the program thread the agent is starting on: its
+ * timer waits until the start is over (sampler.c says why); 0 after. */
+extern uint32_t sampler_hold_tid;
 void sampler_disarm(struct rhea_tstate *t);
 void sampler_stop(void);
 void sampler_after_fork(void);

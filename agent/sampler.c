@@ -158,9 +158,21 @@ static int arm_timer(uint32_t tid, int *id)
 	return 0;
 }
 
+/*
+ * rhea attach starts the agent on a program thread stopped in a wait (a
+ * sleep, a poll) that the kernel restarts from the thread's restart block
+ * once the agent is loaded.  A signal handled on that thread meanwhile
+ * (our timer's first expiry comes after 1 ms of CPU, and the start takes
+ * about that) resets the block on its return: the program's sleep would
+ * then end early with EINTR.  So that thread's timer is armed only at the
+ * end of the start (agent_init), or by a scan after it.
+ */
+uint32_t sampler_hold_tid;
+
 void sampler_arm(struct rhea_tstate *t)
 {
-	if (!sample_sig || !rhea_g.cfg.sample_ns || __atomic_load_n(&t->timer_id, __ATOMIC_RELAXED) >= 0)
+	if (!sample_sig || !rhea_g.cfg.sample_ns || __atomic_load_n(&t->timer_id, __ATOMIC_RELAXED) >= 0 ||
+	    t->tid == __atomic_load_n(&sampler_hold_tid, __ATOMIC_ACQUIRE))
 		return;
 	int id = -1;
 	if (arm_timer(t->tid, &id) != 0)

@@ -274,7 +274,8 @@ int cmd_attach(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 
 	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
-	if (inject_dlopen(pid, p2, 5000, err, sizeof(err)) != 0) {
+	char via[200] = "";
+	if (inject_dlopen(pid, p2, 5000, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
 		goto out;
 	}
@@ -288,7 +289,8 @@ int cmd_attach(int argc, char **argv)
 		char dur[64] = "until Ctrl-C";
 		if (duration > 0)
 			snprintf(dur, sizeof(dur), "for %.3g s", (double)duration / 1e9);
-		fprintf(stderr, "rhea: attached to %d (%s), recording to %s %s\n", (int)pid, comm, out, dur);
+		fprintf(stderr, "rhea: attached to %d (%s) through %s, recording to %s %s\n", (int)pid, comm, via,
+			out, dur);
 	}
 	int64_t waited = 0;
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {

@@ -7,13 +7,17 @@
  * address 0: the fault that follows stops it again, its registers are put
  * back as they were and it goes on.
  *
- * Only a thread blocked in a system call that holds no lock of libc's, with
- * room on its stack (the main thread, or another with 512 KB left), is
- * used: an event loop's poll or epoll_wait, a sleep, an accept, a read.  A
- * thread stopped in the middle of malloc (or of the program's own dlopen)
- * holds locks that dlopen needs: calling it there would deadlock the
- * process.  Threads that are running, or waiting on a futex (a lock, maybe
- * one of libc's), are let go at once and tried again later.
+ * Only a thread blocked in a wait that holds no lock of libc's, with room
+ * on its stack (the main thread, or another with 512 KB left), is used: an
+ * event loop's poll or epoll_wait, a sleep, an accept, a read, a condition
+ * wait, a join.  A thread stopped in the middle of malloc (or of the
+ * program's own dlopen, or of fgets) holds locks that dlopen needs: calling
+ * it there would deadlock the process.  Which wait it is comes from its
+ * stack (safepoint.c: the libc function the program called); when the
+ * stack cannot be read, a thread blocked in one of a few system calls
+ * (poll, read, nanosleep... never a futex, which may be one of libc's
+ * locks) is used as before.  Threads that are running, or in any other
+ * call, are let go at once and tried again later.
  *
  * A system call interrupted by the stop is restarted as the kernel would
  * after a signal: the saved registers (rax = -ERESTART..., orig_rax = the
@@ -25,6 +29,7 @@
  * table (read with libelf), so the process's libc need not be ours.
  */
 #include "inject.h"
+#include "safepoint.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -258,9 +263,11 @@ int inject_task_gone(pid_t pid, pid_t tid)
 
 enum { TRY_AGAIN = 1 };
 
-/* Try tid: 0 done (*handle set), TRY_AGAIN not at a safe point, -1 error. */
-static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64_t *handle, char *err,
-		      size_t errlen)
+/* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
+ * not at a safe point (why, when its stack said so, in seen), -1 error.
+ * spt may be NULL. */
+static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, struct safepoint *spt, uint64_t *handle,
+		      char *seen, size_t seenlen, char *via, size_t vialen, char *err, size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 		if (errno == ESRCH || inject_task_gone(pid, tid))
@@ -285,10 +292,19 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64
 			pass = WSTOPSIG(st);
 		goto out;
 	}
-	if ((long long)saved.orig_rax < 0 || !safe_call((long)saved.orig_rax) || !interrupted((long long)saved.rax))
-		goto out; /* running, or in a call that may hold a lock */
+	if ((long long)saved.orig_rax < 0 || !interrupted((long long)saved.rax))
+		goto out; /* running */
+	int listed = safe_call((long)saved.orig_rax);
+	if (!listed && saved.orig_rax != SYS_futex)
+		goto out; /* in a call that may hold a lock */
 	if (tid != pid && stack_room(pid, saved.rsp) < MIN_STACK_ROOM)
 		goto out; /* the main thread's stack grows; another's may be small */
+	char what[160];
+	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
+	if (v == SAFEPOINT_NO)
+		snprintf(seen, seenlen, "thread %d in %s", (int)tid, what);
+	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && !listed))
+		goto out;
 	r = saved;
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
@@ -321,6 +337,11 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, uint64
 		struct user_regs_struct now;
 		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
 			*handle = now.rax;
+			if (v == SAFEPOINT_YES)
+				snprintf(via, vialen, "thread %d, stopped in %s", (int)tid, what);
+			else
+				snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid,
+					 (long long)saved.orig_rax);
 			rc = 0;
 			break;
 		}
@@ -335,13 +356,15 @@ out_nosave:
 	return rc;
 }
 
-int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t errlen)
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
 {
 	uint64_t fn = find_dlopen(pid, err, errlen);
 	if (!fn)
 		return -1;
 	uint64_t end = now_ms() + (uint64_t)timeout_ms;
-	char task[64];
+	struct safepoint *sp = safepoint_open(pid);
+	char task[64], seen[200] = "";
+	int rc = -1;
 	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
 	do {
 		/* the main thread first: an event loop, most often */
@@ -353,7 +376,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t 
 			if (d)
 				closedir(d);
 			say(err, errlen, "process %d ended", (int)pid);
-			return -1;
+			goto done;
 		}
 		for (struct dirent *de; (de = readdir(d)) != NULL;) {
 			long t = atol(de->d_name);
@@ -363,21 +386,23 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *err, size_t 
 		closedir(d);
 		for (int i = 0; i < n; i++) {
 			uint64_t h = 0;
-			int r = try_thread(pid, tids[i], fn, lib, &h, err, errlen);
+			int r = try_thread(pid, tids[i], fn, lib, sp, &h, seen, sizeof(seen), via, vialen, err, errlen);
 			if (r < 0)
-				return -1;
+				goto done;
 			if (r == 0) {
-				if (!h) {
+				if (!h)
 					say(err, errlen, "dlopen of the agent failed in process %d", (int)pid);
-					return -1;
-				}
-				return 0;
+				rc = h ? 0 : -1;
+				goto done;
 			}
 		}
 		struct timespec ts = {0, 20000000};
 		nanosleep(&ts, NULL);
 	} while (now_ms() < end);
 	say(err, errlen, "no thread of process %d was waiting at a safe point (poll, epoll_wait, a sleep, "
-		"accept, read), with room on its stack, within %d ms: try again", (int)pid, timeout_ms);
-	return -1;
+		"accept, read, a condition wait, a join), with room on its stack, within %d ms%s%s: try again",
+	    (int)pid, timeout_ms, seen[0] ? "; last seen: " : "", seen);
+done:
+	safepoint_close(sp);
+	return rc;
 }

@@ -950,6 +950,64 @@ def t_attach_dlopen(c, variant, mode="dlopen"):
     c.done()
 
 
+def t_attach_futex(c, variant):
+    """A process whose threads all compute or wait on futexes (the main
+    thread in pthread_join, two relays handing a token through a condition
+    variable): attached through a thread whose stack shows a wait that
+    holds no lock of libc's; the relays' allocations are counted exactly."""
+    p, pid = start_attachme(c, variant, 3, "futex")
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
+    c.check(rc == 0 and re.search(r"stopped in (pthread_join|pthread_cond_wait)", err),
+            "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    names = sorted(t["name"] for t in rec["threads"])
+    c.check(names == ["attachme", "relay", "relay"], "threads %s, want attachme and two relays" % names)
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes, want >= 10000 of 64 B"
+            % (n, nbytes))
+    c.done()
+
+
+def t_attach_restart(c, variant, how):
+    """The call the agent was loaded through (a 3 s nanosleep or poll, the
+    only thread's) is restarted as it was: it returns 0, after 3 s or more,
+    as if nothing happened (the kernel resumes it from the thread's restart
+    block, which the agent's start must not overwrite)."""
+    p, pid = start_attachme(c, variant, 3, how)
+    rc, err, out, perr = attach_then_wait(c, p, pid, "500ms")
+    want = "nanosleep" if how == "sleep" else how
+    c.check(rc == 0 and "stopped in %s" % want in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r" % (p.returncode, out))
+    check_end(c, c.report(c.path("out.rhea")), "detach", 0)
+    c.done()
+
+
+def t_attach_no_safe_point(c, variant):
+    """The only thread waits in fgets (which holds stdin's lock while it
+    reads): the agent is not loaded there; one line says where the thread
+    was, status 1, and the process goes on (it reads its line and ends)."""
+    p = subprocess.Popen([c.prog(variant, "attachme"), "1", "fgets"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        pid = int(line.split()[1]) if line.startswith("ready ") else 0
+        time.sleep(0.2)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "100ms", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        c.check(rc == 1 and "fgets" in err and err.count("\n") == 1,
+                "attach to a thread in fgets: status %d, %r" % (rc, err))
+        c.check(not os.path.exists(c.path("out.rhea")), "a recording was written")
+        out, _ = p.communicate("a line\n", timeout=30)
+        c.check(p.returncode == 0 and "attachme ok fgets" in out, "attachme: status %d, %r" % (p.returncode, out))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.done()
+
+
 def t_attach_cli_killed(c, variant):
     """rhea attach killed with SIGKILL: the agent sees the control FIFO lose
     its writer, detaches by itself (the recording ends "detached", its
@@ -1055,6 +1113,11 @@ def all_tests():
         t.append(Test("stalls-fatal/%s" % v, t_stalls_fatal, (v,)))
     for v in ("gcc-O2-nofp", "clang-O2"):
         t.append(Test("attach/%s" % v, t_attach, (v,), timeout=90))
+    t.append(Test("attach-futex/gcc-O2-nofp", t_attach_futex, ("gcc-O2-nofp",)))
+    t.append(Test("attach-futex/clang-O2", t_attach_futex, ("clang-O2",)))
+    t.append(Test("attach-restart/sleep", t_attach_restart, ("gcc-O2", "sleep")))
+    t.append(Test("attach-restart/poll", t_attach_restart, ("gcc-O2", "poll")))
+    t.append(Test("attach-no-safe-point", t_attach_no_safe_point, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -13,7 +13,16 @@
  * frees an XML parser per iteration: allocations made inside a library
  * loaded after rhea attached.  With "churn", libexpat is loaded, used for
  * 25 iterations and unloaded (dlclose), again and again: objects that come
- * and go while attached.
+ * and go while attached.  With "futex", there is neither event loop nor
+ * sleeping worker: the main thread waits in pthread_join for two "relay"
+ * threads that hand a token to each other through a condition variable,
+ * each calling attach_work() on its turn, so that every thread is either
+ * computing or waiting on a futex (no poll, sleep or read to stop in).
+ * With "sleep" or "poll", the only thread sleeps SECONDS in one nanosleep
+ * or one poll, and checks that it was not cut short (the call interrupted
+ * to load the agent must be restarted where it was).  With "fgets", the
+ * only thread waits for a line on stdin in fgets (holding stdin's lock:
+ * no place to load the agent).
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -69,9 +78,77 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* "futex" mode: relays pass a token; relay i plays on even/odd turns. */
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t relay_turn = PTHREAD_COND_INITIALIZER;
+static uint64_t relay_it, relay_end;
+
+static void *relay(void *arg)
+{
+	uint64_t me = (uint64_t)(uintptr_t)arg;
+	prctl(PR_SET_NAME, "relay");
+	pthread_mutex_lock(&relay_lock);
+	for (;;) {
+		while (relay_it % 2 != me && !done)
+			pthread_cond_wait(&relay_turn, &relay_lock);
+		if (done)
+			break;
+		attach_work(relay_it);
+		if (now_ns() >= relay_end)
+			done = 1;
+		relay_it++;
+		pthread_cond_signal(&relay_turn);
+	}
+	pthread_cond_broadcast(&relay_turn);
+	pthread_mutex_unlock(&relay_lock);
+	return NULL;
+}
+
+static int futex_mode(double secs)
+{
+	pthread_t r[2];
+	relay_end = now_ns() + (uint64_t)(secs * 1e9);
+	for (uintptr_t i = 0; i < 2; i++)
+		if (pthread_create(&r[i], NULL, relay, (void *)i) != 0)
+			return 1;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	for (int i = 0; i < 2; i++)
+		pthread_join(r[i], NULL);
+	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)relay_it);
+	return bad;
+}
+
+/* "sleep", "poll" and "fgets": one thread, one call. */
+static int one_call(double secs, const char *how)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	uint64_t start = now_ns();
+	long r;
+	char line[64];
+	if (strcmp(how, "fgets") == 0) {
+		r = fgets(line, sizeof(line), stdin) ? 0 : -1;
+	} else if (strcmp(how, "poll") == 0) {
+		r = poll(NULL, 0, (int)(secs * 1000));
+	} else {
+		struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)}, left = {0, 0};
+		r = nanosleep(&ts, &left);
+	}
+	double took = (double)(now_ns() - start) / 1e9;
+	int ok = r == 0 && (strcmp(how, "fgets") == 0 || took >= secs);
+	printf("attachme %s %s returned %ld after %.3f s\n", ok ? "ok" : "BAD", how, r, took);
+	return !ok;
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
+	if (argc > 2 && strcmp(argv[2], "futex") == 0)
+		return futex_mode(secs);
+	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
+			 strcmp(argv[2], "fgets") == 0))
+		return one_call(secs, argv[2]);
 	pthread_t th;
 	if (pthread_create(&th, NULL, worker, NULL) != 0)
 		return 1;

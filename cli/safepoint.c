@@ -1,0 +1,257 @@
+/*
+ * safepoint.c - may a thread stopped in a system call be made to call
+ * dlopen?  (rhea attach)
+ *
+ * dlopen and the agent's start take libc's locks: the loader's, malloc's.
+ * A thread made to call dlopen while it holds one of them deadlocks the
+ * process.  The system call a thread is blocked in does not say enough:
+ * a read may come from fgets, which holds its FILE's lock, or from the
+ * program's own dlopen; a futex wait may be pthread_cond_wait (no lock of
+ * libc's held) or malloc waiting for an arena (maybe holding another).
+ * What does say it is the libc function the program called.  So the
+ * thread's stack is unwound (libdwfl, reading the stopped thread through
+ * ptrace, with the CFI of each object: no frame pointers needed), and:
+ *
+ *   - the innermost frames must be libc's (or the loader's), and the
+ *     outermost of them, the function the program called (the "entry"),
+ *     must be a wait that holds no lock while it blocks: pthread_cond_wait,
+ *     pthread_join, sem_wait, poll, read, nanosleep...;
+ *   - further out, no frame may be libc's again except the thread's own
+ *     bottom (__libc_start_main and its helper, start_thread and clone3:
+ *     the last 3 frames): a wait inside a callback that libc made (from
+ *     dl_iterate_phdr, pthread_once, qsort...) may be inside libc's lock;
+ *   - the unwind must reach the bottom of the stack, else there is no
+ *     verdict (SAFEPOINT_UNKNOWN: the caller decides).
+ *
+ * Names come from each object's symbol tables (.dynsym is enough: every
+ * entry a program can call is exported); a frame counts as a function
+ * only inside that symbol's size.  No debug information is looked for
+ * (nothing is downloaded, nothing waits on the network).
+ */
+#include "safepoint.h"
+
+#include <elfutils/libdwfl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define MAX_FRAMES 256
+#define BOTTOM_FRAMES 3
+
+struct safepoint {
+	Dwfl *dwfl;
+	pid_t pid;
+};
+
+/* The libc functions a thread may be blocked in when it is used: waits
+ * that hold none of libc's locks while they block.  Names without their
+ * leading underscores ("__read" is "read"). */
+static const char *const waits[] = {
+	"poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+	"nanosleep", "clock_nanosleep", "usleep", "sleep", "pause",
+	"accept", "accept4", "read", "readv", "recv", "recvfrom", "recvmsg",
+	"wait", "waitpid", "wait4", "waitid", "sigtimedwait", "sigwaitinfo", "sigwait", "sigsuspend",
+	"pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait",
+	"pthread_join", "pthread_timedjoin_np", "pthread_clockjoin_np",
+	"sem_wait", "sem_timedwait", "sem_clockwait", "pthread_barrier_wait",
+	"pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
+	"pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "pthread_rwlock_timedrdlock",
+	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock", "pthread_rwlock_clockwrlock",
+	"syscall", /* syscall(SYS_futex, ...) of a program's own locks: libc's are never taken so */
+};
+
+/* A libc name without what glibc puts before its public one: "__read",
+ * "__libc_read", "__GI___read" and "_IO_fgets" are read and fgets. */
+static const char *plain_name(const char *n)
+{
+	static const char *const prefixes[] = {"GI_", "libc_", "IO_"};
+	for (int again = 1; again;) {
+		again = 0;
+		while (*n == '_')
+			n++;
+		for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+			if (strncmp(n, prefixes[i], strlen(prefixes[i])) == 0) {
+				n += strlen(prefixes[i]);
+				again = 1;
+			}
+	}
+	return n;
+}
+
+static int is_wait(const char *name)
+{
+	const char *n = plain_name(name);
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		if (strcmp(n, waits[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* libc's objects and the dynamic loader's: where the locks are. */
+static int libc_object(Dwfl_Module *m)
+{
+	const char *path = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : NULL;
+	if (!path)
+		return 0;
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0 || strncmp(b, "ld-linux", 8) == 0 ||
+	       strncmp(b, "libpthread", 10) == 0;
+}
+
+/* The function that holds pc, or NULL (pc outside any sized symbol). */
+static const char *function_at(Dwfl_Module *m, uint64_t pc)
+{
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *n = m ? dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL) : NULL;
+	if (!n || (sym.st_size && off >= sym.st_size) || (!sym.st_size && off))
+		return NULL;
+	return n;
+}
+
+static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/* A jump through a GOT slot (a PLT entry: [endbr64] [bnd] jmp *slot(%rip)),
+ * or a call through one (call *slot(%rip), code built with -fno-plt): the
+ * address in the slot, else 0.  ip is the address after the instruction
+ * that starts at code + at. */
+static uint64_t through_slot(pid_t pid, const unsigned char *code, int at, uint64_t ip)
+{
+	int32_t disp;
+	uint64_t target;
+	memcpy(&disp, code + at + 2, 4);
+	return peek(pid, ip + (uint64_t)(int64_t)disp, &target, 8) == 0 ? target : 0;
+}
+
+/* The function that the call before return address ret went to: a direct
+ * call (through the PLT, whose slot is read) or a call through the GOT.
+ * 0 when it cannot be told (a call through a register...).  This is how a
+ * function that left through a tail call (pthread_join jumps into an
+ * internal function of libc's, leaving no frame) is still known. */
+static uint64_t call_target(pid_t pid, uint64_t ret)
+{
+	unsigned char c[6], plt[11];
+	if (peek(pid, ret - 6, c, 6) != 0)
+		return 0;
+	if (c[0] == 0xff && c[1] == 0x15)
+		return through_slot(pid, c, 0, ret);
+	if (c[1] != 0xe8)
+		return 0;
+	int32_t rel;
+	memcpy(&rel, c + 2, 4);
+	uint64_t t = ret + (uint64_t)(int64_t)rel;
+	if (peek(pid, t, plt, sizeof(plt)) != 0)
+		return t;
+	int at = memcmp(plt, "\xf3\x0f\x1e\xfa", 4) == 0 ? 4 : 0; /* endbr64 */
+	if (plt[at] == 0xf2)
+		at++; /* bnd */
+	if (plt[at] == 0xff && plt[at + 1] == 0x25) {
+		uint64_t slot_target = through_slot(pid, plt, at, t + (uint64_t)at + 6);
+		return slot_target ? slot_target : t;
+	}
+	return t;
+}
+
+struct walk {
+	Dwfl *dwfl;
+	int n;
+	uint64_t pc[MAX_FRAMES];
+};
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	/* a return address: look up the call instruction before it */
+	w->pc[w->n++] = activation ? pc : pc - 1;
+	return w->n < MAX_FRAMES ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+			const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			char **debuginfo_file_name)
+{
+	return -1;
+}
+
+struct safepoint *safepoint_open(pid_t pid)
+{
+	static const Dwfl_Callbacks cb = {
+		.find_elf = dwfl_linux_proc_find_elf,
+		.find_debuginfo = no_debuginfo,
+	};
+	struct safepoint *sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return NULL;
+	sp->pid = pid;
+	sp->dwfl = dwfl_begin(&cb);
+	if (!sp->dwfl || dwfl_linux_proc_report(sp->dwfl, pid) != 0 ||
+	    dwfl_report_end(sp->dwfl, NULL, NULL) != 0 ||
+	    dwfl_linux_proc_attach(sp->dwfl, pid, true) != 0) {
+		safepoint_close(sp);
+		return NULL;
+	}
+	return sp;
+}
+
+void safepoint_close(struct safepoint *sp)
+{
+	if (!sp)
+		return;
+	if (sp->dwfl)
+		dwfl_end(sp->dwfl);
+	free(sp);
+}
+
+enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, char *what, size_t len)
+{
+	static struct walk w; /* 2 KB: not on the stack; one caller at a time */
+	w.dwfl = sp->dwfl;
+	w.n = 0;
+	int done = dwfl_getthread_frames(sp->dwfl, tid, frame_cb, &w);
+	if (w.n == 0) {
+		snprintf(what, len, "no stack: %s", dwfl_errmsg(-1));
+		return SAFEPOINT_UNKNOWN;
+	}
+	int i = 0;
+	while (i < w.n && libc_object(dwfl_addrmodule(sp->dwfl, w.pc[i])))
+		i++;
+	if (i == 0) {
+		snprintf(what, len, "a system call made outside libc");
+		return SAFEPOINT_UNKNOWN;
+	}
+	if (i == w.n) {
+		snprintf(what, len, "a stack that does not leave libc");
+		return done == 0 ? SAFEPOINT_NO : SAFEPOINT_UNKNOWN;
+	}
+	/* the function the program called: the target of its call, when that
+	 * is one of libc's, else the outermost of libc's frames */
+	uint64_t called = call_target(sp->pid, w.pc[i] + 1);
+	Dwfl_Module *cm = called ? dwfl_addrmodule(sp->dwfl, called) : NULL;
+	const char *entry = cm && libc_object(cm) ? function_at(cm, called) : NULL;
+	if (!entry)
+		entry = function_at(dwfl_addrmodule(sp->dwfl, w.pc[i - 1]), w.pc[i - 1]);
+	snprintf(what, len, "%s", entry ? plain_name(entry) : "an internal function of libc");
+	if (!entry || !is_wait(entry))
+		return SAFEPOINT_NO;
+	if (done != 0)
+		return SAFEPOINT_UNKNOWN; /* not seen to the bottom */
+	for (int j = i; j < w.n - BOTTOM_FRAMES; j++)
+		if (libc_object(dwfl_addrmodule(sp->dwfl, w.pc[j]))) {
+			const char *f = function_at(dwfl_addrmodule(sp->dwfl, w.pc[j]), w.pc[j]);
+			snprintf(what, len, "%s, called back from libc's %s", plain_name(entry),
+				 f ? plain_name(f) : "internals");
+			return SAFEPOINT_NO;
+		}
+	return SAFEPOINT_YES;
+}

@@ -1,0 +1,191 @@
+/* Unit tests of cli/safepoint.c: a child process is left blocked in one
+ * known place, stopped with ptrace as rhea attach stops it, and the
+ * verdict on its main thread is checked: waits that hold no lock of
+ * libc's are safe (pthread_join, which leaves libc's exported function
+ * through a tail call, included), a read inside fgets or inside a qsort
+ * comparator is not, a system call made outside libc has no verdict. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "safepoint.h"
+
+static int pipefd[2];
+
+/* Fork a child running fn (which blocks for good); wait until its main
+ * thread is in system call nr. */
+static pid_t start_in(void (*fn)(void), long nr)
+{
+	cr_assert_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		fn();
+		_exit(0);
+	}
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	for (int i = 0; i < 300; i++) {
+		FILE *f = fopen(path, "r");
+		long cur = -2;
+		if (f && fgets(buf, sizeof(buf), f))
+			cur = strtol(buf, NULL, 10);
+		if (f)
+			fclose(f);
+		if (cur == nr) {
+			struct timespec ts = {0, 20000000}; /* settled in its wait */
+			nanosleep(&ts, NULL);
+			return pid;
+		}
+		struct timespec ts = {0, 10000000};
+		nanosleep(&ts, NULL);
+	}
+	kill(pid, SIGKILL);
+	cr_assert_fail("the child never blocked in system call %ld", nr);
+	return -1;
+}
+
+/* Stop pid's main thread as inject.c does, ask for the verdict, let it go
+ * and kill it. */
+static enum safepoint_verdict verdict_of(pid_t pid, char *what, size_t len)
+{
+	int st;
+	cr_assert_eq(ptrace(PTRACE_SEIZE, pid, 0, 0), 0);
+	cr_assert_eq(ptrace(PTRACE_INTERRUPT, pid, 0, 0), 0);
+	cr_assert_eq(waitpid(pid, &st, __WALL), pid);
+	struct safepoint *sp = safepoint_open(pid);
+	cr_assert_not_null(sp, "no libdwfl session on the child");
+	enum safepoint_verdict v = safepoint_check(sp, pid, what, len);
+	safepoint_close(sp);
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	return v;
+}
+
+static void *forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static void in_join(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, forever, NULL) == 0)
+		pthread_join(t, NULL);
+}
+
+static void in_cond_wait(void)
+{
+	static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+	pthread_mutex_lock(&m);
+	for (;;)
+		pthread_cond_wait(&c, &m);
+}
+
+static void in_read(void)
+{
+	char b;
+	if (read(pipefd[0], &b, 1) < 0)
+		_exit(1);
+}
+
+static void in_sleep(void)
+{
+	sleep(100);
+}
+
+static void in_fgets(void)
+{
+	char line[64];
+	dup2(pipefd[0], 0);
+	if (!fgets(line, sizeof(line), stdin))
+		_exit(1);
+}
+
+static int compare_reading(const void *a, const void *b)
+{
+	char c;
+	if (read(pipefd[0], &c, 1) < 0)
+		_exit(1);
+	return *(const int *)a - *(const int *)b;
+}
+
+static void in_qsort_callback(void)
+{
+	int v[2] = {2, 1};
+	qsort(v, 2, sizeof(int), compare_reading);
+}
+
+static void in_raw_syscall(void)
+{
+	char b;
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_read), "D"((long)pipefd[0]), "S"(&b), "d"(1L)
+			 : "rcx", "r11", "memory");
+	(void)r;
+}
+
+Test(safepoint, join_through_its_tail_call)
+{
+	char what[200];
+	pid_t pid = start_in(in_join, SYS_futex);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_YES, "%s", what);
+	cr_expect_str_eq(what, "pthread_join");
+}
+
+Test(safepoint, condition_wait)
+{
+	char what[200];
+	pid_t pid = start_in(in_cond_wait, SYS_futex);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_YES, "%s", what);
+	cr_expect_str_eq(what, "pthread_cond_wait");
+}
+
+Test(safepoint, read_and_sleep)
+{
+	char what[200];
+	pid_t pid = start_in(in_read, SYS_read);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_YES, "%s", what);
+	cr_expect_str_eq(what, "read");
+	pid = start_in(in_sleep, SYS_clock_nanosleep);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_YES, "%s", what);
+	cr_expect_str_eq(what, "sleep");
+}
+
+Test(safepoint, read_inside_fgets_holds_the_file_lock)
+{
+	char what[200];
+	pid_t pid = start_in(in_fgets, SYS_read);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_NO, "%s", what);
+	cr_expect_str_eq(what, "fgets");
+}
+
+Test(safepoint, wait_inside_a_callback_from_libc)
+{
+	char what[200];
+	pid_t pid = start_in(in_qsort_callback, SYS_read);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_NO, "%s", what);
+	cr_expect(strstr(what, "called back from libc") != NULL, "%s", what);
+}
+
+Test(safepoint, system_call_outside_libc)
+{
+	char what[200];
+	pid_t pid = start_in(in_raw_syscall, SYS_read);
+	cr_expect_eq(verdict_of(pid, what, sizeof(what)), SAFEPOINT_UNKNOWN, "%s", what);
+}
