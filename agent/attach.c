@@ -2,11 +2,13 @@
  * attach.c - the agent loaded into a running process by `rhea attach`
  * (DESIGN.md 1.8).
  *
- * `rhea attach PID` makes a directory of its own, puts there a link to
- * librhea.so, the configuration (rhea-attach.conf: the RHEA_* settings
+ * `rhea attach PID` makes a directory of its own, puts there a copy of
+ * librhea.so (a new file each time, so that a later attach loads a fresh
+ * copy instead of getting back this one, spent, from dlopen), the
+ * configuration (rhea-attach.conf: the RHEA_* settings
  * `rhea record` passes in the environment, one KEY=VALUE a line), a FIFO
  * (control) and a status file, and makes one thread of the process call
- * dlopen() on the link (cli/inject.c).  The constructor finds the
+ * dlopen() on the copy (cli/inject.c).  The constructor finds the
  * configuration next to its own file: that is attach mode.
  *
  * What differs from LD_PRELOAD:

@@ -152,19 +152,20 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *name = info->dlpi_name;
 	if (!name || !name[0])
 		name = exe_path; /* the main program */
-	char target[sizeof(((struct module *)0)->path)];
 	static uintptr_t self_base;
 	Dl_info di;
 	if (rhea_attached && !self_base && dladdr((void *)modules_scan, &di))
 		self_base = (uintptr_t)di.dli_fbase;
-	if (rhea_attached && info->dlpi_addr == self_base) {
-		/* rhea attach loaded us through a link in a directory it
-		 * removes: the recording names the file itself */
-		ssize_t tl = syscall(SYS_readlink, name, target, sizeof(target) - 1);
-		if (tl > 0) {
-			target[tl] = 0;
-			name = target;
-		}
+	if (rhea_attached && strncmp(name, "/tmp/rhea-attach.", 17) == 0) {
+		/* rhea attach loaded us from a copy in a directory it removes:
+		 * the recording names the file copied (same build id).  Copies
+		 * of earlier attaches, spent, are left out: nothing of theirs
+		 * is captured. */
+		const char *file = attach_getenv("RHEA_AGENT_FILE");
+		if (info->dlpi_addr != self_base)
+			return 0;
+		if (file && file[0] == '/')
+			name = file;
 	}
 	for (uint32_t i = 0; i < nmods; i++) {
 		struct module *m = &mods[i];

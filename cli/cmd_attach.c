@@ -13,6 +13,7 @@
 #include "hookfn.h"
 #include "inject.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -110,15 +111,79 @@ static void put_conf(void *arg, const char *key, const char *val)
 	fprintf(arg, "%s=%s\n", key, val);
 }
 
+/*
+ * Is rhea's agent in pid already, and busy?  Every attach loads its own
+ * copy of librhea.so from its own directory (a new file, so that dlopen
+ * loads it afresh rather than hand back the copy of an earlier attach,
+ * whose state is spent); the agent removes that directory when it
+ * detaches.  So a copy mapped from /tmp/rhea-attach.* whose file is gone
+ * is a finished attach, and the process can be attached again.
+ */
+enum agent_state { AGENT_NONE, AGENT_RECORDED, AGENT_ATTACHED, AGENT_DETACHING };
+
 static int agent_line(const char *line, void *arg)
 {
-	(void)arg;
-	return strstr(line, "/librhea.so") != NULL;
+	enum agent_state *st = arg;
+	const char *p = strstr(line, "/librhea.so");
+	if (!p)
+		return 0;
+	const char *path = strchr(line, '/');
+	if (strncmp(path, "/tmp/rhea-attach.", 17) != 0) {
+		*st = AGENT_RECORDED;
+		return 1;
+	}
+	if (!strstr(p, "(deleted)"))
+		*st = AGENT_ATTACHED;
+	return 0;
 }
 
-static int agent_loaded(pid_t pid)
+static enum agent_state agent_in(pid_t pid)
 {
-	return inject_maps_each(pid, agent_line, NULL) == 1;
+	enum agent_state st = AGENT_NONE;
+	inject_maps_each(pid, agent_line, &st);
+	if (st != AGENT_NONE)
+		return st;
+	char task[64];
+	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(task);
+	for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
+		char path[360], name[32] = "";
+		snprintf(path, sizeof(path), "%s/%s/comm", task, de->d_name);
+		FILE *f = de->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		if (f) {
+			if (!fgets(name, sizeof(name), f))
+				name[0] = 0;
+			fclose(f);
+		}
+		if (strncmp(name, "rhea-", 5) == 0)
+			st = AGENT_DETACHING; /* an earlier attach's threads, leaving */
+	}
+	if (d)
+		closedir(d);
+	return st;
+}
+
+/* A copy of the agent at dst (a new file: see agent_in). */
+static int copy_agent(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, r = -1;
+	if (in >= 0)
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	char buf[65536];
+	ssize_t n;
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) >= 0) {
+		if (n == 0) {
+			r = 0;
+			break;
+		}
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	}
+	if (out >= 0 && close(out) != 0)
+		r = -1;
+	if (in >= 0)
+		close(in);
+	return r;
 }
 
 int cmd_attach(int argc, char **argv)
@@ -166,10 +231,20 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: no process %d", (int)pid);
 		return EXIT_BADINPUT;
 	}
-	if (agent_loaded(pid)) {
-		cli_err("attach: process %d already has rhea's agent loaded (recorded by rhea record, or attached "
-			"before: a second attach is not supported)", (int)pid);
+	switch (agent_in(pid)) {
+	case AGENT_NONE:
+		break;
+	case AGENT_RECORDED:
+		cli_err("attach: process %d already has rhea's agent loaded (rhea record runs it)", (int)pid);
 		return EXIT_BADINPUT;
+	case AGENT_ATTACHED:
+		cli_err("attach: process %d already has rhea's agent loaded (another rhea attach is recording it)",
+			(int)pid);
+		return EXIT_BADINPUT;
+	case AGENT_DETACHING:
+		cli_err("attach: process %d is still detaching from an earlier rhea attach: try again in a moment",
+			(int)pid);
+		return 1;
 	}
 	char agent[PATH_MAX];
 	if (cli_find_agent(agent, sizeof(agent)) < 0)
@@ -229,8 +304,8 @@ int cmd_attach(int argc, char **argv)
 	int rc = 1, ctl = -1;
 	char p2[PATH_MAX], err[512], st[256];
 	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
-	if (symlink(agent, p2) != 0) {
-		cli_err("attach: cannot link %s: %s", p2, strerror(errno));
+	if (copy_agent(agent, p2) != 0) {
+		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
 		goto out;
 	}
 	snprintf(p2, sizeof(p2), "%s/rhea-attach.conf", dir);
@@ -239,7 +314,7 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\n", out, (int)pid);
+	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\nRHEA_AGENT_FILE=%s\n", out, (int)pid, agent);
 	agent_opts_each(&ao, put_conf, conf);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);

@@ -141,8 +141,9 @@ static int libc_line(const char *line, void *arg)
 	return 1;
 }
 
-/* dlopen's address in pid: its libc's base plus the symbol's value. */
-static uint64_t find_dlopen(pid_t pid, char *err, size_t errlen)
+/* The address of libc's function name in pid: its libc's base plus the
+ * symbol's value. */
+static uint64_t libc_function(pid_t pid, const char *name, char *err, size_t errlen)
 {
 	static struct libc_at at;
 	at.base = 0;
@@ -186,7 +187,7 @@ static uint64_t find_dlopen(pid_t pid, char *err, size_t errlen)
 			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || GELF_ST_TYPE(s.st_info) != STT_FUNC)
 				continue;
 			const char *n = elf_strptr(e, sh.sh_link, s.st_name);
-			if (n && strcmp(n, "dlopen") == 0) {
+			if (n && strcmp(n, name) == 0) {
 				addr = s.st_value;
 				break;
 			}
@@ -196,7 +197,7 @@ static uint64_t find_dlopen(pid_t pid, char *err, size_t errlen)
 		elf_end(e);
 	close(fd);
 	if (!addr || first_load == UINT64_MAX) {
-		say(err, errlen, "no dlopen in %s (glibc older than 2.34?)", lib);
+		say(err, errlen, "no %s in %s (glibc older than 2.34?)", name, lib);
 		return 0;
 	}
 	return base - first_load + addr;
@@ -263,10 +264,49 @@ int inject_task_gone(pid_t pid, pid_t tid)
 
 enum { TRY_AGAIN = 1 };
 
+/* Make the stopped thread tid call fn(a0, a1) on its stack below below
+ * (16-aligned), returning to address 0: the fault stops it again.  0 with
+ * the result in *ret; TRY_AGAIN when it could not be started (registers
+ * as they were); -2 when it did not come back within 10 s (its state
+ * unknown).  Signals that come meanwhile are passed on. */
+static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t fn, uint64_t a0, uint64_t a1,
+		       uint64_t below, uint64_t *ret)
+{
+	struct user_regs_struct r = *saved;
+	uint64_t at = (below & ~(uint64_t)15) - 8, zero = 0; /* entry: rsp + 8 aligned */
+	if (write_mem(tid, at, &zero, 8) != 0)
+		return TRY_AGAIN;
+	r.rsp = at;
+	r.rip = fn;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rax = 0;
+	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call now */
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r) != 0 || ptrace(PTRACE_CONT, tid, 0, 0) != 0) {
+		ptrace(PTRACE_SETREGS, tid, 0, saved);
+		return TRY_AGAIN;
+	}
+	uint64_t end = now_ms() + 10000;
+	for (;;) {
+		int st;
+		if (wait_stop(tid, &st, (int)(end > now_ms() ? end - now_ms() : 0)) != 0)
+			return -2;
+		int sig = WSTOPSIG(st);
+		struct user_regs_struct now;
+		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
+			*ret = now.rax;
+			return 0;
+		}
+		if ((st >> 16) == PTRACE_EVENT_STOP)
+			sig = 0;
+		ptrace(PTRACE_CONT, tid, 0, sig);
+	}
+}
+
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
  * not at a safe point (why, when its stack said so, in seen), -1 error.
  * spt may be NULL. */
-static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, struct safepoint *spt, uint64_t *handle,
+static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *lib, struct safepoint *spt, uint64_t *handle,
 		      char *seen, size_t seenlen, char *via, size_t vialen, char *err, size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
@@ -282,7 +322,7 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, struct
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return TRY_AGAIN;
 	}
-	struct user_regs_struct saved, r;
+	struct user_regs_struct saved;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0)
 		goto out;
 	if ((st >> 16) != PTRACE_EVENT_STOP || WSTOPSIG(st) != SIGTRAP) {
@@ -305,49 +345,41 @@ static int try_thread(pid_t pid, pid_t tid, uint64_t fn, const char *lib, struct
 		snprintf(seen, seenlen, "thread %d in %s", (int)tid, what);
 	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && !listed))
 		goto out;
-	r = saved;
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
 	uint64_t str = sp - ((len + 15) & ~(size_t)15);
-	uint64_t ret = (str & ~(uint64_t)15) - 8, zero = 0; /* entry: rsp + 8 aligned */
-	if (write_mem(tid, str, lib, len) != 0 || write_mem(tid, ret, &zero, 8) != 0) {
+	if (write_mem(tid, str, lib, len) != 0) {
 		say(err, errlen, "cannot write into process %d: %s", (int)pid, strerror(errno));
 		rc = -1;
 		goto out;
 	}
-	r.rsp = ret;
-	r.rip = fn;
-	r.rdi = str;
-	r.rsi = RTLD_NOW;
-	r.rax = 0;
-	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call now */
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r) != 0 || ptrace(PTRACE_CONT, tid, 0, 0) != 0) {
-		ptrace(PTRACE_SETREGS, tid, 0, &saved);
-		goto out;
+	rc = remote_call(tid, &saved, fn[0], str, RTLD_NOW, str, handle);
+	if (rc == 0 && !*handle) {
+		/* why: dlerror()'s message, read from the process */
+		uint64_t msg = 0;
+		char text[256] = "";
+		if (fn[1] && remote_call(tid, &saved, fn[1], 0, 0, str, &msg) == 0 && msg) {
+			struct iovec local = {text, sizeof(text) - 1}, remote = {(void *)(uintptr_t)msg, sizeof(text) - 1};
+			if (process_vm_readv(pid, &local, 1, &remote, 1, 0) <= 0)
+				text[0] = 0;
+		}
+		say(err, errlen, "dlopen of the agent failed in process %d%s%s%s", (int)pid, text[0] ? ": " : "",
+		    text, strstr(text, "static TLS") ? " (each attach takes some of it: this process was attached "
+						       "too many times)" : "");
+		rc = -1;
 	}
-	/* Until dlopen returns to 0: signals that come meanwhile are passed on. */
-	uint64_t end = now_ms() + 10000;
-	for (;;) {
-		if (wait_stop(tid, &st, (int)(end > now_ms() ? end - now_ms() : 0)) != 0) {
-			say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
-			rc = -1;
-			goto out_nosave; /* cannot tell what state it is in: let it go */
-		}
-		int sig = WSTOPSIG(st);
-		struct user_regs_struct now;
-		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
-			*handle = now.rax;
-			if (v == SAFEPOINT_YES)
-				snprintf(via, vialen, "thread %d, stopped in %s", (int)tid, what);
-			else
-				snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid,
-					 (long long)saved.orig_rax);
-			rc = 0;
-			break;
-		}
-		if ((st >> 16) == PTRACE_EVENT_STOP)
-			sig = 0;
-		ptrace(PTRACE_CONT, tid, 0, sig);
+	if (rc == 0) {
+		if (v == SAFEPOINT_YES)
+			snprintf(via, vialen, "thread %d, stopped in %s", (int)tid, what);
+		else
+			snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid,
+				 (long long)saved.orig_rax);
+	} else if (rc == -2) {
+		say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
+		rc = -1;
+		goto out_nosave; /* cannot tell what state it is in: let it go */
+	} else if (rc == TRY_AGAIN) {
+		goto out;
 	}
 out:
 	ptrace(PTRACE_SETREGS, tid, 0, &saved);
@@ -358,9 +390,11 @@ out_nosave:
 
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
 {
-	uint64_t fn = find_dlopen(pid, err, errlen);
-	if (!fn)
+	uint64_t fn[2] = {libc_function(pid, "dlopen", err, errlen), 0};
+	if (!fn[0])
 		return -1;
+	char unused[200];
+	fn[1] = libc_function(pid, "dlerror", unused, sizeof(unused));
 	uint64_t end = now_ms() + (uint64_t)timeout_ms;
 	struct safepoint *sp = safepoint_open(pid);
 	char task[64], seen[200] = "";
@@ -390,9 +424,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 			if (r < 0)
 				goto done;
 			if (r == 0) {
-				if (!h)
-					say(err, errlen, "dlopen of the agent failed in process %d", (int)pid);
-				rc = h ? 0 : -1;
+				rc = 0;
 				goto done;
 			}
 		}

@@ -1008,6 +1008,45 @@ def t_attach_no_safe_point(c, variant):
     c.done()
 
 
+def t_attach_again(c, variant):
+    """Attach, detach, attach again: while the first attach records, a second
+    one is refused (one line, status 2); after its detach the process is
+    attached again (a fresh copy of the agent) and both recordings are whole,
+    with exact allocation counts; the process passes its own checks."""
+    p, pid = start_attachme(c, variant, 4)
+    try:
+        time.sleep(0.3)
+        first = subprocess.Popen([c.rhea, "attach", "-q", "-d", "1s", "-o", c.path("one.rhea"), str(pid)],
+                                 stderr=subprocess.PIPE, text=True, cwd=c.work)
+        time.sleep(0.6)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "100ms", "-o", c.path("busy.rhea"), str(pid)])
+        c.check(rc == 2 and "another rhea attach" in err and err.count("\n") == 1,
+                "attach during an attach: status %d, %r" % (rc, err))
+        _, err1 = first.communicate(timeout=30)
+        c.check(first.returncode == 0, "first attach: status %d: %s" % (first.returncode, one_line(err1)))
+        for _ in range(50):  # its threads leave within a flush period
+            if not [n for n in thread_names(pid) if n.startswith("rhea-")]:
+                break
+            time.sleep(0.05)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("two.rhea"), str(pid)], timeout=60)
+        c.check(rc == 0 and "attached to %d" % pid in err, "second attach: status %d: %s" % (rc, one_line(err)))
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r" % (p.returncode, out, perr[-300:]))
+    for f in ("one.rhea", "two.rhea"):
+        rec = c.report(c.path(f))
+        check_end(c, rec, "detach", 0)
+        n, nbytes, _ = sites_of(rec, "attach_work")
+        c.check(n >= 10000 and nbytes == 64 * n, "%s: attach_work %d allocations, %d bytes" % (f, n, nbytes))
+        w = [x for x in rec["warnings"] if "rhea-attach." in str(x)]
+        c.check(not w, "%s names the agent's temporary copies: %s" % (f, w))
+    c.check(not os.path.exists(c.path("busy.rhea")), "the refused attach wrote a recording")
+    c.done()
+
+
 def t_attach_cli_killed(c, variant):
     """rhea attach killed with SIGKILL: the agent sees the control FIFO lose
     its writer, detaches by itself (the recording ends "detached", its
@@ -1118,6 +1157,7 @@ def all_tests():
     t.append(Test("attach-restart/sleep", t_attach_restart, ("gcc-O2", "sleep")))
     t.append(Test("attach-restart/poll", t_attach_restart, ("gcc-O2", "poll")))
     t.append(Test("attach-no-safe-point", t_attach_no_safe_point, ("gcc-O2",)))
+    t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
