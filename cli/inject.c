@@ -16,8 +16,11 @@
  * stack (safepoint.c: the libc function the program called); when the
  * stack cannot be read, a thread blocked in one of a few system calls
  * (poll, read, nanosleep... never a futex, which may be one of libc's
- * locks) is used as before.  Threads that are running, or in any other
- * call, are let go at once and tried again later.
+ * locks) is used.  When no thread waits so for a second, a thread stopped
+ * in the middle of its own computation is used too, if its stack shows
+ * no frame of libc's (safepoint.c): a process that only computes can be
+ * attached.  Threads in any other state are let go at once and tried
+ * again later.
  *
  * A system call interrupted by the stop is restarted as the kernel would
  * after a signal: the saved registers (rax = -ERESTART..., orig_rax = the
@@ -305,9 +308,11 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
 
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
  * not at a safe point (why, when its stack said so, in seen), -1 error.
- * spt may be NULL. */
-static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *lib, struct safepoint *spt, uint64_t *handle,
-		      char *seen, size_t seenlen, char *via, size_t vialen, char *err, size_t errlen)
+ * spt may be NULL.  A thread stopped while it computes is considered only
+ * with allow_running, and only on its stack's word. */
+static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *lib, struct safepoint *spt,
+		      int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via, size_t vialen, char *err,
+		      size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 		if (errno == ESRCH || inject_task_gone(pid, tid))
@@ -332,17 +337,18 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 			pass = WSTOPSIG(st);
 		goto out;
 	}
-	if ((long long)saved.orig_rax < 0 || !interrupted((long long)saved.rax))
-		goto out; /* running */
-	int listed = safe_call((long)saved.orig_rax);
-	if (!listed && saved.orig_rax != SYS_futex)
+	int running = (long long)saved.orig_rax < 0;
+	if (running ? !allow_running || !spt : !interrupted((long long)saved.rax))
+		goto out; /* computing (not yet looked at), or just back from a call */
+	int listed = !running && safe_call((long)saved.orig_rax);
+	if (!running && !listed && saved.orig_rax != SYS_futex)
 		goto out; /* in a call that may hold a lock */
 	if (tid != pid && stack_room(pid, saved.rsp) < MIN_STACK_ROOM)
 		goto out; /* the main thread's stack grows; another's may be small */
 	char what[160];
-	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
+	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, running, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
 	if (v == SAFEPOINT_NO)
-		snprintf(seen, seenlen, "thread %d in %s", (int)tid, what);
+		snprintf(seen, seenlen, "thread %d %s %s", (int)tid, running ? "running in" : "in", what);
 	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && !listed))
 		goto out;
 	size_t len = strlen(lib) + 1;
@@ -370,7 +376,7 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 	}
 	if (rc == 0) {
 		if (v == SAFEPOINT_YES)
-			snprintf(via, vialen, "thread %d, stopped in %s", (int)tid, what);
+			snprintf(via, vialen, "thread %d, %s %s", (int)tid, running ? "running in" : "stopped in", what);
 		else
 			snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid,
 				 (long long)saved.orig_rax);
@@ -388,6 +394,8 @@ out_nosave:
 	return rc;
 }
 
+#define RUNNING_AFTER_MS 1000
+
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
 {
 	uint64_t fn[2] = {libc_function(pid, "dlopen", err, errlen), 0};
@@ -395,7 +403,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 		return -1;
 	char unused[200];
 	fn[1] = libc_function(pid, "dlerror", unused, sizeof(unused));
-	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	uint64_t start = now_ms(), end = start + (uint64_t)timeout_ms;
 	struct safepoint *sp = safepoint_open(pid);
 	char task[64], seen[200] = "";
 	int rc = -1;
@@ -420,7 +428,10 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 		closedir(d);
 		for (int i = 0; i < n; i++) {
 			uint64_t h = 0;
-			int r = try_thread(pid, tids[i], fn, lib, sp, &h, seen, sizeof(seen), via, vialen, err, errlen);
+			/* waits first; a thread in the middle of its work after a
+			 * second without one (a process that only computes) */
+			int r = try_thread(pid, tids[i], fn, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h, seen,
+					   sizeof(seen), via, vialen, err, errlen);
 			if (r < 0)
 				goto done;
 			if (r == 0) {
@@ -431,8 +442,9 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 		struct timespec ts = {0, 20000000};
 		nanosleep(&ts, NULL);
 	} while (now_ms() < end);
-	say(err, errlen, "no thread of process %d was waiting at a safe point (poll, epoll_wait, a sleep, "
-		"accept, read, a condition wait, a join), with room on its stack, within %d ms%s%s: try again",
+	say(err, errlen, "no thread of process %d was at a safe point (waiting in poll, epoll_wait, a sleep, "
+		"accept, read, a condition wait or a join, or running its own code outside libc), with room on "
+		"its stack, within %d ms%s%s: try again",
 	    (int)pid, timeout_ms, seen[0] ? "; last seen: " : "", seen);
 done:
 	safepoint_close(sp);

@@ -23,6 +23,15 @@
  *   - the unwind must reach the bottom of the stack, else there is no
  *     verdict (SAFEPOINT_UNKNOWN: the caller decides).
  *
+ * A thread stopped while it computes (in no system call) is safe when no
+ * frame of its stack is libc's or the loader's (again but for its
+ * bottom), nor in an object that brings its own malloc (a thread inside
+ * jemalloc's malloc, linked into the program and interposed on libc's,
+ * would hold the lock that dlopen's first malloc waits for); an
+ * allocator under other names (redis's je_malloc) is never called by
+ * dlopen or the agent.  The program's own locks do not matter: neither
+ * takes them.
+ *
  * Names come from each object's symbol tables (.dynsym is enough: every
  * entry a program can call is exported); a frame counts as a function
  * only inside that symbol's size.  No debug information is looked for
@@ -40,9 +49,16 @@
 #define MAX_FRAMES 256
 #define BOTTOM_FRAMES 3
 
+#define MAX_MODULES 256
+
 struct safepoint {
 	Dwfl *dwfl;
 	pid_t pid;
+	int nmods;
+	struct {
+		Dwfl_Module *m;
+		int allocator;
+	} mods[MAX_MODULES]; /* objects looked at for their own malloc */
 };
 
 /* The libc functions a thread may be blocked in when it is used: waits
@@ -99,6 +115,30 @@ static int libc_object(Dwfl_Module *m)
 	b = b ? b + 1 : path;
 	return strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0 || strncmp(b, "ld-linux", 8) == 0 ||
 	       strncmp(b, "libpthread", 10) == 0;
+}
+
+/* Does m, not libc, define malloc or free (an allocator interposed on
+ * libc's)?  Remembered per object. */
+static int allocator_object(struct safepoint *sp, Dwfl_Module *m)
+{
+	for (int i = 0; i < sp->nmods; i++)
+		if (sp->mods[i].m == m)
+			return sp->mods[i].allocator;
+	int found = 0, n = dwfl_module_getsymtab(m);
+	for (int i = 1; i < n && !found; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
+		found = name && sym.st_shndx != SHN_UNDEF && GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
+			GELF_ST_BIND(sym.st_info) != STB_LOCAL && (strcmp(name, "malloc") == 0 || strcmp(name, "free") == 0);
+	}
+	if (n < 0)
+		found = 1; /* cannot tell: as if it did */
+	if (sp->nmods < MAX_MODULES) {
+		sp->mods[sp->nmods].m = m;
+		sp->mods[sp->nmods++].allocator = found;
+	}
+	return found;
 }
 
 /* The function that holds pc, or NULL (pc outside any sized symbol). */
@@ -213,7 +253,37 @@ void safepoint_close(struct safepoint *sp)
 	free(sp);
 }
 
-enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, char *what, size_t len)
+/* A thread stopped in the middle of its own code (see the top). */
+static enum safepoint_verdict check_running(struct safepoint *sp, const struct walk *w, int done, char *what,
+					    size_t len)
+{
+	if (done != 0) {
+		snprintf(what, len, "a stack that could not be read to its end");
+		return SAFEPOINT_UNKNOWN;
+	}
+	for (int j = 0; j < w->n; j++) {
+		Dwfl_Module *m = dwfl_addrmodule(sp->dwfl, w->pc[j]);
+		const char *f = function_at(m, w->pc[j]);
+		if (!m) {
+			snprintf(what, len, "code outside any object");
+			return SAFEPOINT_UNKNOWN;
+		}
+		if (j < w->n - BOTTOM_FRAMES && libc_object(m)) {
+			snprintf(what, len, "libc's %s", f ? plain_name(f) : "internals");
+			return SAFEPOINT_NO;
+		}
+		if (!libc_object(m) && allocator_object(sp, m)) {
+			snprintf(what, len, "%s, which has its own malloc", dwfl_module_info(m, NULL, NULL, NULL, NULL,
+											 NULL, NULL, NULL));
+			return SAFEPOINT_NO;
+		}
+	}
+	const char *leaf = function_at(dwfl_addrmodule(sp->dwfl, w->pc[0]), w->pc[0]);
+	snprintf(what, len, "%s", leaf ? leaf : "the program's code");
+	return SAFEPOINT_YES;
+}
+
+enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, int running, char *what, size_t len)
 {
 	static struct walk w; /* 2 KB: not on the stack; one caller at a time */
 	w.dwfl = sp->dwfl;
@@ -223,6 +293,8 @@ enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, char *wh
 		snprintf(what, len, "no stack: %s", dwfl_errmsg(-1));
 		return SAFEPOINT_UNKNOWN;
 	}
+	if (running)
+		return check_running(sp, &w, done, what, len);
 	int i = 0;
 	while (i < w.n && libc_object(dwfl_addrmodule(sp->dwfl, w.pc[i])))
 		i++;

@@ -10,7 +10,7 @@
 
 enum safepoint_verdict {
 	SAFEPOINT_UNKNOWN = 0, /* the stack could not be read to the end */
-	SAFEPOINT_YES = 1,     /* blocked in a wait that holds no lock of libc's */
+	SAFEPOINT_YES = 1,     /* in a wait, or code, that holds no lock of libc's */
 	SAFEPOINT_NO = 2,      /* inside a libc function that may hold one */
 };
 
@@ -21,9 +21,11 @@ struct safepoint;
 struct safepoint *safepoint_open(pid_t pid);
 
 /* The verdict on thread tid of the process, which the caller has stopped
- * with ptrace in a system call.  what (len bytes) gets the libc function
- * the program called ("pthread_cond_wait") or why there is no verdict. */
-enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, char *what, size_t len);
+ * with ptrace: in a system call, or (running) in the middle of its code.
+ * what (len bytes) gets the libc function the program called
+ * ("pthread_cond_wait"), the function it was running, or why there is no
+ * verdict. */
+enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, int running, char *what, size_t len);
 
 void safepoint_close(struct safepoint *sp);
 

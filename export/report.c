@@ -146,9 +146,14 @@ static const char *fit(const char *s, int w, char *buf)
 	return buf;
 }
 
+/* A thread's CPU time counts from 0 when it was created under the agent;
+ * one that was running already (the main thread, every thread of a
+ * process rhea attach joined) counts from its first sample, so that the
+ * time it ran before the recording is left out. */
 static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 {
 	memset(ts, 0, sizeof(*ts));
+	uint64_t cpu_base = t->parent_tid ? 0 : UINT64_MAX;
 	for (size_t i = 0; i < t->nsamples; i++) {
 		const struct rhea_sample *s = &t->samples[i];
 		ts->captures += 1u + s->merged;
@@ -164,11 +169,15 @@ static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 			ts->last_ns = s->end_ns;
 		if (s->c_end.cpu_ns > ts->cpu_ns)
 			ts->cpu_ns = s->c_end.cpu_ns;
+		if (s->c_begin.cpu_ns < cpu_base)
+			cpu_base = s->c_begin.cpu_ns;
 		if (s->c_end.alloc_count > ts->alloc_count) {
 			ts->alloc_count = s->c_end.alloc_count;
 			ts->alloc_bytes = s->c_end.alloc_bytes;
 		}
 	}
+	if (cpu_base != UINT64_MAX)
+		ts->cpu_ns = ts->cpu_ns > cpu_base ? ts->cpu_ns - cpu_base : 0;
 	if (t->start_ns && (!ts->first_ns || t->start_ns < ts->first_ns))
 		ts->first_ns = t->start_ns;
 	if (t->exit_ns > ts->last_ns)

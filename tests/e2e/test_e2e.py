@@ -971,6 +971,31 @@ def t_attach_futex(c, variant):
     c.done()
 
 
+def t_attach_spin(c, variant):
+    """A process whose only thread computes and never waits: after a second
+    of looking for a wait, rhea attach stops it in the middle of its own
+    code (no frame of libc's on its stack) and loads the agent there; the
+    program's two chains of arithmetic still agree afterwards, its
+    allocations are counted exactly, and the sampler's CPU profile puts the
+    time in spin_step."""
+    p, pid = start_attachme(c, variant, 3, "spin")
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
+    c.check(rc == 0 and "running in " in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 1000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    prof = rec["cpu_profile"]
+    top = prof["functions"][0]["name"] if prof.get("functions") else None
+    c.check(top == "spin_step", "CPU profile: top %r, want spin_step (%s)" % (top, str(prof)[:300]))
+    t = rec["threads"][0]
+    c.check(t["cpu_ns"] <= t["wall_ns"] * 1.05 + 20 * MS,
+            "thread CPU %s in %s of wall: counted from before the attach?" % (ms(t["cpu_ns"]), ms(t["wall_ns"])))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1157,6 +1182,8 @@ def all_tests():
     t.append(Test("attach-restart/sleep", t_attach_restart, ("gcc-O2", "sleep")))
     t.append(Test("attach-restart/poll", t_attach_restart, ("gcc-O2", "poll")))
     t.append(Test("attach-no-safe-point", t_attach_no_safe_point, ("gcc-O2",)))
+    t.append(Test("attach-spin/gcc-O2-nofp", t_attach_spin, ("gcc-O2-nofp",)))
+    t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -22,7 +22,9 @@
  * or one poll, and checks that it was not cut short (the call interrupted
  * to load the agent must be restarted where it was).  With "fgets", the
  * only thread waits for a line on stdin in fgets (holding stdin's lock:
- * no place to load the agent).
+ * no place to load the agent).  With "spin", the only thread computes
+ * for SECONDS (two identical chains of multiplications, which must agree),
+ * calling attach_work() every 64 rounds: it never waits.
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -119,6 +121,33 @@ static int futex_mode(double secs)
 	return bad;
 }
 
+__attribute__((noinline)) static uint64_t spin_step(uint64_t x)
+{
+	for (int i = 0; i < 4000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" : "+r"(x)); /* no closed form: 4000 real steps */
+	}
+	return x;
+}
+
+static int spin_mode(double secs)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	uint64_t x = 1, y = 1, it = 0, end = now_ns() + (uint64_t)(secs * 1e9);
+	while ((it & 255) || now_ns() < end) {
+		x = spin_step(x);
+		__asm__ volatile("" : "+r"(y)); /* y is computed again, not copied */
+		y = spin_step(y);
+		if (x != y)
+			bad = 1;
+		if (++it % 64 == 0)
+			attach_work(it);
+	}
+	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)it);
+	return bad;
+}
+
 /* "sleep", "poll" and "fgets": one thread, one call. */
 static int one_call(double secs, const char *how)
 {
@@ -146,6 +175,8 @@ int main(int argc, char **argv)
 	double secs = argc > 1 ? atof(argv[1]) : 3;
 	if (argc > 2 && strcmp(argv[2], "futex") == 0)
 		return futex_mode(secs);
+	if (argc > 2 && strcmp(argv[2], "spin") == 0)
+		return spin_mode(secs);
 	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
 			 strcmp(argv[2], "fgets") == 0))
 		return one_call(secs, argv[2]);

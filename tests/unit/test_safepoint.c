@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,8 @@
 
 static int pipefd[2];
 
-/* Fork a child running fn (which blocks for good); wait until its main
- * thread is in system call nr. */
+/* Fork a child running fn (which blocks, or computes, for good); wait
+ * until its main thread is in system call nr (-1: running). */
 static pid_t start_in(void (*fn)(void), long nr)
 {
 	cr_assert_eq(pipe(pipefd), 0);
@@ -37,7 +38,7 @@ static pid_t start_in(void (*fn)(void), long nr)
 		FILE *f = fopen(path, "r");
 		long cur = -2;
 		if (f && fgets(buf, sizeof(buf), f))
-			cur = strtol(buf, NULL, 10);
+			cur = strncmp(buf, "running", 7) == 0 ? -1 : strtol(buf, NULL, 10);
 		if (f)
 			fclose(f);
 		if (cur == nr) {
@@ -53,9 +54,9 @@ static pid_t start_in(void (*fn)(void), long nr)
 	return -1;
 }
 
-/* Stop pid's main thread as inject.c does, ask for the verdict, let it go
- * and kill it. */
-static enum safepoint_verdict verdict_of(pid_t pid, char *what, size_t len)
+/* Stop pid's main thread as inject.c does, ask for the verdict (on a
+ * thread in a system call, or running), let it go and kill it. */
+static enum safepoint_verdict verdict_of(pid_t pid, int running, char *what, size_t len)
 {
 	int st;
 	cr_assert_eq(ptrace(PTRACE_SEIZE, pid, 0, 0), 0);
@@ -63,7 +64,7 @@ static enum safepoint_verdict verdict_of(pid_t pid, char *what, size_t len)
 	cr_assert_eq(waitpid(pid, &st, __WALL), pid);
 	struct safepoint *sp = safepoint_open(pid);
 	cr_assert_not_null(sp, "no libdwfl session on the child");
-	enum safepoint_verdict v = safepoint_check(sp, pid, what, len);
+	enum safepoint_verdict v = safepoint_check(sp, pid, running, what, len);
 	safepoint_close(sp);
 	ptrace(PTRACE_DETACH, pid, 0, 0);
 	kill(pid, SIGKILL);
@@ -131,6 +132,26 @@ static void in_qsort_callback(void)
 	qsort(v, 2, sizeof(int), compare_reading);
 }
 
+static volatile uint64_t spun;
+
+__attribute__((noinline)) static void spin_forever(void)
+{
+	for (;;)
+		spun++;
+}
+
+static int compare_spinning(const void *a, const void *b)
+{
+	spin_forever();
+	return *(const int *)a - *(const int *)b;
+}
+
+static void in_qsort_spinning(void)
+{
+	int v[2] = {2, 1};
+	qsort(v, 2, sizeof(int), compare_spinning);
+}
+
 static void in_raw_syscall(void)
 {
 	char b;
@@ -147,7 +168,7 @@ static void expect_verdict(void (*fn)(void), long nr, enum safepoint_verdict wan
 {
 	char what[200];
 	pid_t pid = start_in(fn, nr);
-	enum safepoint_verdict v = verdict_of(pid, what, sizeof(what));
+	enum safepoint_verdict v = verdict_of(pid, nr < 0, what, sizeof(what));
 	cr_expect_eq(v, want, "verdict %d (%s), want %d", v, what, want);
 	if (says && want == SAFEPOINT_YES)
 		cr_expect_str_eq(what, says);
@@ -187,6 +208,16 @@ Test(safepoint, read_inside_fgets_holds_the_file_lock)
 Test(safepoint, wait_inside_a_callback_from_libc, NOT_UNDER_ASAN)
 {
 	expect_verdict(in_qsort_callback, SYS_read, SAFEPOINT_NO, "called back from libc");
+}
+
+Test(safepoint, running_its_own_code)
+{
+	expect_verdict(spin_forever, -1, SAFEPOINT_YES, "spin_forever");
+}
+
+Test(safepoint, running_inside_a_callback_from_libc, NOT_UNDER_ASAN)
+{
+	expect_verdict(in_qsort_spinning, -1, SAFEPOINT_NO, "libc's");
 }
 
 Test(safepoint, system_call_outside_libc)
