@@ -809,6 +809,65 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
 	free(ids);
 }
 
+/*
+ * The timeline holds each capture's stack until the next capture.  A short
+ * function that a computing thread calls often, and that calls a hooked
+ * one, is captured at nearly every interval, so its slices cover time the
+ * thread spent elsewhere; the sampler's captures are not drawn to it.
+ * When the two disagree that much about one function (a quarter of the
+ * CPU or more on the timeline, under a third of that in the CPU profile,
+ * with 50 sampling periods at least), one note says so.  0, or 1 with the
+ * note in buf.
+ */
+static int timeline_note(const struct model *m, const struct fstat *f, const struct cpuprof *cp,
+			 uint64_t cpu_total, char *buf, size_t len)
+{
+	if (cp->total < 50 || !cpu_total)
+		return 0;
+	double worst = 0, tl = 0, sp = 0;
+	uint32_t which = 0;
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		if (m->funcs[i].kind != MODEL_CODE)
+			continue;
+		double t = (double)f[i].incl_cpu / (double)cpu_total, s = (double)cp->incl[i] / (double)cp->total;
+		if (t >= 0.25 && s < t / 3 && t - s > worst) {
+			worst = t - s;
+			which = i;
+			tl = t;
+			sp = s;
+		}
+	}
+	if (worst == 0)
+		return 0;
+	snprintf(buf, len, "%s has %.0f%% of the CPU on the timeline but %.0f%% in the CPU profile: it is "
+		 "captured at a hooked call it makes often, and each capture's stack lasts until the next one; "
+		 "the CPU profile is the unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
+	return 1;
+}
+
+/* text after prefix, wrapped at width columns, continued under its start */
+static void print_wrapped(FILE *out, const char *prefix, const char *text, int width)
+{
+	int indent = (int)strlen(prefix), col = indent;
+	fputs(prefix, out);
+	while (*text) {
+		int n = (int)strcspn(text, " ");
+		if (col > indent && col + 1 + n > width) {
+			fprintf(out, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(text, 1, (size_t)n, out);
+		col += n;
+		text += n;
+		while (*text == ' ')
+			text++;
+	}
+	fputc('\n', out);
+}
+
 static const uint64_t *sort_cp;
 static int by_cp(const void *a, const void *b)
 {
@@ -884,6 +943,14 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			cporder[ncp++] = i;
 	sort_cp = cp.self;
 	qsort(cporder, ncp, sizeof(uint32_t), by_cp);
+	uint64_t cpu_total = 0;
+	for (size_t i = 0; i < r->nthreads; i++) {
+		struct tstat ts;
+		thread_stats(&r->threads[i], &ts);
+		cpu_total += ts.cpu_ns;
+	}
+	char note[512];
+	int noted = timeline_note(m, a.f, &cp, cpu_total, note, sizeof(note));
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
@@ -1037,6 +1104,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
 			json_str(&j, NULL, w);
 		json_arr_end(&j);
+		json_arr_begin(&j, "notes");
+		if (noted)
+			json_str(&j, NULL, note);
+		json_arr_end(&j);
 		json_obj_end(&j);
 		goto out;
 	}
@@ -1139,6 +1210,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fprintf(out, "  %6.1f%% %6.1f%% %s\n", 100.0 * (double)cp.self[cporder[i]] / (double)cp.total,
 				100.0 * (double)cp.incl[cporder[i]] / (double)cp.total,
 				fit(m->funcs[cporder[i]].name, W - 20, nb));
+		if (noted)
+			print_wrapped(out, "  note: ", note, W);
 	}
 
 	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",

@@ -990,6 +990,10 @@ def t_attach_spin(c, variant):
     prof = rec["cpu_profile"]
     top = prof["functions"][0]["name"] if prof.get("functions") else None
     c.check(top == "spin_step", "CPU profile: top %r, want spin_step (%s)" % (top, str(prof)[:300]))
+    # attach_work is captured at every interval (its mallocs), so the
+    # timeline gives it the loop's time: the report must say so
+    c.check(any("attach_work" in n for n in rec["notes"]), "no note on attach_work's timeline share: %s"
+            % rec["notes"])
     t = rec["threads"][0]
     c.check(t["cpu_ns"] <= t["wall_ns"] * 1.05 + 20 * MS,
             "thread CPU %s in %s of wall: counted from before the attach?" % (ms(t["cpu_ns"]), ms(t["wall_ns"])))
