@@ -841,7 +841,7 @@ static int timeline_note(const struct model *m, const struct fstat *f, const str
 		return 0;
 	snprintf(buf, len, "%s has %.0f%% of the CPU on the timeline but %.0f%% in the CPU profile: it is "
 		 "captured at a hooked call it makes often, and each capture's stack lasts until the next one; "
-		 "the CPU profile is the unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
+		 "the CPU profile (below) is the unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
 	return 1;
 }
 
@@ -1203,6 +1203,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fmt_ns(s->incl_ns, b3), b4, fit(f->name, namew, nb));
 	}
 
+	if (noted)
+		print_wrapped(out, "  note: ", note, W);
+
 	if (cp.total) {
 		fprintf(out, "\nCPU profile (%s sampling periods of threads' CPU)\n"
 			     "  %7s %7s %s\n", fmt_count(cp.total, b1), "SELF", "INCL", "FUNCTION");
@@ -1210,8 +1213,6 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fprintf(out, "  %6.1f%% %6.1f%% %s\n", 100.0 * (double)cp.self[cporder[i]] / (double)cp.total,
 				100.0 * (double)cp.incl[cporder[i]] / (double)cp.total,
 				fit(m->funcs[cporder[i]].name, W - 20, nb));
-		if (noted)
-			print_wrapped(out, "  note: ", note, W);
 	}
 
 	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",

@@ -637,6 +637,36 @@ def t_python_attach(c):
     c.done()
 
 
+def t_sqlite3_attach(c):
+    """rhea attach to Debian's sqlite3 in the middle of one long query (a
+    recursive CTE: the only thread computes, calling malloc and free all the
+    time, never waiting): the agent is loaded while it runs its own code,
+    the query's result is right, the CPU profile shows the VDBE."""
+    exe = "/usr/bin/sqlite3"
+    need_program(exe)
+    n = 20000000
+    p = subprocess.Popen([exe, ":memory:"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=c.work)
+    p.stdin.write("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < %d) "
+                  "SELECT sum(x %% 7) FROM c;\n" % n)
+    p.stdin.close()
+    p.stdin = None
+    rc, err, out, perr = attach_then_wait(c, p, p.pid, "1s")
+    c.check(rc == 0 and "running in " in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    want = sum(x % 7 for x in range(1, 8)) * (n // 7) + sum(x % 7 for x in range(n - n % 7 + 1, n + 1))
+    c.check(p.returncode == 0 and out.strip() == str(want), "sqlite3: status %d, %r, want %d %r"
+            % (p.returncode, out, want, perr[-200:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    incl = {f["name"]: f["inclusive"] for f in rec["cpu_profile"]["functions"]}
+    total = rec["cpu_profile"]["samples"]
+    c.check(total >= 30 and incl.get("sqlite3VdbeExec", 0) >= 0.9 * total,
+            "CPU profile: sqlite3VdbeExec in %d of %d periods" % (incl.get("sqlite3VdbeExec", 0), total))
+    c.check(rec["alloc_totals"]["count"] > 10000, "%d allocations counted" % rec["alloc_totals"]["count"])
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
+    c.done()
+
+
 def make_text(path, nbytes, seed):
     """Deterministic word salad: compresses like text, takes gzip real work."""
     import random
@@ -1200,6 +1230,7 @@ def all_tests():
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
+    t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))
     t.append(Test("bad-input/not-a-recording", t_bad_not_rhea))
     t.append(Test("bad-input/missing-file", t_bad_missing))
