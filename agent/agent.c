@@ -42,7 +42,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -601,15 +600,6 @@ static int start_threads(void)
 	if (r == 0) {
 		pthread_setname_np(ticker_th, "rhea-ticker");
 		pthread_setname_np(writer_th, "rhea-writer");
-		/* The sampler must know our own threads before its first scan.
-		 * Waited for by yielding, not sleeping: under rhea attach this
-		 * runs on a program thread stopped in a sleep or a poll, which
-		 * the kernel restarts afterwards from the thread's restart
-		 * block, and nanosleep's entry resets that block (the program's
-		 * sleep would return early, as if interrupted). */
-		for (uint64_t until = rhea_now_slow() + 100000000u;
-		     !(rhea_agent_tids[0] && rhea_agent_tids[1]) && rhea_now_slow() < until;)
-			sched_yield();
 		r = -sampler_start();
 	}
 	return -r;
@@ -965,6 +955,12 @@ __attribute__((constructor)) static void agent_init(void)
 	const char *why = "failed: the agent could not start (the process's stderr says why)\n";
 	rhea_guard++;
 	attach_detect();
+	/* Under rhea attach this runs on a program thread stopped in a wait
+	 * (a sleep, a poll) that the kernel restarts afterwards from the
+	 * thread's restart block.  Entering nanosleep resets that block, and
+	 * so does returning from a signal handler: then the program's sleep
+	 * would end early, as if interrupted.  So nothing here sleeps, and
+	 * this thread's sampling timer waits for the end (sampler.c). */
 	if (rhea_attached)
 		__atomic_store_n(&sampler_hold_tid, thread_gettid(), __ATOMIC_RELEASE);
 	hooks_resolve();

@@ -304,6 +304,15 @@ static void *sampler_main(void *arg)
 	(void)arg;
 	rhea_guard = 1;
 	rhea_agent_tids[2] = thread_gettid();
+	/* The ticker and the writer must be known before the first scan, or
+	 * it would take them for the program's (and record them).  Waited
+	 * for here, not where they are started: under rhea attach that is a
+	 * program thread, which must not sleep (agent_init says why).  They
+	 * run at once but for a loaded machine; 5 s at most all the same. */
+	for (int i = 0; i < 5000 && !(rhea_agent_tids[0] && rhea_agent_tids[1]) && !stop; i++) {
+		struct timespec ts = {0, 1000000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
 	uint32_t gen = 0;
 	while (!stop && !rhea_g.finished) {
 		if (rearm) {
