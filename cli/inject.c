@@ -22,6 +22,11 @@
  * attached.  Threads in any other state are let go at once and tried
  * again later.
  *
+ * Everything the call may change is put back: the general registers and
+ * the x87/SSE/AVX state (PTRACE_GETREGSET NT_X86_XSTATE: a thread stopped
+ * in its own floating-point loop has live values in vector registers,
+ * which dlopen's memcpy would otherwise leave changed).
+ *
  * A system call interrupted by the stop is restarted as the kernel would
  * after a signal: the saved registers (rax = -ERESTART..., orig_rax = the
  * call) are what its restart logic reads once the thread resumes.  While
@@ -47,6 +52,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <elf.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -267,8 +273,8 @@ int inject_task_gone(pid_t pid, pid_t tid)
 
 enum { TRY_AGAIN = 1 };
 
-/* Make the stopped thread tid call fn(a0, a1) on its stack below below
- * (16-aligned), returning to address 0: the fault stops it again.  0 with
+/* Make the stopped thread tid call fn(a0, a1) on its stack, below the
+ * address `below`, returning to address 0: the fault stops it again.  0 with
  * the result in *ret; TRY_AGAIN when it could not be started (registers
  * as they were); -2 when it did not come back within 10 s (its state
  * unknown).  Signals that come meanwhile are passed on. */
@@ -329,6 +335,15 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 	}
 	struct user_regs_struct saved;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0)
+		goto out_nosave;
+	/* and the x87/SSE/AVX state, which dlopen uses: a thread stopped in
+	 * the middle of its own code has live values in vector registers */
+	static unsigned char xstate[16384] __attribute__((aligned(64)));
+	struct iovec xs = {xstate, sizeof(xstate)};
+	int have_x = ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &xs) == 0;
+	struct user_fpregs_struct fp;
+	int have_fp = !have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) == 0;
+	if (!have_x && !have_fp)
 		goto out;
 	if ((st >> 16) != PTRACE_EVENT_STOP || WSTOPSIG(st) != SIGTRAP) {
 		/* a signal on its way to the thread (handed back on detach), or
@@ -389,6 +404,10 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 	}
 out:
 	ptrace(PTRACE_SETREGS, tid, 0, &saved);
+	if (have_x)
+		ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &xs);
+	else if (have_fp)
+		ptrace(PTRACE_SETFPREGS, tid, 0, &fp);
 out_nosave:
 	ptrace(PTRACE_DETACH, tid, 0, pass);
 	return rc;
