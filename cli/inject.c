@@ -22,10 +22,11 @@
  * attached.  Threads in any other state are let go at once and tried
  * again later.
  *
- * Everything the call may change is put back: the general registers and
- * the x87/SSE/AVX state (PTRACE_GETREGSET NT_X86_XSTATE: a thread stopped
- * in its own floating-point loop has live values in vector registers,
- * which dlopen's memcpy would otherwise leave changed).
+ * Everything the call may change is put back: the general registers, the
+ * x87/SSE/AVX state (PTRACE_GETREGSET NT_X86_XSTATE: a thread stopped in
+ * its own floating-point loop has live values in vector registers, which
+ * dlopen's memcpy would otherwise leave changed), and errno (read through
+ * the thread's own __errno_location() before, written back after).
  *
  * A system call interrupted by the stop is restarted as the kernel would
  * after a signal: the saved registers (rax = -ERESTART..., orig_rax = the
@@ -230,6 +231,12 @@ static int wait_stop(pid_t tid, int *st, int ms)
 	}
 }
 
+static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
 static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec local = {(void *)buf, len}, remote = {(void *)(uintptr_t)addr, len};
@@ -316,7 +323,7 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
  * not at a safe point (why, when its stack said so, in seen), -1 error.
  * spt may be NULL.  A thread stopped while it computes is considered only
  * with allow_running, and only on its stack's word. */
-static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *lib, struct safepoint *spt,
+static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *lib, struct safepoint *spt,
 		      int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via, size_t vialen, char *err,
 		      size_t errlen)
 {
@@ -374,6 +381,12 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 		rc = -1;
 		goto out;
 	}
+	/* errno too: dlopen sets it (a path of the library search that is
+	 * not there), and the thread may be between `errno = 0` and the
+	 * call whose errno it then reads */
+	uint64_t eloc = 0;
+	int errno_was, have_errno = fn[2] && remote_call(tid, &saved, fn[2], 0, 0, str, &eloc) == 0 && eloc &&
+				    read_mem(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
 	rc = remote_call(tid, &saved, fn[0], str, RTLD_NOW, str, handle);
 	if (rc == 0 && !*handle) {
 		/* why: dlerror()'s message, read from the process */
@@ -381,7 +394,7 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 		char text[256] = "";
 		if (fn[1] && remote_call(tid, &saved, fn[1], 0, 0, str, &msg) == 0 && msg) {
 			struct iovec local = {text, sizeof(text) - 1}, remote = {(void *)(uintptr_t)msg, sizeof(text) - 1};
-			if (process_vm_readv(pid, &local, 1, &remote, 1, 0) <= 0)
+			if (process_vm_readv(pid, &local, 1, &remote, 1, 0) <= 0) /* may end before 255 bytes do */
 				text[0] = 0;
 		}
 		say(err, errlen, "dlopen of the agent failed in process %d%s%s%s", (int)pid, text[0] ? ": " : "",
@@ -389,6 +402,8 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[2], const char *li
 						       "too many times)" : "");
 		rc = -1;
 	}
+	if (have_errno && rc != -2)
+		write_mem(tid, eloc, &errno_was, sizeof(errno_was));
 	if (rc == 0) {
 		if (v == SAFEPOINT_YES)
 			snprintf(via, vialen, "thread %d, %s %s", (int)tid, running ? "running in" : "stopped in", what);
@@ -417,11 +432,12 @@ out_nosave:
 
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
 {
-	uint64_t fn[2] = {libc_function(pid, "dlopen", err, errlen), 0};
+	uint64_t fn[3] = {libc_function(pid, "dlopen", err, errlen), 0, 0};
 	if (!fn[0])
 		return -1;
 	char unused[200];
 	fn[1] = libc_function(pid, "dlerror", unused, sizeof(unused));
+	fn[2] = libc_function(pid, "__errno_location", unused, sizeof(unused));
 	uint64_t start = now_ms(), end = start + (uint64_t)timeout_ms;
 	struct safepoint *sp = safepoint_open(pid);
 	char task[64], seen[200] = "";

@@ -24,9 +24,11 @@
  * only thread waits for a line on stdin in fgets (holding stdin's lock:
  * no place to load the agent).  With "spin", the only thread computes
  * for SECONDS (two identical chains of multiplications, which must agree),
- * calling attach_work() every 64 rounds: it never waits.
+ * calling attach_work() every 64 rounds: it never waits; errno, set
+ * before, must be unchanged after.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -147,6 +149,7 @@ static int spin_mode(double secs)
 	fflush(stdout);
 	uint64_t x = 1, y = 1, it = 0, end = now_ns() + (uint64_t)(secs * 1e9);
 	double fx = 1, fy = 1;
+	errno = 4242; /* nothing the loop calls may change it: nor may the attach */
 	while ((it & 255) || now_ns() < end) {
 		x = spin_step(x);
 		__asm__ volatile("" : "+r"(y)); /* y is computed again, not copied */
@@ -159,7 +162,10 @@ static int spin_mode(double secs)
 		if (++it % 64 == 0)
 			attach_work(it);
 	}
-	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)it);
+	if (errno != 4242)
+		bad = 1;
+	printf("attachme %s iterations %llu worker 0%s\n", bad ? "BAD" : "ok", (unsigned long long)it,
+	       errno != 4242 ? " (errno changed)" : "");
 	return bad;
 }
 
