@@ -243,22 +243,33 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-/* Room below sp in the mapping that holds it (a thread's stack), bytes; 0
- * when not found.  dlopen and the agent's start run there: a thread with a
- * small stack (some programs make 64 KB ones) is not used. */
+/* Room below sp in the mapping that holds it, bytes (0 when not found);
+ * *main_stack set when that mapping is the process's [stack].  dlopen and
+ * the agent's start run there: the main thread's stack grows as needed,
+ * but it must be on it (not on a coroutine's stack in the heap); another
+ * thread needs 512 KB left (some programs make 64 KB stacks). */
+struct room {
+	uint64_t sp;
+	int main_stack;
+};
+
 static int room_line(const char *line, void *arg)
 {
-	uint64_t *sp = arg;
+	struct room *r = arg;
 	unsigned long lo, hi;
-	if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || *sp < lo || *sp >= hi)
+	if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || r->sp < lo || r->sp >= hi)
 		return 0;
-	*sp -= lo;
+	r->sp -= lo;
+	r->main_stack = strstr(line, " [stack]") != NULL;
 	return 1;
 }
 
-static uint64_t stack_room(pid_t pid, uint64_t sp)
+static uint64_t stack_room(pid_t pid, uint64_t sp, int *main_stack)
 {
-	return inject_maps_each(pid, room_line, &sp) == 1 ? sp : 0;
+	struct room r = {sp, 0};
+	int found = inject_maps_each(pid, room_line, &r) == 1;
+	*main_stack = found && r.main_stack;
+	return found ? r.sp : 0;
 }
 
 #define MIN_STACK_ROOM (512u << 10)
@@ -365,8 +376,10 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 	int listed = !running && safe_call((long)saved.orig_rax);
 	if (!running && !listed && saved.orig_rax != SYS_futex)
 		goto out; /* in a call that may hold a lock */
-	if (tid != pid && stack_room(pid, saved.rsp) < MIN_STACK_ROOM)
-		goto out; /* the main thread's stack grows; another's may be small */
+	int main_stack;
+	uint64_t room = stack_room(pid, saved.rsp, &main_stack);
+	if (tid == pid ? !main_stack : room < MIN_STACK_ROOM)
+		goto out; /* not on a stack that has room for dlopen */
 	char what[160];
 	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, running, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
 	if (v == SAFEPOINT_NO)
