@@ -95,16 +95,49 @@ static const char *wait_status(const char *dir, pid_t pid, long ms, const char *
 	return buf;
 }
 
-static void cleanup(const char *dir)
+/* Remove the attach directory name (in tmpfd, its files in dirfd): by
+ * descriptors, which outlive a process whose /proc/PID/root led there. */
+static void cleanup(int tmpfd, int dirfd, const char *name)
 {
-	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status"};
-	char path[PATH_MAX];
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		unlink(path);
-	}
-	rmdir(dir);
+	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "out.rhea"};
+	for (size_t i = 0; dirfd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
+		unlinkat(dirfd, files[i], 0);
+	if (tmpfd >= 0)
+		unlinkat(tmpfd, name, AT_REMOVEDIR);
 }
+
+/*
+ * A process in another mount namespace (a container) cannot see our /tmp:
+ * its attach directory goes into its own /tmp, reached through
+ * /proc/PID/root, and the paths written for the agent are its view of
+ * them.  Its recording is written there too and copied out at the end.
+ * In another PID namespace, the agent knows itself by its pid there.
+ */
+static int other_mount_ns(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	return stat(path, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev);
+}
+
+static long pid_inside(pid_t pid)
+{
+	char path[64], line[256];
+	long inner = pid;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "NSpid:", 6) == 0) {
+			char *p = line + 6, *end;
+			for (long v; (v = strtol(p, &end, 10)), end != p; p = end)
+				inner = v; /* the last one: the innermost namespace */
+		}
+	if (f)
+		fclose(f);
+	return inner;
+}
+
 
 static void put_conf(void *arg, const char *key, const char *val)
 {
@@ -163,12 +196,12 @@ static enum agent_state agent_in(pid_t pid)
 	return st;
 }
 
-/* A copy of the agent at dst (a new file: see agent_in). */
-static int copy_agent(const char *src, const char *dst)
+/* A copy of src at dst, a new file of that mode (the agent: see agent_in). */
+static int copy_file(const char *src, const char *dst, mode_t mode)
 {
 	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, r = -1;
 	if (in >= 0)
-		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	char buf[65536];
 	ssize_t n;
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) >= 0) {
@@ -183,6 +216,21 @@ static int copy_agent(const char *src, const char *dst)
 		r = -1;
 	if (in >= 0)
 		close(in);
+	return r;
+}
+
+/* Copy the file name in dirfd to the path out: 0, or -1 (errno set). */
+static int copy_out(int dirfd, const char *name, const char *out)
+{
+	int in = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", in);
+	int r = copy_file(link, out, 0644);
+	int e = errno;
+	close(in);
+	errno = e;
 	return r;
 }
 
@@ -295,16 +343,31 @@ int cmd_attach(int argc, char **argv)
 			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
 	}
 
-	char dir[] = "/tmp/rhea-attach.XXXXXX";
+	char root[64] = "", dir[128];
+	int foreign = other_mount_ns(pid);
+	if (foreign)
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	snprintf(dir, sizeof(dir), "%s/tmp/rhea-attach.XXXXXX", root);
 	if (!mkdtemp(dir)) {
-		cli_err("attach: cannot create a directory in /tmp: %s", strerror(errno));
+		cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(errno));
 		return 1;
 	}
+	const char *tdir = dir + strlen(root); /* the process's view of it */
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s/tmp", root);
+	int tmpfd = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC), dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat pst;
+	char p2[PATH_MAX], err[512], st[256], tout[PATH_MAX + 16];
+	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
+	int other_user = stat(p2, &pst) == 0 && pst.st_uid != geteuid();
 	chmod(dir, 0755); /* the process may run as another user (root attaching) */
+	if (foreign && other_user && chown(dir, pst.st_uid, (gid_t)-1) != 0) {
+		/* it writes its recording there: then it cannot, and says so */
+	}
+	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
-	char p2[PATH_MAX], err[512], st[256];
 	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
-	if (copy_agent(agent, p2) != 0) {
+	if (copy_file(agent, p2, 0755) != 0) {
 		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
 		goto out;
 	}
@@ -314,7 +377,8 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%d\nRHEA_AGENT_FILE=%s\n", out, (int)pid, agent);
+	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", foreign ? tout : out, pid_inside(pid),
+		agent);
 	agent_opts_each(&ao, put_conf, conf);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);
@@ -328,9 +392,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	/* the agent writes it as the process's user: root attaching to
 	 * another user's process gives the file to that user */
-	struct stat pst;
-	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
-	if (stat(p2, &pst) == 0 && pst.st_uid != geteuid() && fchown(sf, pst.st_uid, (gid_t)-1) != 0) {
+	if (other_user && fchown(sf, pst.st_uid, (gid_t)-1) != 0) {
 		cli_err("attach: cannot give the status file to process %d's user: %s", (int)pid, strerror(errno));
 		close(sf);
 		goto out;
@@ -348,7 +410,7 @@ int cmd_attach(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 
-	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
+	snprintf(p2, sizeof(p2), "%s/librhea.so", tdir);
 	char via[200] = "";
 	if (inject_dlopen(pid, p2, 5000, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
@@ -388,11 +450,23 @@ int cmd_attach(int argc, char **argv)
 		fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
 	}
 	rc = 0;
-	if (!quiet)
+	if (foreign && copy_out(dirfd, "out.rhea", out) != 0) {
+		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
+			strerror(errno), (int)pid, tout);
+		rc = 1;
+		close(dirfd); /* nothing removed */
+		dirfd = -1;
+	} else if (!quiet) {
 		cli_summarize(out, 0);
+	}
 out:
 	if (ctl >= 0)
 		close(ctl);
-	cleanup(dir);
+	if (dirfd >= 0) {
+		cleanup(tmpfd, dirfd, strrchr(dir, '/') + 1);
+		close(dirfd);
+	}
+	if (tmpfd >= 0)
+		close(tmpfd);
 	return rc;
 }

@@ -1032,6 +1032,55 @@ def t_attach_spin(c, variant):
     c.done()
 
 
+def t_attach_namespace(c, variant):
+    """A process in its own mount and PID namespaces, with a /tmp of its own
+    (a container, as far as rhea attach can tell): the attach directory
+    goes into its /tmp through /proc/PID/root, the agent knows itself by
+    its pid there, and the recording is copied out to the path asked for;
+    nothing is left in the process's /tmp."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare(1) to make namespaces")
+    prog = c.prog(variant, "attachme")
+    # a fresh /tmp, with the build directory (under the old /tmp) bound back
+    # at its place so that the program and its symbols stay where they were
+    script = ('B=%s; mount --bind "$B" /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p "$B" && '
+              'mount --bind /mnt "$B" && exec %s 3 & wait $!; ls -A /tmp') % (c.build, prog)
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        c.check(line.startswith("ready "), "attachme did not start in its namespaces: %r" % line)
+        host = 0
+        for _ in range(100):  # unshare -> sh -> attachme, by host pids
+            for pid in map(int, [d for d in os.listdir("/proc") if d.isdigit()]):
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        if f.read().split(b"\0")[0] == prog.encode():
+                            host = pid
+                except OSError:
+                    pass
+            if host:
+                break
+            time.sleep(0.02)
+        c.check(host and host != int(line.split()[1]), "host pid %d, pid inside %s" % (host, line.split()[1:]))
+        time.sleep(0.3)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(host)], timeout=60)
+        c.check(rc == 0 and "attached to %d" % host in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check("attachme ok" in out, "attachme: %r %r" % (out, perr[-300:]))
+    left = [l for l in out.splitlines()[1:] if l.startswith("rhea-attach.")]
+    c.check(not left, "left in the process's /tmp: %s" % left)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1221,6 +1270,7 @@ def all_tests():
     t.append(Test("attach-spin/gcc-O2-nofp", t_attach_spin, ("gcc-O2-nofp",)))
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
+    t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
