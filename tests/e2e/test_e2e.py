@@ -923,6 +923,22 @@ def attach_then_wait(c, p, pid, duration, between=None):
     return rc, err, out, perr
 
 
+def attach_ok(c, pid, name, duration="1s", what="rhea attach"):
+    """rhea attach -d duration -o name to pid, which must succeed."""
+    rc, _, err = c.run([c.rhea, "attach", "-d", duration, "-o", c.path(name), str(pid)], timeout=60)
+    c.check(rc == 0 and "attached to %d" % pid in err, "%s: status %d: %s" % (what, rc, one_line(err)))
+
+
+def finish(p):
+    """The process's end (it is killed after 30 s): (stdout, stderr)."""
+    try:
+        return p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def thread_names(pid):
     names = []
     for t in os.listdir("/proc/%d/task" % pid):
@@ -1064,13 +1080,9 @@ def t_attach_namespace(c, variant):
             time.sleep(0.02)
         c.check(host and host != int(line.split()[1]), "host pid %d, pid inside %s" % (host, line.split()[1:]))
         time.sleep(0.3)
-        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(host)], timeout=60)
-        c.check(rc == 0 and "attached to %d" % host in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
-        out, perr = p.communicate(timeout=30)
+        attach_ok(c, host, "out.rhea")
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        out, perr = finish(p)
     c.check("attachme ok" in out, "attachme: %r %r" % (out, perr[-300:]))
     left = [l for l in out.splitlines()[1:] if l.startswith("rhea-attach.")]
     c.check(not left, "left in the process's /tmp: %s" % left)
@@ -1138,13 +1150,9 @@ def t_attach_again(c, variant):
             if not [n for n in thread_names(pid) if n.startswith("rhea-")]:
                 break
             time.sleep(0.05)
-        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("two.rhea"), str(pid)], timeout=60)
-        c.check(rc == 0 and "attached to %d" % pid in err, "second attach: status %d: %s" % (rc, one_line(err)))
-        out, perr = p.communicate(timeout=30)
+        attach_ok(c, pid, "two.rhea", what="second attach")
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        out, perr = finish(p)
     c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r" % (p.returncode, out, perr[-300:]))
     for f in ("one.rhea", "two.rhea"):
         rec = c.report(c.path(f))
