@@ -1,6 +1,6 @@
 /*
- * safepoint.c - may a thread stopped in a system call be made to call
- * dlopen?  (rhea attach)
+ * safepoint.c - may a thread stopped in a system call, or in the middle
+ * of its own code, be made to call dlopen?  (rhea attach)
  *
  * dlopen and the agent's start take libc's locks: the loader's, malloc's.
  * A thread made to call dlopen while it holds one of them deadlocks the

@@ -1,6 +1,6 @@
 /*
- * safepoint.h - may a thread stopped in a system call be made to call
- * dlopen?  Decided from its stack (rhea attach; see safepoint.c).
+ * safepoint.h - may a thread stopped by ptrace be made to call dlopen?
+ * Decided from its stack (rhea attach; see safepoint.c).
  */
 #ifndef RHEA_SAFEPOINT_H
 #define RHEA_SAFEPOINT_H
