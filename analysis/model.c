@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FRAMES 2048
+#define MAX_FRAMES MODEL_MAX_FRAMES
 
 struct index {
 	uint32_t *slots;

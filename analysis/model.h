@@ -65,6 +65,9 @@ struct model_cb {
 int model_build(struct model *m, struct recording *r, int policy);
 void model_free(struct model *m);
 
+/* The deepest call path the model builds (frames beyond are cut). */
+#define MODEL_MAX_FRAMES 2048
+
 /* Function ids of a sample's frames, root first (a BLOCK sample ends with
  * its wait pseudo-frame).  Returns the depth (<= max). */
 int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *out, int max);

@@ -34,7 +34,7 @@ static const struct {
 	{"nanoscope", CONVERT_NANOSCOPE, ".nanoscope.txt"},
 };
 
-static const char *const weights[CONVERT_NVALUES] = {"wall", "cpu", "alloc-count", "alloc-bytes"};
+static const char *const weights[CONVERT_NVALUES] = {"wall", "cpu", "alloc-count", "alloc-bytes", "cpu-samples"};
 
 static void usage(FILE *f)
 {
@@ -46,7 +46,8 @@ static void usage(FILE *f)
 		"                     for go tool pprof / Pyroscope), folded (FILE.folded, for\n"
 		"                     flamegraph.pl / speedscope), nanoscope (FILE.nanoscope.txt)\n"
 		"  -o, --output OUT   where to write ('-' = standard output)\n"
-		"  --weight W         folded: wall (default), cpu, alloc-count or alloc-bytes\n"
+		"  --weight W         folded: wall (default), cpu, alloc-count, alloc-bytes or\n"
+		"                     cpu-samples (the sampler's captures: unbiased CPU)\n"
 		"  --end next|last    when a function's slice ends: at the next sample (default)\n"
 		"                     or after the last sample that saw it (as in rhea report)\n"
 		"  --thread T         only thread T (tid or name); repeat or separate with commas\n"

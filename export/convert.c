@@ -586,6 +586,32 @@ static void tb_end(void *arg, const struct rec_thread *t, const struct convert_s
 	v[CONVERT_V_ALLOC_BYTES] += s->self_alloc_bytes;
 }
 
+/*
+ * The sampler's captures of thread t under root: each is worth the CPU
+ * periods it stands for, at its own call path.  The slices' CPU is the
+ * model's, which holds a stack from one capture to the next, so a short
+ * function called often next to a hooked call gets the time around it;
+ * these are not drawn to hooked calls (rhea report's CPU profile).
+ */
+static void trie_add_sampled(struct convert_ctx *c, struct convert_trie *tr, uint32_t root,
+			     const struct rec_thread *t)
+{
+	uint32_t *frames = xcalloc(MODEL_MAX_FRAMES, sizeof(uint32_t));
+	for (size_t k = 0; k < t->nsamples; k++) {
+		const struct rhea_sample *s = &t->samples[k];
+		if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
+			continue;
+		if (c->windowed && (s->begin_ns < c->win_lo || s->begin_ns > c->win_hi))
+			continue;
+		int n = model_frames(c->m, s, frames, MODEL_MAX_FRAMES);
+		uint32_t node = n ? root : trie_child(tr, root, c->unattributed); /* no stack: still CPU */
+		for (int j = 0; j < n; j++)
+			node = trie_child(tr, node, frames[j]);
+		tr->val[node][CONVERT_V_CPU_SAMPLES] += s->object ? s->object : 1u + s->merged;
+	}
+	free(frames);
+}
+
 int convert_trie_build(struct convert_ctx *c, struct convert_trie *tr, int per_thread)
 {
 	memset(tr, 0, sizeof(*tr));
@@ -603,6 +629,7 @@ int convert_trie_build(struct convert_ctx *c, struct convert_trie *tr, int per_t
 		b.root = per_thread ? trie_child(tr, 0, CONVERT_THREAD_NODE | (uint32_t)i) : 0;
 		struct convert_thread_info info;
 		convert_walk(c, &c->r->threads[i], &k, &info);
+		trie_add_sampled(c, tr, b.root, &c->r->threads[i]);
 		if (info.unattributed_allocs || info.unattributed_bytes) {
 			uint32_t n = trie_child(tr, b.root, c->unattributed);
 			tr->val[n][CONVERT_V_ALLOC_COUNT] += info.unattributed_allocs;

@@ -38,6 +38,8 @@ enum convert_value {
 	CONVERT_V_CPU,        /* ns */
 	CONVERT_V_ALLOC_COUNT,
 	CONVERT_V_ALLOC_BYTES,
+	CONVERT_V_CPU_SAMPLES, /* the sampler's captures: sampling periods of CPU
+				  at each call path (an unbiased CPU profile) */
 	CONVERT_NVALUES
 };
 

@@ -167,7 +167,7 @@ static const char *const annotation_names[A_COUNT] = {
 	"MinFlt", "MajFlt", "NvCsw", "NivCsw", "BlockTime", "BlockedOn", "WakeUpBy", "LockOwner",
 };
 
-#define MAX_FRAMES 2048
+#define MAX_FRAMES MODEL_MAX_FRAMES
 #define FLUSH_BYTES (1u << 20)
 
 struct pf {

@@ -3,7 +3,8 @@
  * for `go tool pprof`, Pyroscope, Speedscope...
  *
  * Sample types: wall (ns), cpu (ns), alloc_objects (count), alloc_space
- * (bytes).  The values come from the model, never from counting samples:
+ * (bytes), and cpu_samples (count).  The first four come from the model,
+ * never from counting samples:
  * each slice's self wall time, self CPU time and self allocations go to its
  * call path (convert_trie_build), so that
  *
@@ -11,7 +12,12 @@
  *                  threads' outermost slices cover), as `rhea report` sums it;
  *   cpu total    = likewise with CPU time;
  *   alloc totals = exactly the per-thread allocation counts of the report:
- *                  allocations no slice holds go to "[unattributed]".
+ *                  allocations no slice holds go to "[unattributed]";
+ *
+ * cpu_samples counts the sampler's captures at their own call paths (one
+ * per sampling period of a thread's CPU): the unbiased CPU profile, where
+ * the model's cpu may credit a short function called often next to a
+ * hooked call with the time around it (README, Limits).
  *
  * Each sample carries the thread as labels ("thread" name, "tid" number),
  * so `pprof -tagfocus thread=worker` works.  Functions and locations are
@@ -219,7 +225,10 @@ static void write_samples(struct pp *p, const struct convert_trie *tr)
 	int64_t k_thread = sid(p, "thread"), k_tid = sid(p, "tid");
 	for (uint32_t id = 1; id < tr->n; id++) {
 		const uint64_t *v = tr->val[id];
-		if (!v[0] && !v[1] && !v[2] && !v[3])
+		int any = 0;
+		for (int i = 0; i < CONVERT_NVALUES; i++)
+			any |= v[i] != 0;
+		if (!any)
 			continue;
 		if (tr->func[id] & CONVERT_THREAD_NODE)
 			continue;
@@ -350,6 +359,7 @@ int pprof_write(struct convert_ctx *c, FILE *out)
 	value_type(&p, P_SAMPLE_TYPE, "cpu", "nanoseconds");
 	value_type(&p, P_SAMPLE_TYPE, "alloc_objects", "count");
 	value_type(&p, P_SAMPLE_TYPE, "alloc_space", "bytes");
+	value_type(&p, P_SAMPLE_TYPE, "cpu_samples", "count");
 	write_samples(&p, &tr);
 	write_mappings(&p);
 	write_functions(&p, used);
@@ -358,8 +368,9 @@ int pprof_write(struct convert_ctx *c, FILE *out)
 	pbwriter_int(&p.w, P_DURATION, (int64_t)(r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0));
 	value_type(&p, P_PERIOD_TYPE, "wall", "nanoseconds");
 	pbwriter_int(&p.w, P_PERIOD, (int64_t)r->hdr.interval_ns);
-	snprintf(p.buf, sizeof(p.buf), "rhea convert: self values of the slice model (end policy %s)",
-		 c->o->policy == MODEL_END_LAST ? "last" : "next");
+	snprintf(p.buf, sizeof(p.buf), "rhea convert: self values of the slice model (end policy %s); "
+		 "cpu_samples: the sampler's captures, one per sampling period of a thread's CPU, unbiased "
+		 "(-sample_index=cpu_samples)", c->o->policy == MODEL_END_LAST ? "last" : "next");
 	pbwriter_int(&p.w, P_COMMENT, sid(&p, p.buf));
 	pbwriter_int(&p.w, P_DEFAULT_TYPE, sid(&p, "wall"));
 	/* Last: every string is known now. */

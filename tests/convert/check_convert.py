@@ -708,13 +708,14 @@ def convert_all(ctx, rec, stem):
         "cpu": sum(f["self_cpu_ns"] for f in rep["functions"]),
         "alloc_objects": sum(t["alloc_count"] for t in rep["threads"]),
         "alloc_space": sum(t["alloc_bytes"] for t in rep["threads"]),
+        "cpu_samples": rep["cpu_profile"]["samples"],
     }
     if got != want:
         raise Fail("pprof totals %r, the recording's (rhea report) are %r" % (got, want))
     out["pprof"] = got
 
     for weight, key in (("wall", "wall"), ("cpu", "cpu"), ("alloc-count", "alloc_objects"),
-                        ("alloc-bytes", "alloc_space")):
+                        ("alloc-bytes", "alloc_space"), ("cpu-samples", "cpu_samples")):
         fo = ctx.path("%s.%s.folded" % (stem, weight))
         ctx.convert(rec, "folded", fo, ["--weight", weight])
         t = folded_total(fo)
