@@ -7,20 +7,21 @@
  * address 0: the fault that follows stops it again, its registers are put
  * back as they were and it goes on.
  *
- * Only a thread blocked in a wait that holds no lock of libc's, with room
- * on its stack (the main thread, or another with 512 KB left), is used: an
- * event loop's poll or epoll_wait, a sleep, an accept, a read, a condition
- * wait, a join.  A thread stopped in the middle of malloc (or of the
- * program's own dlopen, or of fgets) holds locks that dlopen needs: calling
- * it there would deadlock the process.  Which wait it is comes from its
- * stack (safepoint.c: the libc function the program called); when the
- * stack cannot be read, a thread blocked in one of a few system calls
- * (poll, read, nanosleep... never a futex, which may be one of libc's
- * locks) is used.  When no thread waits so for a second, a thread stopped
- * in the middle of its own computation is used too, if its stack shows
- * no frame of libc's (safepoint.c): a process that only computes can be
- * attached.  Threads in any other state are let go at once and tried
- * again later.
+ * Only a thread in a call that holds no lock of libc's, with room on its
+ * stack (the main thread on its own stack, or another with 512 KB left),
+ * is used: blocked in an event loop's poll or epoll_wait, a sleep, an
+ * accept, a read, a condition wait, a join, or stopped as a read or a
+ * write returns.  A thread stopped in the middle of malloc (or of the
+ * program's own dlopen, or of fgets) holds locks that dlopen needs:
+ * calling it there would deadlock the process.  Which call it is comes
+ * from its stack (safepoint.c: the libc function the program called);
+ * when the stack cannot be read, only a thread blocked in one of a few
+ * system calls (poll, read, nanosleep... never a futex, which may be one
+ * of libc's locks) is used.  When no thread is in such a call for a
+ * second, a thread stopped in the middle of its own computation is used
+ * too, if its stack shows no frame of libc's (safepoint.c): a process that
+ * only computes can be attached.  Threads in any other state are let go
+ * at once and tried again later.
  *
  * Everything the call may change is put back: the general registers, the
  * x87/SSE/AVX state (PTRACE_GETREGSET NT_X86_XSTATE: a thread stopped in
@@ -370,12 +371,16 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 			pass = WSTOPSIG(st);
 		goto out;
 	}
+	/* computing; blocked in a call (interrupted by the stop); or stopped
+	 * as a call that did not block returned (a read from the page cache):
+	 * that one only on its stack's word, nothing to restart */
 	int running = (long long)saved.orig_rax < 0;
-	if (running ? !allow_running || !spt : !interrupted((long long)saved.rax))
-		goto out; /* computing (not yet looked at), or just back from a call */
-	int listed = !running && safe_call((long)saved.orig_rax);
-	if (!running && !listed && saved.orig_rax != SYS_futex)
-		goto out; /* in a call that may hold a lock */
+	int returned = !running && !interrupted((long long)saved.rax);
+	if ((running && !allow_running) || ((running || returned) && !spt))
+		goto out;
+	int listed = !running && !returned && safe_call((long)saved.orig_rax);
+	if (!spt && !listed)
+		goto out; /* a call that may hold a lock, and no stack to say */
 	int main_stack;
 	uint64_t room = stack_room(pid, saved.rsp, &main_stack);
 	if (tid == pid ? !main_stack : room < MIN_STACK_ROOM)
@@ -384,7 +389,7 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, running, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
 	if (v == SAFEPOINT_NO)
 		snprintf(seen, seenlen, "thread %d %s %s", (int)tid, running ? "running in" : "in", what);
-	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && !listed))
+	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && (!listed || returned)))
 		goto out;
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */

@@ -61,13 +61,15 @@ struct safepoint {
 	} mods[MAX_MODULES]; /* objects looked at for their own malloc */
 };
 
-/* The libc functions a thread may be blocked in when it is used: waits
- * that hold none of libc's locks while they block.  Names without their
- * leading underscores ("__read" is "read"). */
+/* The libc functions a thread may be stopped in when it is used: waits
+ * and system calls that hold none of libc's locks while in the kernel.
+ * Names without their leading underscores ("__read" is "read"). */
 static const char *const waits[] = {
 	"poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 	"nanosleep", "clock_nanosleep", "usleep", "sleep", "pause",
 	"accept", "accept4", "read", "readv", "recv", "recvfrom", "recvmsg",
+	"pread", "pread64", "preadv", "preadv2", "write", "writev", "pwrite", "pwrite64", "pwritev", "pwritev2",
+	"send", "sendto", "sendmsg", "fsync", "fdatasync",
 	"wait", "waitpid", "wait4", "waitid", "sigtimedwait", "sigwaitinfo", "sigwait", "sigsuspend",
 	"pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait",
 	"pthread_join", "pthread_timedjoin_np", "pthread_clockjoin_np",

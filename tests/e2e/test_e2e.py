@@ -1093,6 +1093,19 @@ def t_attach_namespace(c, variant):
     c.done()
 
 
+def t_attach_readloop(c, variant):
+    """The only thread reads its own file from the page cache in a loop:
+    it never blocks, and is nearly always in the kernel; it is used as a
+    pread returns (its stack shows the program called pread, which holds
+    no lock), and every block it reads afterwards is still right."""
+    p, pid = start_attachme(c, variant, 2, "readloop")
+    rc, err, out, perr = attach_then_wait(c, p, pid, "500ms")
+    c.check(rc == 0 and "stopped in pread" in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r" % (p.returncode, out))
+    check_end(c, c.report(c.path("out.rhea")), "detach", 0)
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1278,6 +1291,7 @@ def all_tests():
     t.append(Test("attach-spin/gcc-O2-nofp", t_attach_spin, ("gcc-O2-nofp",)))
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
+    t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -169,6 +169,35 @@ static int spin_mode(double secs)
 	return bad;
 }
 
+/* "readloop": the only thread reads a file of its own from the page
+ * cache, 4 KB at a time, for SECONDS, and checks every block: it spends
+ * its time in pread, which never blocks. */
+static int readloop_mode(double secs)
+{
+	char path[] = "/tmp/attachme-readloop.XXXXXX";
+	int fd = mkstemp(path);
+	static unsigned char block[4096], got[4096];
+	for (int i = 0; fd >= 0 && i < 256; i++) {
+		memset(block, i, sizeof(block));
+		if (write(fd, block, sizeof(block)) != (ssize_t)sizeof(block))
+			bad = 1;
+	}
+	if (fd < 0)
+		return 1;
+	unlink(path);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	uint64_t it = 0, end = now_ns() + (uint64_t)(secs * 1e9);
+	while ((it & 1023) || now_ns() < end) {
+		int i = (int)(it++ % 256);
+		if (pread(fd, got, sizeof(got), (off_t)i * 4096) != (ssize_t)sizeof(got) || got[0] != i || got[4095] != i)
+			bad = 1;
+	}
+	close(fd);
+	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)it);
+	return bad;
+}
+
 /* "sleep", "poll" and "fgets": one thread, one call. */
 static int one_call(double secs, const char *how)
 {
@@ -198,6 +227,8 @@ int main(int argc, char **argv)
 		return futex_mode(secs);
 	if (argc > 2 && strcmp(argv[2], "spin") == 0)
 		return spin_mode(secs);
+	if (argc > 2 && strcmp(argv[2], "readloop") == 0)
+		return readloop_mode(secs);
 	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
 			 strcmp(argv[2], "fgets") == 0))
 		return one_call(secs, argv[2]);
