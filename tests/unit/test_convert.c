@@ -363,7 +363,9 @@ Test(convert, pprof_and_folded_totals)
 {
 	add(3, 0, 0, 0, 0, 2, 2);
 	add(3, 1 * MS, 5 * MS, 0, 0, 2, 10);
-	add(4, 6 * MS, 6 * MS, 0, 0, 12, 12);
+	add(4, 6 * MS, 6 * MS, 0, RHEA_S_ASYNC, 12, 12);
+	th.samples[th.nsamples - 1].trigger = RHEA_FN_SAMPLER; /* the sampler's, for 3 periods of CPU */
+	th.samples[th.nsamples - 1].object = 3;
 	add(4, 8 * MS, 8 * MS, 0, 0, 15, 15);
 	build();
 	size_t len;
@@ -381,7 +383,7 @@ Test(convert, pprof_and_folded_totals)
 	size_t n = (1 << 20) - z.avail_out;
 	inflateEnd(&z);
 	/* Sum the values of every Sample (field 2, values field 2 packed). */
-	uint64_t tot[4] = {0};
+	uint64_t tot[CONVERT_NVALUES] = {0};
 	size_t i = 0;
 	int strings = 0;
 	while (i < n) {
@@ -401,8 +403,10 @@ Test(convert, pprof_and_folded_totals)
 				uint64_t l2 = rd_varint(raw, &i, end);
 				if (t2 >> 3 == 2) {
 					size_t e2 = i + l2;
-					for (int k = 0; i < e2; k++)
+					for (int k = 0; i < e2; k++) {
+						cr_assert_lt(k, CONVERT_NVALUES, "more values than sample types");
 						tot[k] += rd_varint(raw, &i, e2);
+					}
 				} else {
 					i += l2;
 				}
@@ -415,6 +419,7 @@ Test(convert, pprof_and_folded_totals)
 	cr_assert_eq(tot[1], 4 * MS, "cpu: half of it in this recording");
 	cr_assert_eq(tot[2], 15, "every allocation, the 2 before the first sample too");
 	cr_assert_eq(tot[3], 15 * 16);
+	cr_assert_eq(tot[CONVERT_V_CPU_SAMPLES], 3, "cpu_samples: the one sampler capture's 3 periods");
 	free(raw);
 	free(gz);
 
