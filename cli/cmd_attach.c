@@ -219,6 +219,25 @@ static int copy_file(const char *src, const char *dst, mode_t mode)
 	return r;
 }
 
+/* The process runs an x86-64 program (the injector calls dlopen with the
+ * x86-64 convention; in a 32-bit process that would crash it).  Its
+ * executable's ELF header says so; unreadable: assumed, as the ptrace
+ * that follows will fail anyway. */
+static int x86_64_process(pid_t pid)
+{
+	char path[64];
+	unsigned char h[20];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n = read(fd, h, sizeof(h));
+	close(fd);
+	if (n != (ssize_t)sizeof(h) || memcmp(h, "\177ELF", 4) != 0)
+		return 1;
+	return h[4] == 2 /* ELFCLASS64 */ && (h[18] | h[19] << 8) == 62 /* EM_X86_64 */;
+}
+
 /* Copy the file name in dirfd to the path out: 0, or -1 (errno set). */
 static int copy_out(int dirfd, const char *name, const char *out)
 {
@@ -293,6 +312,11 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: process %d is still detaching from an earlier rhea attach: try again in a moment",
 			(int)pid);
 		return 1;
+	}
+	if (!x86_64_process(pid)) {
+		cli_err("attach: process %d is not an x86-64 program (a 32-bit one?): rhea attach loads a 64-bit "
+			"agent the x86-64 way", (int)pid);
+		return EXIT_BADINPUT;
 	}
 	char agent[PATH_MAX];
 	if (cli_find_agent(agent, sizeof(agent)) < 0)

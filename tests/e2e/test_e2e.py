@@ -1106,6 +1106,30 @@ def t_attach_readloop(c, variant):
     c.done()
 
 
+def t_attach_32bit(c):
+    """A 32-bit program: refused before it is touched (the injector calls
+    dlopen the x86-64 way), one line, status 2; it runs on to its end."""
+    src = os.path.join(c.root, "tests", "scenarios", "sleep32.s")
+    obj, exe = c.path("sleep32.o"), c.path("sleep32")
+    for argv in (["as", "--32", "-o", obj, src], ["ld", "-m", "elf_i386", "-o", exe, obj]):
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            raise Skip("cannot build a 32-bit program here: %s" % one_line(r.stderr.decode()))
+    p = subprocess.Popen([exe], cwd=c.work)
+    try:
+        time.sleep(0.2)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "100ms", "-o", c.path("out.rhea"), str(p.pid)])
+        c.check(rc == 2 and "not an x86-64 program" in err and err.count("\n") == 1,
+                "attach to a 32-bit program: status %d, %r" % (rc, err))
+        p.wait(timeout=30)
+        c.check(p.returncode == 0, "the 32-bit program ended with status %d" % p.returncode)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1298,6 +1322,7 @@ def all_tests():
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
     t.append(Test("attach-dlopen-churn", t_attach_dlopen, ("gcc-O2-nofp", "churn"), timeout=60))
     t.append(Test("bad-input/attach", t_attach_bad, ("gcc-O2",)))
+    t.append(Test("bad-input/attach-32bit", t_attach_32bit))
     t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
