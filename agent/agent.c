@@ -961,8 +961,10 @@ __attribute__((constructor)) static void agent_init(void)
 	 * so does returning from a signal handler: then the program's sleep
 	 * would end early, as if interrupted.  So nothing here sleeps, and
 	 * this thread's sampling timer waits for the end (sampler.c). */
-	if (rhea_attached)
+	if (rhea_attached) {
 		__atomic_store_n(&sampler_hold_tid, thread_gettid(), __ATOMIC_RELEASE);
+		cficache_settings(attach_getenv);
+	}
 	hooks_resolve();
 	read_config();
 	rhea_g.pid = getpid();

@@ -246,6 +246,8 @@ void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
 
 struct cfi_table;
 /* cficache.c: compiled CFI tables on disk, by build-id */
+/* Read RHEA_CFI_CACHE, RHEA_CACHE_DIR... through get (default getenv). */
+void cficache_settings(const char *(*get)(const char *));
 struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
 void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
 

@@ -40,22 +40,35 @@ struct cache_header {
 
 static char dir[1024];
 static int state; /* 0 unknown, 1 usable, -1 off */
+/* Where the settings come from: the environment, or under rhea attach the
+ * attach file (the process's own HOME is not ours to write into). */
+static const char *env(const char *name)
+{
+	return getenv(name);
+}
+static const char *(*setting)(const char *) = env;
+
+void cficache_settings(const char *(*get)(const char *))
+{
+	setting = get;
+	state = 0;
+}
 
 static int cache_dir(void)
 {
 	if (state)
 		return state > 0;
 	state = -1;
-	const char *off = getenv("RHEA_CFI_CACHE");
+	const char *off = setting("RHEA_CFI_CACHE");
 	if (off && strcmp(off, "0") == 0)
 		return 0;
-	const char *base = getenv("RHEA_CACHE_DIR");
+	const char *base = setting("RHEA_CACHE_DIR");
 	char tmp[1024];
 	if (base && *base)
 		snprintf(tmp, sizeof(tmp), "%s", base);
-	else if ((base = getenv("XDG_CACHE_HOME")) && *base)
+	else if ((base = setting("XDG_CACHE_HOME")) && *base)
 		snprintf(tmp, sizeof(tmp), "%s/rhea", base);
-	else if ((base = getenv("HOME")) && *base)
+	else if ((base = setting("HOME")) && *base)
 		snprintf(tmp, sizeof(tmp), "%s/.cache/rhea", base);
 	else
 		return 0;

@@ -219,6 +219,22 @@ static int copy_file(const char *src, const char *dst, mode_t mode)
 	return r;
 }
 
+/* The CLI user's rhea cache, as the agent finds its own under rhea
+ * record (agent/cficache.c): 0, or -1 when there is none. */
+static int cache_base(char *buf, size_t len)
+{
+	const char *b;
+	if ((b = getenv("RHEA_CACHE_DIR")) && *b)
+		snprintf(buf, len, "%s", b);
+	else if ((b = getenv("XDG_CACHE_HOME")) && *b)
+		snprintf(buf, len, "%s/rhea", b);
+	else if ((b = getenv("HOME")) && *b)
+		snprintf(buf, len, "%s/.cache/rhea", b);
+	else
+		return -1;
+	return 0;
+}
+
 /* The process runs an x86-64 program (the injector calls dlopen with the
  * x86-64 convention; in a 32-bit process that would crash it).  Its
  * executable's ELF header says so; unreadable: assumed, as the ptrace
@@ -403,6 +419,13 @@ int cmd_attach(int argc, char **argv)
 	}
 	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", foreign ? tout : out, pid_inside(pid),
 		agent);
+	/* compiled CFI: our cache (the process's HOME is left alone), none in
+	 * a container, whose files are not the ones our cache names */
+	char cache[PATH_MAX];
+	if (foreign || cache_base(cache, sizeof(cache)) != 0)
+		fprintf(conf, "RHEA_CFI_CACHE=0\n");
+	else
+		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
 	agent_opts_each(&ao, put_conf, conf);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);

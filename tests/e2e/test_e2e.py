@@ -891,10 +891,10 @@ def t_stalls_fatal(c, variant):
     c.done()
 
 
-def start_ready(c, argv):
+def start_ready(c, argv, env=None):
     """A program running on its own (not under rhea) that prints "ready PID"
     first: (Popen, pid)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work, env=env)
     line = p.stdout.readline()
     if not line.startswith("ready "):
         p.kill()
@@ -902,8 +902,8 @@ def start_ready(c, argv):
     return p, int(line.split()[1])
 
 
-def start_attachme(c, variant, seconds, *mode):
-    return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode))
+def start_attachme(c, variant, seconds, *mode, env=None):
+    return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode), env)
 
 
 def attach_then_wait(c, p, pid, duration, between=None):
@@ -954,8 +954,11 @@ def t_attach(c, variant):
     """rhea attach -d 1s on attachme.c (an event loop allocating in
     attach_work, a worker taking a mutex): a whole recording that ends with
     "detached", then the process goes on without rhea's threads and
-    finishes its own checks."""
-    p, pid = start_attachme(c, variant, 4)
+    finishes its own checks.  Nothing is written into the process's HOME
+    (rhea's CFI cache is the CLI user's)."""
+    home = c.path("home")
+    os.mkdir(home)
+    p, pid = start_attachme(c, variant, 4, env=dict(os.environ, HOME=home, XDG_CACHE_HOME=""))
 
     def no_agent_threads():
         left = [n for n in thread_names(pid) if n.startswith("rhea-")]
@@ -975,6 +978,7 @@ def t_attach(c, variant):
     c.check(rec["stalls"]["loop_threads"] == 1 and rec["stalls"]["iterations"] > 100,
             "event loop: %d threads, %d iterations" % (rec["stalls"]["loop_threads"], rec["stalls"]["iterations"]))
     check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.check(not os.listdir(home), "the attach wrote into the process's HOME: %s" % os.listdir(home))
     c.done()
 
 
