@@ -40,6 +40,7 @@
  */
 #include "inject.h"
 #include "safepoint.h"
+#include "seccomp.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -391,6 +392,12 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 		snprintf(seen, seenlen, "thread %d %s %s", (int)tid, running ? "running in" : "in", what);
 	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && (!listed || returned)))
 		goto out;
+	char why[256];
+	if (seccomp_check(tid, why, sizeof(why)) != 0) {
+		say(err, errlen, "%s: not attached", why);
+		rc = -1;
+		goto out;
+	}
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
 	uint64_t str = sp - ((len + 15) & ~(size_t)15);

@@ -1134,6 +1134,27 @@ def t_attach_32bit(c):
     c.done()
 
 
+def t_attach_seccomp(c, variant, action):
+    """A process under a seccomp filter that kills it at timer_create (the
+    agent's sampler uses it): the filter is read and run on the agent's
+    system calls, the attach refused in one line naming timer_create, and
+    the process lives on.  A filter that fails the call instead: attached,
+    the process unharmed (without the check, the first case dies of
+    SIGSYS)."""
+    p, pid = start_attachme(c, variant, 3, "seccomp-" + action)
+    rc, err, out, perr = attach_then_wait(c, p, pid, "500ms")
+    if action == "kill":
+        c.check(rc == 1 and "timer_create" in err and err.count("\n") == 1,
+                "attach under a killing filter: status %d, %r" % (rc, err))
+        c.check(not os.path.exists(c.path("out.rhea")), "a recording was written")
+    else:
+        c.check(rc == 0, "attach under a failing filter: status %d: %s" % (rc, one_line(err)))
+        check_end(c, c.report(c.path("out.rhea")), "detach", 0)
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
+            % (p.returncode, out, perr[-200:]))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1320,6 +1341,8 @@ def all_tests():
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
+    t.append(Test("attach-seccomp/kill", t_attach_seccomp, ("gcc-O2", "kill")))
+    t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -22,12 +22,20 @@
  * or one poll, and checks that it was not cut short (the call interrupted
  * to load the agent must be restarted where it was).  With "fgets", the
  * only thread waits for a line on stdin in fgets (holding stdin's lock:
- * no place to load the agent).  With "spin", the only thread computes
+ * no place to load the agent).  With "seccomp-kill" or "seccomp-errno",
+ * the process first installs a seccomp filter that kills it (or fails the
+ * call with ENOSYS) at timer_create, which the agent's sampler uses, then
+ * runs as without a mode.  With "spin", the only thread computes
  * for SECONDS (two identical chains of multiplications, which must agree),
  * calling attach_work() every 64 rounds: it never waits; errno, set
  * before, must be unchanged after.
  */
 #include <dlfcn.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -220,9 +228,29 @@ static int one_call(double secs, const char *how)
 	return !ok;
 }
 
+/* Allow everything but timer_create: kill the process there, or fail it. */
+static int install_filter(int kill)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, kill ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0
+		       ? 0
+		       : -1;
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
+	if (argc > 2 && strncmp(argv[2], "seccomp-", 8) == 0 && install_filter(strcmp(argv[2], "seccomp-kill") == 0) != 0)
+		return 3;
 	if (argc > 2 && strcmp(argv[2], "futex") == 0)
 		return futex_mode(secs);
 	if (argc > 2 && strcmp(argv[2], "spin") == 0)
