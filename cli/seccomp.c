@@ -36,8 +36,8 @@
 
 #define MAX_INSNS 4096 /* BPF_MAXINSNS */
 
-/* What dlopen of the agent and the agent's life make (strace of rhea
- * record, the agent's part). */
+/* What dlopen of the agent and the agent's life make: strace of rhea
+ * record, and every SYS_ the agent's sources name (grep SYS_ agent/). */
 static const struct {
 	int nr;
 	const char *name;
@@ -56,6 +56,8 @@ static const struct {
 	{SYS_timer_settime, "timer_settime"}, {SYS_timer_delete, "timer_delete"}, {SYS_getrandom, "getrandom"},
 	{SYS_fcntl, "fcntl"}, {SYS_exit, "exit"}, {SYS_tgkill, "tgkill"}, {SYS_clock_gettime, "clock_gettime"},
 	{SYS_sched_getaffinity, "sched_getaffinity"}, {SYS_statx, "statx"},
+	{SYS_memfd_create, "memfd_create"}, {SYS_process_vm_readv, "process_vm_readv"}, {SYS_mremap, "mremap"},
+	{SYS_pipe2, "pipe2"}, {SYS_sysinfo, "sysinfo"}, {SYS_prlimit64, "prlimit64"},
 };
 
 /* Run one filter on (nr, x86-64, no arguments): its return value, or
