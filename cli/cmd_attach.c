@@ -235,6 +235,66 @@ static int cache_base(char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * Memory the process may still take before its memory cgroup's limit (the
+ * smallest room of its cgroup and every parent), bytes; UINT64_MAX when
+ * there is no limit or it cannot be told.  The agent's buffers and tables
+ * count against that limit: taking the last of it would get the service
+ * OOM-killed.  cgroup v2 (memory.max, memory.current) and v1
+ * (memory.limit_in_bytes, memory.usage_in_bytes).
+ */
+static uint64_t read_u64_file(const char *path, int *ok)
+{
+	char buf[64] = "";
+	FILE *f = fopen(path, "r");
+	*ok = f && fgets(buf, sizeof(buf), f) && buf[0] >= '0' && buf[0] <= '9';
+	if (f)
+		fclose(f);
+	return *ok ? strtoull(buf, NULL, 10) : 0;
+}
+
+static uint64_t cgroup_room(pid_t pid)
+{
+	char path[64], line[1024];
+	uint64_t room = UINT64_MAX;
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = 0;
+		const char *ctl = c1 + 1, *cg = c2 + 1;
+		int v1 = strcmp(ctl, "memory") == 0 || strstr(ctl, "memory,") || strstr(ctl, ",memory");
+		if (!v1 && *ctl)
+			continue; /* another v1 controller; v2's line has none ("0::/path") */
+		const char *bases[] = {v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup",
+				       v1 ? NULL : "/sys/fs/cgroup/unified"};
+		for (int b = 0; b < 2 && bases[b]; b++) {
+			char dir[1200];
+			snprintf(dir, sizeof(dir), "%s%s", bases[b], strcmp(cg, "/") ? cg : "");
+			size_t base_len = strlen(bases[b]);
+			for (;;) {
+				char lim[1300], use[1300];
+				snprintf(lim, sizeof(lim), "%s/%s", dir, v1 ? "memory.limit_in_bytes" : "memory.max");
+				snprintf(use, sizeof(use), "%s/%s", dir, v1 ? "memory.usage_in_bytes" : "memory.current");
+				int ok1, ok2;
+				uint64_t l = read_u64_file(lim, &ok1), u = read_u64_file(use, &ok2);
+				if (ok1 && ok2 && l < (UINT64_MAX >> 2)) /* v1 writes "unlimited" as ~2^63 */
+					room = l > u ? (l - u < room ? l - u : room) : 0;
+				char *slash = strrchr(dir, '/');
+				if (!slash || (size_t)(slash - dir) < base_len)
+					break;
+				*slash = 0;
+			}
+		}
+	}
+	if (f)
+		fclose(f);
+	return room;
+}
+
 /* The process runs an x86-64 program (the injector calls dlopen with the
  * x86-64 convention; in a 32-bit process that would crash it).  Its
  * executable's ELF header says so; unreadable: assumed, as the ptrace
@@ -328,6 +388,14 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: process %d is still detaching from an earlier rhea attach: try again in a moment",
 			(int)pid);
 		return 1;
+	}
+	/* what the agent may take: its buffers, plus tables and threads */
+	uint64_t need = (uint64_t)ao.buffer + (24u << 20), room = cgroup_room(pid);
+	if (room < need) {
+		cli_err("attach: process %d has %llu MB left under its memory cgroup's limit, and the agent may take "
+			"%llu MB: not attached (a smaller --buffer lowers that)", (int)pid,
+			(unsigned long long)(room >> 20), (unsigned long long)(need >> 20));
+		return EXIT_BADINPUT;
 	}
 	if (!x86_64_process(pid)) {
 		cli_err("attach: process %d is not an x86-64 program (a 32-bit one?): rhea attach loads a 64-bit "

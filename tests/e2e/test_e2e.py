@@ -1155,6 +1155,65 @@ def t_attach_seccomp(c, variant, action):
     c.done()
 
 
+def memory_cgroup():
+    """A memory cgroup made under ours (v1 or v2), its limit 32 MB for now:
+    (its directory, limit file, usage file), or None when none can be made."""
+    with open("/proc/self/cgroup") as f:
+        lines = [l.strip().split(":", 2) for l in f]
+    for _, ctl, path in lines:
+        if "memory" in ctl.split(","):
+            base, lim, use = "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+        elif ctl == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            base, lim, use = "/sys/fs/cgroup", "memory.max", "memory.current"
+        else:
+            continue
+        d = os.path.join(base + path, "rhea-e2e-%d" % os.getpid())
+        try:
+            os.mkdir(d)
+            with open(os.path.join(d, lim), "w") as f:
+                f.write(str(32 << 20))  # for now: usage is 0 until the process moves in
+            return d, lim, use
+        except OSError:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+    return None
+
+
+def t_attach_memory_limit(c, variant):
+    """A process with 8 MB left under its memory cgroup's limit: the agent
+    (8 MB of buffers and more) could get it OOM-killed, so the attach is
+    refused in one line; the process lives on."""
+    if os.geteuid() != 0:
+        raise Skip("needs root to make a memory cgroup")
+    made = memory_cgroup()
+    if not made:
+        raise Skip("no memory cgroup can be made here")
+    d, lim, use = made
+    p, pid = start_attachme(c, variant, 2)
+    try:
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+        with open(os.path.join(d, use)) as f:
+            usage = int(f.read())
+        with open(os.path.join(d, lim), "w") as f:
+            f.write(str(usage + (8 << 20)))
+        rc, err, out, perr = attach_then_wait(c, p, pid, "300ms")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    c.check(rc == 2 and "memory cgroup" in err and err.count("\n") == 1,
+            "attach with 8 MB of room: status %d, %r" % (rc, err))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r" % (p.returncode, out))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1341,6 +1400,7 @@ def all_tests():
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
+    t.append(Test("attach-memory-limit", t_attach_memory_limit, ("gcc-O2",)))
     t.append(Test("attach-seccomp/kill", t_attach_seccomp, ("gcc-O2", "kill")))
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
