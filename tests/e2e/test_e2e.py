@@ -1214,6 +1214,22 @@ def t_attach_memory_limit(c, variant):
     c.done()
 
 
+def t_attach_fork(c, variant):
+    """The attached process forks a child every 50 ms (each allocates
+    through the hooks it inherits, then exits 7): the children are not
+    traced and run fine, the recording is the parent's alone."""
+    p, pid = start_attachme(c, variant, 2, "fork")
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
+    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
+            % (p.returncode, out, perr[-200:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    tids = [t["tid"] for t in rec["threads"]]
+    c.check(tids == [pid], "threads %s, want the parent's alone (%d)" % (tids, pid))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -1400,6 +1416,7 @@ def all_tests():
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
+    t.append(Test("attach-fork", t_attach_fork, ("gcc-O2",)))
     t.append(Test("attach-memory-limit", t_attach_memory_limit, ("gcc-O2",)))
     t.append(Test("attach-seccomp/kill", t_attach_seccomp, ("gcc-O2", "kill")))
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno|fork]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -25,7 +25,8 @@
  * no place to load the agent).  With "seccomp-kill" or "seccomp-errno",
  * the process first installs a seccomp filter that kills it (or fails the
  * call with ENOSYS) at timer_create, which the agent's sampler uses, then
- * runs as without a mode.  With "spin", the only thread computes
+ * runs as without a mode.  With "fork", the main thread forks a child
+ * every 50 ms that allocates and exits 7.  With "spin", the only thread computes
  * for SECONDS (two identical chains of multiplications, which must agree),
  * calling attach_work() every 64 rounds: it never waits; errno, set
  * before, must be unchanged after.
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -206,6 +208,30 @@ static int readloop_mode(double secs)
 	return bad;
 }
 
+/* "fork": every 50 ms the main thread forks a child that calls
+ * attach_work() (through the hooks it inherits, if attached) and exits 7;
+ * every child must. */
+static int fork_mode(double secs)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	uint64_t end = now_ns() + (uint64_t)(secs * 1e9), n = 0;
+	while (now_ns() < end) {
+		pid_t child = fork();
+		if (child == 0) {
+			attach_work(n);
+			_exit(bad ? 1 : 7);
+		}
+		int st = 0;
+		if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+			bad = 1;
+		n++;
+		poll(NULL, 0, 50);
+	}
+	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)n);
+	return bad;
+}
+
 /* "sleep", "poll" and "fgets": one thread, one call. */
 static int one_call(double secs, const char *how)
 {
@@ -257,6 +283,8 @@ int main(int argc, char **argv)
 		return spin_mode(secs);
 	if (argc > 2 && strcmp(argv[2], "readloop") == 0)
 		return readloop_mode(secs);
+	if (argc > 2 && strcmp(argv[2], "fork") == 0)
+		return fork_mode(secs);
 	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
 			 strcmp(argv[2], "fgets") == 0))
 		return one_call(secs, argv[2]);
