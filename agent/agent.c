@@ -86,12 +86,20 @@ static size_t u64_to_str(uint64_t v, char *out)
 	return i;
 }
 
-static void say(const char *a, const char *b, const char *c)
+/* One line from the agent: on stderr, or under rhea attach to the CLI
+ * (attach_note). */
+static void say(const char *a, const char *b, const char *c, const char *d)
 {
-	const char *parts[] = {"rhea: ", a, b, c, "\n"};
+	const char *parts[] = {a, b, c, d};
+	if (rhea_attached) {
+		attach_note(parts, 4);
+		return;
+	}
+	syscall(SYS_write, 2, "rhea: ", 6);
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
 		if (parts[i])
 			syscall(SYS_write, 2, parts[i], strlen(parts[i]));
+	syscall(SYS_write, 2, "\n", 1);
 }
 
 void agent_warn(const char *msg, long value)
@@ -101,7 +109,7 @@ void agent_warn(const char *msg, long value)
 		return;
 	char num[24];
 	u64_to_str((uint64_t)(value < 0 ? -value : value), num);
-	say(msg, " (", num);
+	say(msg, value ? " (" : NULL, value ? num : NULL, value ? ")" : NULL);
 }
 
 void agent_disable(const char *why, int err)
@@ -112,7 +120,7 @@ void agent_disable(const char *why, int err)
 	if (!rhea_g.cfg.quiet && why[0]) { /* "": a deliberate stop (--no-follow) */
 		char num[24];
 		u64_to_str((uint64_t)err, num);
-		say("agent switched off: ", why, err ? strerror(err) : "");
+		say("agent switched off: ", why, err ? strerror(err) : "", NULL);
 		(void)num;
 	}
 }
@@ -380,7 +388,7 @@ static int open_output(void)
 	}
 	if (fd < 0) {
 		int e = errno;
-		say("cannot create the recording ", rhea_g.path, "");
+		say("cannot create the recording ", rhea_g.path, NULL, NULL);
 		agent_disable("cannot create the recording: ", e);
 		return -e;
 	}

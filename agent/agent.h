@@ -332,6 +332,7 @@ void attach_unpatch(void);
 int attach_open_control(void);
 int attach_should_stop(void);
 void attach_status(const char *msg);
+void attach_note(const char *const *parts, int n);
 void attach_cleanup(void);
 
 /* agent.c */

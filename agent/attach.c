@@ -133,6 +133,25 @@ void attach_status(const char *msg)
 	syscall(SYS_close, fd);
 }
 
+/* A line for the CLI to show (the agent's warnings: under rhea attach the
+ * process's stderr, a service's log, is not ours to write to).  Parts are
+ * joined, then a newline. */
+void attach_note(const char *const *parts, int n)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/warnings", dir);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < n; i++)
+		if (parts[i] && syscall(SYS_write, fd, parts[i], strlen(parts[i])) < 0)
+			break;
+	if (syscall(SYS_write, fd, "\n", 1) < 0) {
+		/* the CLI shows what arrived */
+	}
+	syscall(SYS_close, fd);
+}
+
 /* ---- the real functions --------------------------------------------------------- */
 
 static long page_size(void);
@@ -501,7 +520,7 @@ void attach_cleanup(void)
 {
 	if (!cli_gone)
 		return;
-	static const char *const files[] = {"librhea.so", "rhea-attach.conf", "control", "status"};
+	static const char *const files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "warnings"};
 	char path[PATH_MAX + 32];
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);

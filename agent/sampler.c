@@ -174,9 +174,12 @@ void sampler_arm(struct rhea_tstate *t)
 	if (!sample_sig || !rhea_g.cfg.sample_ns || __atomic_load_n(&t->timer_id, __ATOMIC_RELAXED) >= 0 ||
 	    t->tid == __atomic_load_n(&sampler_hold_tid, __ATOMIC_ACQUIRE))
 		return;
-	int id = -1;
-	if (arm_timer(t->tid, &id) != 0)
+	int id = -1, e = arm_timer(t->tid, &id);
+	if (e != 0) {
+		/* a seccomp filter failing timer_create, a timer limit */
+		agent_warn("cannot arm a thread's sampling timer: threads that hit no hook are not sampled; errno", e);
 		return;
+	}
 	int none = -1;
 	if (!__atomic_compare_exchange_n(&t->timer_id, &none, id, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		syscall(SYS_timer_delete, id); /* armed meanwhile by the other side */

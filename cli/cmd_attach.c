@@ -99,7 +99,7 @@ static const char *wait_status(const char *dir, pid_t pid, long ms, const char *
  * descriptors, which outlive a process whose /proc/PID/root led there. */
 static void cleanup(int tmpfd, int dirfd, const char *name)
 {
-	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "out.rhea"};
+	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "warnings", "out.rhea"};
 	for (size_t i = 0; dirfd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
 		unlinkat(dirfd, files[i], 0);
 	if (tmpfd >= 0)
@@ -314,6 +314,41 @@ static int x86_64_process(pid_t pid)
 	return h[4] == 2 /* ELFCLASS64 */ && (h[18] | h[19] << 8) == 62 /* EM_X86_64 */;
 }
 
+/* An empty file name in dir for the agent to write, given to user uid
+ * (-1: ours).  0, or -1 (said). */
+static int agent_file(const char *dir, const char *name, int uid)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		cli_err("attach: cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (uid >= 0 && fchown(fd, (uid_t)uid, (gid_t)-1) != 0) {
+		cli_err("attach: cannot give %s to the process's user: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* The agent's warnings (one a line), said as ours. */
+static void show_warnings(const char *dir, pid_t pid)
+{
+	char path[PATH_MAX], line[512];
+	snprintf(path, sizeof(path), "%s/warnings", dir);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (line[0])
+			fprintf(stderr, "rhea: the agent in process %d: %s\n", (int)pid, line);
+	}
+	if (f)
+		fclose(f);
+}
+
 /* Copy the file name in dirfd to the path out: 0, or -1 (errno set). */
 static int copy_out(int dirfd, const char *name, const char *out)
 {
@@ -499,20 +534,11 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s", p2);
 		goto out;
 	}
-	snprintf(p2, sizeof(p2), "%s/status", dir);
-	int sf = open(p2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (sf < 0) {
-		cli_err("attach: cannot create %s: %s", p2, strerror(errno));
+	/* the files the agent writes, as the process's user: root attaching
+	 * to another user's process gives them to that user */
+	if (agent_file(dir, "status", other_user ? (int)pst.st_uid : -1) != 0 ||
+	    agent_file(dir, "warnings", other_user ? (int)pst.st_uid : -1) != 0)
 		goto out;
-	}
-	/* the agent writes it as the process's user: root attaching to
-	 * another user's process gives the file to that user */
-	if (other_user && fchown(sf, pst.st_uid, (gid_t)-1) != 0) {
-		cli_err("attach: cannot give the status file to process %d's user: %s", (int)pid, strerror(errno));
-		close(sf);
-		goto out;
-	}
-	close(sf);
 	snprintf(p2, sizeof(p2), "%s/control", dir);
 	if (mkfifo(p2, 0644) != 0 || (ctl = open(p2, O_RDWR | O_CLOEXEC)) < 0) {
 		cli_err("attach: cannot make the control FIFO %s: %s", p2, strerror(errno));
@@ -533,6 +559,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	wait_status(dir, pid, 5000, "started", "failed", st, sizeof(st));
 	if (strncmp(st, "started", 7) != 0) {
+		show_warnings(dir, pid);
 		cli_err("attach: the agent did not start in process %d: %s", (int)pid,
 			st[0] ? st : alive(pid) ? "no word from it within 5 s" : "the process is gone");
 		goto out;
@@ -565,6 +592,7 @@ int cmd_attach(int argc, char **argv)
 		fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
 	}
 	rc = 0;
+	show_warnings(dir, pid);
 	if (foreign && copy_out(dirfd, "out.rhea", out) != 0) {
 		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
 			strerror(errno), (int)pid, tout);

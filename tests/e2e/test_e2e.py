@@ -1150,6 +1150,10 @@ def t_attach_seccomp(c, variant, action):
     else:
         c.check(rc == 0, "attach under a failing filter: status %d: %s" % (rc, one_line(err)))
         check_end(c, c.report(c.path("out.rhea")), "detach", 0)
+        # the agent's warning reaches the user through the CLI, not the
+        # process's stderr
+        c.check("the agent in process %d: cannot arm" % pid in err, "no word of the sampler's timers: %r" % err)
+        c.check("rhea" not in perr, "the agent wrote to the process's stderr: %r" % perr[-200:])
     c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
             % (p.returncode, out, perr[-200:]))
     c.done()
