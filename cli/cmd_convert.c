@@ -56,6 +56,8 @@ static void usage(FILE *f)
 		"  --min-dur DUR      drop slices shorter than DUR (their children go too)\n"
 		"  --stall DUR        perfetto: event-loop iterations at least DUR long go on a\n"
 		"                     \"stalls\" track under their thread (default 50ms)\n"
+		"  --samples all|cpu  perfetto: the flame graph's samples are every capture\n"
+		"                     (default), or the sampler's alone: an unbiased CPU profile\n"
 		"  --salvage          read a damaged recording up to the damage\n"
 		"  --timing           print load, symbolization and conversion times\n"
 		"  -v, --verbose      also print the symbolizer's warnings\n"
@@ -100,12 +102,12 @@ int cmd_convert(int argc, char **argv)
 		{"weight", required_argument, NULL, 'w'}, {"end", required_argument, NULL, 'e'},
 		{"thread", required_argument, NULL, 't'}, {"from", required_argument, NULL, 'F'},
 		{"to", required_argument, NULL, 'T'},     {"min-dur", required_argument, NULL, 'm'},
-		{"stall", required_argument, NULL, 'L'},
+		{"stall", required_argument, NULL, 'L'},     {"samples", required_argument, NULL, 'P'},
 		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
-	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0};
+	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
 	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, c;
 	char **threads = NULL;
@@ -137,7 +139,7 @@ int cmd_convert(int argc, char **argv)
 				if (strcmp(optarg, weights[i]) == 0)
 					break;
 			if (i == CONVERT_NVALUES) {
-				cli_err("--weight %s: want wall, cpu, alloc-count or alloc-bytes", optarg);
+				cli_err("--weight %s: want wall, cpu, alloc-count, alloc-bytes or cpu-samples", optarg);
 				goto out;
 			}
 			o.weight = i;
@@ -195,6 +197,14 @@ int cmd_convert(int argc, char **argv)
 			o.stall_ns = (uint64_t)v;
 			break;
 		}
+		case 'P':
+			if (strcmp(optarg, "all") == 0 || strcmp(optarg, "cpu") == 0)
+				o.cpu_samples = strcmp(optarg, "cpu") == 0;
+			else {
+				cli_err("--samples %s: want all or cpu", optarg);
+				goto out;
+			}
+			break;
 		case 's': salvage = 1; break;
 		case 'S': timing = 1; break;
 		case 'v': verbose = 1; break;

@@ -52,6 +52,8 @@ struct convert_opts {
 	int64_t from_ns, to_ns;     /* window relative to the recording start; to_ns < 0: no end */
 	uint64_t min_dur_ns;        /* drop slices shorter than this */
 	uint64_t stall_ns;          /* perfetto: event-loop iterations this long on a "stalls" track (0: default) */
+	int cpu_samples;            /* perfetto: only the sampler's captures as PerfSamples, one per
+				       period of CPU (an unbiased CPU flame graph) */
 };
 
 /* What one converter run shares: the model, filters, names, statistics. */

@@ -22,6 +22,9 @@
  *     samples in it.  A merged record (one stack seen by several consecutive
  *     captures) becomes as many PerfSamples, spread over its span, so that
  *     the flame graph weighs stacks by captures as a sampling profiler does.
+ *     With --samples cpu, only the sampler's captures, each as many times
+ *     as the periods of CPU it stands for: captures at hooks are drawn to
+ *     hooked calls, these are not (README, Limits);
  *
  * Why separate sequences: interned data is scoped to a sequence and every
  * sequence must be in time order; with --min-dur a slice's begin event can
@@ -799,7 +802,8 @@ static void write_samples(struct pf *p, size_t ti)
 		    s->begin_ns <= prev->end_ns)
 			continue;
 		prev = s;
-		if (!s->stack && !block)
+		int sampled = (s->h.flags & RHEA_S_ASYNC) && s->trigger == RHEA_FN_SAMPLER;
+		if ((!s->stack && !block) || (c->o->cpu_samples && !sampled))
 			continue;
 		uint64_t key = (uint64_t)s->stack << 20 | (block ? ((uint64_t)s->trigger << 1 | 1) : 0);
 		uint32_t slot = 0;
@@ -815,7 +819,9 @@ static void write_samples(struct pf *p, size_t ti)
 			p->cs_iids[slot] = iid;
 			fresh = 1;
 		}
-		unsigned count = block ? 1u : 1u + s->merged;
+		/* with --samples cpu, as many as the periods of CPU it stands for */
+		uint64_t periods = s->object ? s->object : 1u + s->merged;
+		unsigned count = block ? 1u : c->o->cpu_samples ? (unsigned)(periods < 1000 ? periods : 1000) : 1u + s->merged;
 		uint64_t span = s->end_ns > s->begin_ns ? s->end_ns - s->begin_ns : 0;
 		for (unsigned j = 0; j < count; j++) {
 			uint64_t ts = s->begin_ns + (count > 1 ? span * j / (count - 1) : 0);

@@ -662,6 +662,17 @@ def convert_all(ctx, rec, stem):
         raise Fail("%s: no perf samples" % pf)
     out["tp"] = tp_check(ctx, pf, tr)
     out["trace"] = tr
+    # --samples cpu: the sampler's captures alone, once per period of CPU
+    pc = ctx.path(stem + ".cpu.pftrace")
+    ctx.convert(rec, "perfetto", pc, ["--samples", "cpu"])
+    protoc_check(pc)
+    with open(pc, "rb") as f:
+        tc = decode_perfetto(f.read())
+    periods = ctx.report(rec)["cpu_profile"]["samples"]
+    if tc.samples != periods:
+        raise Fail("--samples cpu: %d perf samples, want the CPU profile's %d periods" % (tc.samples, periods))
+    if periods:
+        tp_check(ctx, pc, tc)
 
     ch = ctx.path(stem + ".json")
     ctx.convert(rec, "chrome", ch)

@@ -359,6 +359,45 @@ Test(convert, perfetto_packets_parse)
 	done();
 }
 
+/* PerfSample packets in a Perfetto trace written now. */
+static int perf_samples(void)
+{
+	size_t len;
+	uint8_t *out = (uint8_t *)run_writer(perfetto_write, &len);
+	size_t i = 0;
+	int samples = 0;
+	while (i < len) {
+		rd_varint(out, &i, len);
+		size_t end = i + rd_varint(out, &i, len);
+		while (i < end) {
+			uint64_t tag = rd_varint(out, &i, end);
+			if ((tag & 7) == 0)
+				rd_varint(out, &i, end);
+			else if ((tag & 7) == 2)
+				i += rd_varint(out, &i, end);
+			else
+				i += 8;
+			samples += (tag >> 3) == 66;
+		}
+	}
+	free(out);
+	return samples;
+}
+
+Test(convert, perfetto_cpu_samples_only)
+{
+	add(3, 0, 0, 0, 0, 0, 0);
+	add(4, 2 * MS, 2 * MS, 0, RHEA_S_ASYNC, 0, 0);
+	th.samples[th.nsamples - 1].trigger = RHEA_FN_SAMPLER; /* 5 periods of CPU */
+	th.samples[th.nsamples - 1].object = 5;
+	add(3, 4 * MS, 4 * MS, 0, 0, 0, 0);
+	opts.cpu_samples = 1;
+	build();
+	cr_assert_eq(perf_samples(), 5, "the sampler's capture, once per period; the hooks' left out");
+	opts.cpu_samples = 0;
+	done();
+}
+
 Test(convert, pprof_and_folded_totals)
 {
 	add(3, 0, 0, 0, 0, 2, 2);
