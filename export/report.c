@@ -841,7 +841,8 @@ static int timeline_note(const struct model *m, const struct fstat *f, const str
 		return 0;
 	snprintf(buf, len, "%s has %.0f%% of the CPU on the timeline but %.0f%% in the CPU profile: it is "
 		 "captured at a hooked call it makes often, and each capture's stack lasts until the next one; "
-		 "the CPU profile (below) is the unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
+		 "the CPU profile (below), and Perfetto's flame graph with `rhea convert --samples cpu`, are the "
+		 "unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
 	return 1;
 }
 
