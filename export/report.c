@@ -11,6 +11,7 @@
  * main or start_thread).
  */
 #include "report.h"
+#include "convert.h"
 #include "stalls.h"
 #include "hookfn.h"
 #include "json.h"
@@ -944,11 +945,13 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			cporder[ncp++] = i;
 	sort_cp = cp.self;
 	qsort(cporder, ncp, sizeof(uint32_t), by_cp);
+	/* per thread, in the recording's order (the text sorts them later) */
+	struct trow *rows = calloc(r->nthreads ? r->nthreads : 1, sizeof(*rows));
 	uint64_t cpu_total = 0;
 	for (size_t i = 0; i < r->nthreads; i++) {
-		struct tstat ts;
-		thread_stats(&r->threads[i], &ts);
-		cpu_total += ts.cpu_ns;
+		rows[i].i = i;
+		thread_stats(&r->threads[i], &rows[i].ts);
+		cpu_total += rows[i].ts.cpu_ns;
 	}
 	char note[512];
 	int noted = timeline_note(m, a.f, &cp, cpu_total, note, sizeof(note));
@@ -1000,8 +1003,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_arr_begin(&j, "threads");
 		for (size_t i = 0; i < r->nthreads; i++) {
 			const struct rec_thread *t = &r->threads[i];
-			struct tstat ts;
-			thread_stats(t, &ts);
+			const struct tstat ts = rows[i].ts;
 			json_obj_begin(&j, NULL);
 			json_u64(&j, "tid", t->tid);
 			json_str(&j, "name", t->name);
@@ -1128,10 +1130,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "rhea report: %s\n", r->path);
 	if (cmd) {
 		char clean[256];
-		snprintf(clean, sizeof(clean), "%s", cmd);
-		for (char *q = clean; *q; q++)
-			if ((unsigned char)*q < 0x20)
-				*q = ' '; /* an argument's newlines and tabs */
+		convert_clean_string(cmd, clean, sizeof(clean)); /* an argument's newlines and tabs */
 		fprintf(out, "  command:  %s\n", fit(clean, W - 12, nb));
 	}
 	fprintf(out, "  process:  pid %u, %s recorded, interval %s, unwind %s\n", r->hdr.pid,
@@ -1147,11 +1146,6 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
 		"SAMPLES", "ALLOCS");
 	/* The busiest threads first (CPU, then wall); the rest summed up. */
-	struct trow *rows = calloc(r->nthreads ? r->nthreads : 1, sizeof(*rows));
-	for (size_t i = 0; i < r->nthreads; i++) {
-		rows[i].i = i;
-		thread_stats(&r->threads[i], &rows[i].ts);
-	}
 	qsort(rows, r->nthreads, sizeof(*rows), by_thread_cpu);
 	size_t shown_threads = r->nthreads <= (size_t)top + 5 ? r->nthreads : (size_t)top;
 	uint64_t rest_cpu = 0, rest_caps = 0;
@@ -1170,7 +1164,6 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (shown_threads < r->nthreads)
 		fprintf(out, "  ... and %zu more threads: %s CPU, %s samples (--json lists them all)\n",
 			r->nthreads - shown_threads, fmt_ns(rest_cpu, b1), fmt_count(rest_caps, b2));
-	free(rows);
 
 	int namew = W - 2 - 4 * 11;
 	qsort(order, nf, sizeof(uint32_t), by_incl);
@@ -1251,6 +1244,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
 out:
+	free(rows);
 	stalls_free(&st);
 	free(waits);
 	free(cp.self);
