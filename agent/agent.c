@@ -117,12 +117,8 @@ void agent_disable(const char *why, int err)
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
 	rhea_g.active = 0;
-	if (!rhea_g.cfg.quiet && why[0]) { /* "": a deliberate stop (--no-follow) */
-		char num[24];
-		u64_to_str((uint64_t)err, num);
+	if (!rhea_g.cfg.quiet && why[0]) /* "": a deliberate stop (--no-follow) */
 		say("agent switched off: ", why, err ? strerror(err) : "", NULL);
-		(void)num;
-	}
 }
 
 static void lock_drain(uint64_t max_ns)
@@ -388,8 +384,9 @@ static int open_output(void)
 	}
 	if (fd < 0) {
 		int e = errno;
-		say("cannot create the recording ", rhea_g.path, NULL, NULL);
-		agent_disable("cannot create the recording: ", e);
+		if (!rhea_g.cfg.quiet)
+			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", strerror(e));
+		agent_disable("", e); /* said above, with the path */
 		return -e;
 	}
 	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
@@ -960,7 +957,7 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	if (rhea_g.active || getenv("RHEA_DISABLE"))
 		return;
-	const char *why = "failed: the agent could not start (the process's stderr says why)\n";
+	const char *why = "failed: the agent could not start (its warnings say why)\n";
 	rhea_guard++;
 	attach_detect();
 	/* Under rhea attach this runs on a program thread stopped in a wait

@@ -323,6 +323,7 @@ extern volatile uint32_t rhea_agent_tids[8];
 
 /* attach.c: loaded into a running process by rhea attach */
 extern int rhea_attached;
+extern uintptr_t attach_self_base; /* where this copy of the agent is loaded (attach mode) */
 int attach_detect(void);
 const char *attach_getenv(const char *name); /* the configuration: environment, or the attach file */
 int attach_patch(void);

@@ -57,7 +57,8 @@ static char conf[4096];
 static const char *keys[64], *vals[64];
 static int nconf;
 static int control_fd = -1;
-static uintptr_t self_base; /* our own load address */
+uintptr_t attach_self_base; /* our own load address (this copy's) */
+static char self_file[PATH_MAX];
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -81,6 +82,8 @@ int attach_detect(void)
 	Dl_info di;
 	if (!dladdr((void *)attach_detect, &di) || !di.dli_fname)
 		return 0;
+	attach_self_base = (uintptr_t)di.dli_fbase;
+	snprintf(self_file, sizeof(self_file), "%s", di.dli_fname);
 	const char *slash = strrchr(di.dli_fname, '/');
 	size_t len = slash ? (size_t)(slash - di.dli_fname) : 0;
 	if (!slash || len + sizeof("/" ATTACH_CONF) > sizeof(dir))
@@ -226,7 +229,8 @@ void *attach_real(const char *name, void *p)
 			continue;
 		void *q = dlsym(h, name);
 		dlclose(h);
-		if (q && dladdr(q, &di) && (uintptr_t)di.dli_fbase != o.exe_base && (uintptr_t)di.dli_fbase != self_base)
+		if (q && dladdr(q, &di) && (uintptr_t)di.dli_fbase != o.exe_base &&
+		    (uintptr_t)di.dli_fbase != attach_self_base)
 			return q;
 	}
 	return NULL;
@@ -358,7 +362,7 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	(void)arg;
 	uintptr_t base = info->dlpi_addr;
-	if (base == self_base || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")))
+	if (base == attach_self_base || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")))
 		return 0;
 	const Elf64_Dyn *dyn = NULL;
 	uintptr_t relro_lo = 0, relro_hi = 0;
@@ -433,11 +437,7 @@ int attach_rescan(void)
 
 int attach_patch(void)
 {
-	Dl_info di;
-	if (!dladdr((void *)attach_patch, &di))
-		return -1;
-	self_base = (uintptr_t)di.dli_fbase;
-	void *self = dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+	void *self = dlopen(self_file, RTLD_NOW | RTLD_NOLOAD);
 	if (!self)
 		return -1;
 	for (size_t i = 0; i < NHOOKED; i++) {
@@ -445,7 +445,7 @@ int attach_patch(void)
 		Dl_info fi;
 		/* ours only (a name we do not define would be found elsewhere),
 		 * and only where the real function is known (the hook calls it) */
-		if (f && dladdr(f, &fi) && (uintptr_t)fi.dli_fbase == self_base &&
+		if (f && dladdr(f, &fi) && (uintptr_t)fi.dli_fbase == attach_self_base &&
 		    attach_real(hooked[i], dlsym(RTLD_DEFAULT, hooked[i])))
 			hook_fn[i] = f;
 	}

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -152,17 +151,13 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *name = info->dlpi_name;
 	if (!name || !name[0])
 		name = exe_path; /* the main program */
-	static uintptr_t self_base;
-	Dl_info di;
-	if (rhea_attached && !self_base && dladdr((void *)modules_scan, &di))
-		self_base = (uintptr_t)di.dli_fbase;
 	if (rhea_attached && strncmp(name, "/tmp/rhea-attach.", 17) == 0) {
 		/* rhea attach loaded us from a copy in a directory it removes:
 		 * the recording names the file copied (same build id).  Copies
 		 * of earlier attaches, spent, are left out: nothing of theirs
 		 * is captured. */
 		const char *file = attach_getenv("RHEA_AGENT_FILE");
-		if (info->dlpi_addr != self_base)
+		if (info->dlpi_addr != attach_self_base)
 			return 0;
 		if (file && file[0] == '/')
 			name = file;
