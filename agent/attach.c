@@ -35,6 +35,7 @@
  *    the call on).
  */
 #include "agent.h"
+#include "paths.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -48,8 +49,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#define ATTACH_CONF "rhea-attach.conf"
 
 int rhea_attached;
 static char dir[PATH_MAX];
@@ -86,12 +85,12 @@ int attach_detect(void)
 	snprintf(self_file, sizeof(self_file), "%s", di.dli_fname);
 	const char *slash = strrchr(di.dli_fname, '/');
 	size_t len = slash ? (size_t)(slash - di.dli_fname) : 0;
-	if (!slash || len + sizeof("/" ATTACH_CONF) > sizeof(dir))
+	if (!slash || len + sizeof("/" RHEA_ATTACH_CONF) > sizeof(dir))
 		return 0;
 	memcpy(dir, di.dli_fname, len);
 	dir[len] = 0;
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/" ATTACH_CONF, dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_CONF, dir);
 	if (read_file(path, conf, sizeof(conf)) < 0)
 		return 0;
 	for (char *line = conf, *nl; *line && nconf < 64; line = nl + 1) {
@@ -126,7 +125,7 @@ void attach_status(const char *msg)
 	if (!rhea_attached)
 		return;
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/status", dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_STATUS, dir);
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -142,7 +141,7 @@ void attach_status(const char *msg)
 void attach_note(const char *const *parts, int n)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/warnings", dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_WARNINGS, dir);
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -491,7 +490,7 @@ void attach_unpatch(void)
 int attach_open_control(void)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/control", dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_CONTROL, dir);
 	control_fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	return control_fd < 0 ? -1 : 0;
 }
@@ -520,7 +519,7 @@ void attach_cleanup(void)
 {
 	if (!cli_gone)
 		return;
-	static const char *const files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "warnings"};
+	static const char *const files[] = {RHEA_ATTACH_FILES};
 	char path[PATH_MAX + 32];
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);

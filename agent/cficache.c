@@ -18,6 +18,7 @@
  */
 #include "agent.h"
 #include "cfi.h"
+#include "paths.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,15 +63,8 @@ static int cache_dir(void)
 	const char *off = setting("RHEA_CFI_CACHE");
 	if (off && strcmp(off, "0") == 0)
 		return 0;
-	const char *base = setting("RHEA_CACHE_DIR");
 	char tmp[1024];
-	if (base && *base)
-		snprintf(tmp, sizeof(tmp), "%s", base);
-	else if ((base = setting("XDG_CACHE_HOME")) && *base)
-		snprintf(tmp, sizeof(tmp), "%s/rhea", base);
-	else if ((base = setting("HOME")) && *base)
-		snprintf(tmp, sizeof(tmp), "%s/.cache/rhea", base);
-	else
+	if (rhea_cache_base(setting, tmp, sizeof(tmp)) != 0)
 		return 0;
 	/* mkdir -p for the two or three levels that may be missing. */
 	char path[1024];

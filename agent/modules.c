@@ -17,6 +17,7 @@
  * few KiB per dlopen.
  */
 #include "agent.h"
+#include "paths.h"
 #include "cfi.h"
 #include "unwind.h"
 
@@ -151,7 +152,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *name = info->dlpi_name;
 	if (!name || !name[0])
 		name = exe_path; /* the main program */
-	if (rhea_attached && strncmp(name, "/tmp/rhea-attach.", 17) == 0) {
+	if (rhea_attached && strncmp(name, RHEA_ATTACH_DIR_PREFIX, sizeof(RHEA_ATTACH_DIR_PREFIX) - 1) == 0) {
 		/* rhea attach loaded us from a copy in a directory it removes:
 		 * the recording names the file copied (same build id).  Copies
 		 * of earlier attaches, spent, are left out: nothing of theirs

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "hookfn.h"
 #include "inject.h"
+#include "paths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -66,7 +67,7 @@ static void nap_ms(long ms)
 static int read_status(const char *dir, char *buf, size_t cap)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/status", dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_STATUS, dir);
 	FILE *f = fopen(path, "r");
 	buf[0] = 0;
 	if (!f)
@@ -99,7 +100,7 @@ static const char *wait_status(const char *dir, pid_t pid, long ms, const char *
  * descriptors, which outlive a process whose /proc/PID/root led there. */
 static void cleanup(int tmpfd, int dirfd, const char *name)
 {
-	const char *files[] = {"librhea.so", "rhea-attach.conf", "control", "status", "warnings", "out.rhea"};
+	const char *files[] = {RHEA_ATTACH_FILES, "out.rhea"};
 	for (size_t i = 0; dirfd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
 		unlinkat(dirfd, files[i], 0);
 	if (tmpfd >= 0)
@@ -157,11 +158,11 @@ enum agent_state { AGENT_NONE, AGENT_RECORDED, AGENT_ATTACHED, AGENT_DETACHING }
 static int agent_line(const char *line, void *arg)
 {
 	enum agent_state *st = arg;
-	const char *p = strstr(line, "/librhea.so");
+	const char *p = strstr(line, "/" RHEA_ATTACH_AGENT);
 	if (!p)
 		return 0;
 	const char *path = strchr(line, '/');
-	if (strncmp(path, "/tmp/rhea-attach.", 17) != 0) {
+	if (strncmp(path, RHEA_ATTACH_DIR_PREFIX, sizeof(RHEA_ATTACH_DIR_PREFIX) - 1) != 0) {
 		*st = AGENT_RECORDED;
 		return 1;
 	}
@@ -219,20 +220,9 @@ static int copy_file(const char *src, const char *dst, mode_t mode)
 	return r;
 }
 
-/* The CLI user's rhea cache, as the agent finds its own under rhea
- * record (agent/cficache.c): 0, or -1 when there is none. */
-static int cache_base(char *buf, size_t len)
+static const char *env(const char *name)
 {
-	const char *b;
-	if ((b = getenv("RHEA_CACHE_DIR")) && *b)
-		snprintf(buf, len, "%s", b);
-	else if ((b = getenv("XDG_CACHE_HOME")) && *b)
-		snprintf(buf, len, "%s/rhea", b);
-	else if ((b = getenv("HOME")) && *b)
-		snprintf(buf, len, "%s/.cache/rhea", b);
-	else
-		return -1;
-	return 0;
+	return getenv(name);
 }
 
 /*
@@ -338,7 +328,7 @@ static int agent_file(const char *dir, const char *name, int uid)
 static void show_warnings(const char *dir, pid_t pid)
 {
 	char path[PATH_MAX], line[512];
-	snprintf(path, sizeof(path), "%s/warnings", dir);
+	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_WARNINGS, dir);
 	FILE *f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
@@ -490,7 +480,7 @@ int cmd_attach(int argc, char **argv)
 	int foreign = other_mount_ns(pid);
 	if (foreign)
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-	snprintf(dir, sizeof(dir), "%s/tmp/rhea-attach.XXXXXX", root);
+	snprintf(dir, sizeof(dir), "%s" RHEA_ATTACH_DIR_PREFIX "XXXXXX", root);
 	if (!mkdtemp(dir)) {
 		cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(errno));
 		return 1;
@@ -509,12 +499,12 @@ int cmd_attach(int argc, char **argv)
 	}
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
-	snprintf(p2, sizeof(p2), "%s/librhea.so", dir);
+	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, dir);
 	if (copy_file(agent, p2, 0755) != 0) {
 		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	snprintf(p2, sizeof(p2), "%s/rhea-attach.conf", dir);
+	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_CONF, dir);
 	FILE *conf = fopen(p2, "w");
 	if (!conf) {
 		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
@@ -525,7 +515,7 @@ int cmd_attach(int argc, char **argv)
 	/* compiled CFI: our cache (the process's HOME is left alone), none in
 	 * a container, whose files are not the ones our cache names */
 	char cache[PATH_MAX];
-	if (foreign || cache_base(cache, sizeof(cache)) != 0)
+	if (foreign || rhea_cache_base(env, cache, sizeof(cache)) != 0)
 		fprintf(conf, "RHEA_CFI_CACHE=0\n");
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
@@ -536,10 +526,10 @@ int cmd_attach(int argc, char **argv)
 	}
 	/* the files the agent writes, as the process's user: root attaching
 	 * to another user's process gives them to that user */
-	if (agent_file(dir, "status", other_user ? (int)pst.st_uid : -1) != 0 ||
-	    agent_file(dir, "warnings", other_user ? (int)pst.st_uid : -1) != 0)
+	if (agent_file(dir, RHEA_ATTACH_STATUS, other_user ? (int)pst.st_uid : -1) != 0 ||
+	    agent_file(dir, RHEA_ATTACH_WARNINGS, other_user ? (int)pst.st_uid : -1) != 0)
 		goto out;
-	snprintf(p2, sizeof(p2), "%s/control", dir);
+	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_CONTROL, dir);
 	if (mkfifo(p2, 0644) != 0 || (ctl = open(p2, O_RDWR | O_CLOEXEC)) < 0) {
 		cli_err("attach: cannot make the control FIFO %s: %s", p2, strerror(errno));
 		goto out;
@@ -551,7 +541,7 @@ int cmd_attach(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 
-	snprintf(p2, sizeof(p2), "%s/librhea.so", tdir);
+	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
 	if (inject_dlopen(pid, p2, 5000, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
