@@ -18,6 +18,10 @@ int cmd_attach(int argc, char **argv);
 int cli_parse_hooks(const char *s, uint32_t *mask);
 int cli_find_agent(char *out, size_t cap);
 void cli_summarize(const char *path, int child);
+/* A recording is to be written at given: its absolute path in abs, its
+ * directory writable, an existing file moved to FILE.old (said unless
+ * quiet).  0, or -1 with one line said. */
+int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
 /* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
 int64_t cli_parse_duration(const char *s);

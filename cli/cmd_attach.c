@@ -438,43 +438,13 @@ int cmd_attach(int argc, char **argv)
 			comm[strcspn(comm, "\n")] = 0;
 		fclose(cf);
 	}
-	char out[2 * PATH_MAX + 2], given[PATH_MAX];
+	char out[PATH_MAX], given[PATH_MAX];
 	if (output)
 		snprintf(given, sizeof(given), "%s", output);
 	else
 		snprintf(given, sizeof(given), "rhea-%s-%d.rhea", comm, (int)pid);
-	if (given[0] == '/')
-		snprintf(out, sizeof(out), "%s", given);
-	else {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd))) {
-			cli_err("attach: cannot tell the current directory: %s", strerror(errno));
-			return 1;
-		}
-		snprintf(out, sizeof(out), "%s/%s", cwd, given);
-	}
-
-	char dirbuf[sizeof(out)];
-	snprintf(dirbuf, sizeof(dirbuf), "%s", out);
-	char *slash = strrchr(dirbuf, '/');
-	if (slash)
-		*(slash == dirbuf ? slash + 1 : slash) = 0;
-	struct stat ost;
-	if (stat(dirbuf, &ost) != 0 || !S_ISDIR(ost.st_mode) || access(dirbuf, W_OK) != 0) {
-		cli_err("attach: cannot write a recording in %s (%s)", dirbuf,
-			stat(dirbuf, &ost) != 0 ? strerror(errno) : "not a writable directory");
+	if (cli_output_ready(given, out, sizeof(out), quiet) != 0)
 		return EXIT_BADINPUT;
-	}
-	if (stat(out, &ost) == 0) { /* as rhea record: the previous one is kept */
-		char old[sizeof(out) + 8];
-		snprintf(old, sizeof(old), "%s.old", out);
-		if (S_ISDIR(ost.st_mode) || rename(out, old) != 0) {
-			cli_err("attach: %s exists and cannot be moved to %s.old", out, out);
-			return EXIT_BADINPUT;
-		}
-		if (!quiet)
-			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
-	}
 
 	char root[64] = "", dir[128];
 	int foreign = other_mount_ns(pid);

@@ -163,6 +163,35 @@ static void absolute(const char *path, char *out, size_t cap)
 		out[cap - 1] = 0;
 }
 
+int cli_output_ready(const char *given, char *abs, size_t cap, int quiet)
+{
+	absolute(given, abs, cap);
+	char dirbuf[PATH_MAX];
+	snprintf(dirbuf, sizeof(dirbuf), "%s", abs);
+	const char *dir = dirname(dirbuf);
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0) {
+		cli_err("%s: cannot write a recording in %s (%s)", given, dir,
+			stat(dir, &st) != 0 ? strerror(errno) : "not a writable directory");
+		return -1;
+	}
+	if (stat(abs, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			cli_err("%s: is a directory", given);
+			return -1;
+		}
+		char old[PATH_MAX + 8];
+		snprintf(old, sizeof(old), "%s.old", abs);
+		if (rename(abs, old) != 0) {
+			cli_err("%s: exists and cannot be moved to %s: %s", given, old, strerror(errno));
+			return -1;
+		}
+		if (!quiet)
+			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
+	}
+	return 0;
+}
+
 /* The recording's path: -o as given (made absolute), or
  * ./rhea-<program>-<pid>.rhea (the child computes it before exec, the
  * parent after fork: the same name). */
@@ -293,30 +322,8 @@ int cmd_record(int argc, char **argv)
 
 	char out_abs[PATH_MAX];
 	if (output) {
-		absolute(output, out_abs, sizeof(out_abs));
-		char dirbuf[PATH_MAX];
-		snprintf(dirbuf, sizeof(dirbuf), "%s", out_abs);
-		const char *dir = dirname(dirbuf);
-		struct stat st;
-		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0) {
-			cli_err("%s: cannot write a recording in %s (%s)", output, dir,
-				stat(dir, &st) != 0 ? strerror(errno) : "not a writable directory");
+		if (cli_output_ready(output, out_abs, sizeof(out_abs), quiet) != 0)
 			return EXIT_BADINPUT;
-		}
-		if (stat(out_abs, &st) == 0) {
-			if (S_ISDIR(st.st_mode)) {
-				cli_err("%s: is a directory", output);
-				return EXIT_BADINPUT;
-			}
-			char old[PATH_MAX + 8];
-			snprintf(old, sizeof(old), "%s.old", out_abs);
-			if (rename(out_abs, old) != 0) {
-				cli_err("%s: exists and cannot be moved to %s: %s", output, old, strerror(errno));
-				return EXIT_BADINPUT;
-			}
-			if (!quiet)
-				fprintf(stderr, "rhea: kept the previous %s as %s.old\n", output, output);
-		}
 	} else if (access(".", W_OK) != 0) {
 		cli_err("cannot write a recording in the current directory (use -o)");
 		return EXIT_BADINPUT;
