@@ -15,11 +15,13 @@
 #include "paths.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,12 +199,12 @@ static enum agent_state agent_in(pid_t pid)
 	return st;
 }
 
-/* A copy of src at dst, a new file of that mode (the agent: see agent_in). */
-static int copy_file(const char *src, const char *dst, mode_t mode)
+/* A copy of what fd in reads (it is closed) at dst, a new file of that
+ * mode (the agent: see agent_in; the recording out of a container).  0, or
+ * -1 with errno set. */
+static int copy_file(int in, const char *dst, mode_t mode)
 {
-	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, r = -1;
-	if (in >= 0)
-		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	int out = in >= 0 ? open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) : -1, r = -1;
 	char buf[65536];
 	ssize_t n;
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) >= 0) {
@@ -213,10 +215,12 @@ static int copy_file(const char *src, const char *dst, mode_t mode)
 		if (write(out, buf, (size_t)n) != n)
 			break;
 	}
-	if (out >= 0 && close(out) != 0)
-		r = -1;
+	int e = errno;
+	if (out >= 0 && close(out) != 0 && r == 0)
+		r = -1, e = errno;
 	if (in >= 0)
 		close(in);
+	errno = e;
 	return r;
 }
 
@@ -292,16 +296,16 @@ static uint64_t cgroup_room(pid_t pid)
 static int x86_64_process(pid_t pid)
 {
 	char path[64];
-	unsigned char h[20];
+	Elf64_Ehdr h; /* e_ident and e_machine sit where they do in a 32-bit header too */
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
-	ssize_t n = read(fd, h, sizeof(h));
+	ssize_t n = read(fd, &h, sizeof(h));
 	close(fd);
-	if (n != (ssize_t)sizeof(h) || memcmp(h, "\177ELF", 4) != 0)
+	if (n < (ssize_t)offsetof(Elf64_Ehdr, e_version) || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0)
 		return 1;
-	return h[4] == 2 /* ELFCLASS64 */ && (h[18] | h[19] << 8) == 62 /* EM_X86_64 */;
+	return h.e_ident[EI_CLASS] == ELFCLASS64 && h.e_machine == EM_X86_64;
 }
 
 /* An empty file name in dir for the agent to write, given to user uid
@@ -337,21 +341,6 @@ static void show_warnings(const char *dir, pid_t pid)
 	}
 	if (f)
 		fclose(f);
-}
-
-/* Copy the file name in dirfd to the path out: 0, or -1 (errno set). */
-static int copy_out(int dirfd, const char *name, const char *out)
-{
-	int in = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -1;
-	char link[64];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", in);
-	int r = copy_file(link, out, 0644);
-	int e = errno;
-	close(in);
-	errno = e;
-	return r;
 }
 
 int cmd_attach(int argc, char **argv)
@@ -470,7 +459,7 @@ int cmd_attach(int argc, char **argv)
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, dir);
-	if (copy_file(agent, p2, 0755) != 0) {
+	if (copy_file(open(agent, O_RDONLY | O_CLOEXEC), p2, 0755) != 0) {
 		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
 		goto out;
 	}
@@ -553,7 +542,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	rc = 0;
 	show_warnings(dir, pid);
-	if (foreign && copy_out(dirfd, "out.rhea", out) != 0) {
+	if (foreign && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
 		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
 			strerror(errno), (int)pid, tout);
 		rc = 1;

@@ -233,7 +233,7 @@ static int wait_stop(pid_t tid, int *st, int ms)
 	}
 }
 
-static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
 	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
@@ -411,7 +411,7 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 	 * call whose errno it then reads */
 	uint64_t eloc = 0;
 	int errno_was, have_errno = fn[2] && remote_call(tid, &saved, fn[2], 0, 0, str, &eloc) == 0 && eloc &&
-				    read_mem(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
+				    inject_read(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
 	rc = remote_call(tid, &saved, fn[0], str, RTLD_NOW, str, handle);
 	if (rc == 0 && !*handle) {
 		/* why: dlerror()'s message, read from the process */

@@ -3,6 +3,7 @@
 #define RHEA_INJECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Make one thread of pid call dlopen(lib, RTLD_NOW), at a safe point
@@ -14,6 +15,9 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 /* Each line of /proc/PID/maps to fn until it returns non-zero: that value,
  * 0, or -1 when the file cannot be read. */
 int inject_maps_each(pid_t pid, int (*fn)(const char *line, void *arg), void *arg);
+
+/* len bytes at addr in pid's memory into buf: 0, or -1 (not all there). */
+int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /* Thread tid of pid is gone, or a zombie (as is a process that has ended
  * but was not reaped yet). */

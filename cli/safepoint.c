@@ -38,13 +38,13 @@
  * (nothing is downloaded, nothing waits on the network).
  */
 #include "safepoint.h"
+#include "inject.h"
 
 #include <elfutils/libdwfl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #define MAX_FRAMES 256
 #define BOTTOM_FRAMES 3
@@ -154,12 +154,6 @@ static const char *function_at(Dwfl_Module *m, uint64_t pc)
 	return n;
 }
 
-static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
-}
-
 /* A jump through a GOT slot (a PLT entry: [endbr64] [bnd] jmp *slot(%rip)),
  * or a call through one (call *slot(%rip), code built with -fno-plt): the
  * address in the slot, else 0.  ip is the address after the instruction
@@ -169,7 +163,7 @@ static uint64_t through_slot(pid_t pid, const unsigned char *code, int at, uint6
 	int32_t disp;
 	uint64_t target;
 	memcpy(&disp, code + at + 2, 4);
-	return peek(pid, ip + (uint64_t)(int64_t)disp, &target, 8) == 0 ? target : 0;
+	return inject_read(pid, ip + (uint64_t)(int64_t)disp, &target, 8) == 0 ? target : 0;
 }
 
 /* The function that the call before return address ret went to: a direct
@@ -180,7 +174,7 @@ static uint64_t through_slot(pid_t pid, const unsigned char *code, int at, uint6
 static uint64_t call_target(pid_t pid, uint64_t ret)
 {
 	unsigned char c[6], plt[11];
-	if (peek(pid, ret - 6, c, 6) != 0)
+	if (inject_read(pid, ret - 6, c, 6) != 0)
 		return 0;
 	if (c[0] == 0xff && c[1] == 0x15)
 		return through_slot(pid, c, 0, ret);
@@ -189,7 +183,7 @@ static uint64_t call_target(pid_t pid, uint64_t ret)
 	int32_t rel;
 	memcpy(&rel, c + 2, 4);
 	uint64_t t = ret + (uint64_t)(int64_t)rel;
-	if (peek(pid, t, plt, sizeof(plt)) != 0)
+	if (inject_read(pid, t, plt, sizeof(plt)) != 0)
 		return t;
 	int at = memcmp(plt, "\xf3\x0f\x1e\xfa", 4) == 0 ? 4 : 0; /* endbr64 */
 	if (plt[at] == 0xf2)
