@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "hookfn.h"
 #include "recording.h"
 
 struct symbolizer;
@@ -64,6 +65,17 @@ struct model_cb {
  * prepare the function table.  0 or -errno. */
 int model_build(struct model *m, struct recording *r, int policy);
 void model_free(struct model *m);
+
+/* The sampling periods of CPU a capture of the sampler stands for (its
+ * object; a merged run, one each), 0 for every other capture: the CPU
+ * profile's weights (rhea report, pprof's cpu_samples, Perfetto's
+ * --samples cpu). */
+static inline uint64_t model_cpu_periods(const struct rhea_sample *s)
+{
+	if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
+		return 0;
+	return s->object ? s->object : 1u + s->merged;
+}
 
 /* The deepest call path the model builds (frames beyond are cut). */
 #define MODEL_MAX_FRAMES 2048

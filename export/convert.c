@@ -599,15 +599,14 @@ static void trie_add_sampled(struct convert_ctx *c, struct convert_trie *tr, uin
 	uint32_t *frames = xcalloc(MODEL_MAX_FRAMES, sizeof(uint32_t));
 	for (size_t k = 0; k < t->nsamples; k++) {
 		const struct rhea_sample *s = &t->samples[k];
-		if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
-			continue;
-		if (c->windowed && (s->begin_ns < c->win_lo || s->begin_ns > c->win_hi))
+		uint64_t periods = model_cpu_periods(s);
+		if (!periods || (c->windowed && (s->begin_ns < c->win_lo || s->begin_ns > c->win_hi)))
 			continue;
 		int n = model_frames(c->m, s, frames, MODEL_MAX_FRAMES);
 		uint32_t node = n ? root : trie_child(tr, root, c->unattributed); /* no stack: still CPU */
 		for (int j = 0; j < n; j++)
 			node = trie_child(tr, node, frames[j]);
-		tr->val[node][CONVERT_V_CPU_SAMPLES] += s->object ? s->object : 1u + s->merged;
+		tr->val[node][CONVERT_V_CPU_SAMPLES] += periods;
 	}
 	free(frames);
 }

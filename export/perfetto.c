@@ -802,8 +802,8 @@ static void write_samples(struct pf *p, size_t ti)
 		    s->begin_ns <= prev->end_ns)
 			continue;
 		prev = s;
-		int sampled = (s->h.flags & RHEA_S_ASYNC) && s->trigger == RHEA_FN_SAMPLER;
-		if ((!s->stack && !block) || (c->o->cpu_samples && !sampled))
+		uint64_t periods = model_cpu_periods(s);
+		if ((!s->stack && !block) || (c->o->cpu_samples && !periods))
 			continue;
 		uint64_t key = (uint64_t)s->stack << 20 | (block ? ((uint64_t)s->trigger << 1 | 1) : 0);
 		uint32_t slot = 0;
@@ -820,7 +820,6 @@ static void write_samples(struct pf *p, size_t ti)
 			fresh = 1;
 		}
 		/* with --samples cpu, as many as the periods of CPU it stands for */
-		uint64_t periods = s->object ? s->object : 1u + s->merged;
 		unsigned count = block ? 1u : c->o->cpu_samples ? (unsigned)(periods < 1000 ? periods : 1000) : 1u + s->merged;
 		uint64_t span = s->end_ns > s->begin_ns ? s->end_ns - s->begin_ns : 0;
 		for (unsigned j = 0; j < count; j++) {

@@ -789,10 +789,9 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
 	for (size_t i = 0; i < r->nthreads; i++)
 		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
 			const struct rhea_sample *s = &r->threads[i].samples[k];
-			if (!(s->h.flags & RHEA_S_ASYNC) || s->trigger != RHEA_FN_SAMPLER)
+			uint64_t w = model_cpu_periods(s);
+			if (!w)
 				continue;
-			/* object: sampling periods of CPU the (merged) capture stands for */
-			uint64_t w = s->object ? s->object : 1u + s->merged;
 			int n = model_frames(m, s, ids, 4096);
 			p->total += w;
 			if (n == 0)
