@@ -153,35 +153,43 @@ static int libc_line(const char *line, void *arg)
 	return 1;
 }
 
-/* The address of libc's function name in pid: its libc's base plus the
- * symbol's value. */
-static uint64_t libc_function(pid_t pid, const char *name, char *err, size_t errlen)
+/* The libc functions the injector calls in the process. */
+struct libc_fns {
+	uint64_t dlopen, dlerror, errno_location; /* 0: not found (only dlopen is needed) */
+};
+
+/* Their addresses in pid: its libc's base plus each symbol's value (one
+ * pass over that libc's dynamic symbols).  0, or -1 with one line in err. */
+static int libc_functions(pid_t pid, struct libc_fns *f, char *err, size_t errlen)
 {
 	static struct libc_at at;
 	at.base = 0;
+	memset(f, 0, sizeof(*f));
 	if (inject_maps_each(pid, libc_line, &at) < 0) {
 		say(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
-		return 0;
+		return -1;
 	}
-	uint64_t base = at.base;
-	const char *lib = at.lib;
-	if (!base) {
+	if (!at.base) {
 		say(err, errlen, "process %d has no libc.so loaded (a static or non-glibc program?)", (int)pid);
-		return 0;
+		return -1;
 	}
 	/* the process's own view of the file (another mount namespace) */
 	char root[4200];
-	snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, lib);
+	snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, at.lib);
 	int fd = open(root, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		fd = open(lib, O_RDONLY | O_CLOEXEC);
+		fd = open(at.lib, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		say(err, errlen, "cannot open the process's %s: %s", lib, strerror(errno));
-		return 0;
+		say(err, errlen, "cannot open the process's %s: %s", at.lib, strerror(errno));
+		return -1;
 	}
+	struct {
+		const char *name;
+		uint64_t *addr;
+	} want[] = {{"dlopen", &f->dlopen}, {"dlerror", &f->dlerror}, {"__errno_location", &f->errno_location}};
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	uint64_t addr = 0, first_load = UINT64_MAX;
+	uint64_t first_load = UINT64_MAX;
 	size_t nph = 0;
 	if (e && elf_getphdrnum(e, &nph) == 0)
 		for (size_t i = 0; i < nph; i++) {
@@ -189,30 +197,30 @@ static uint64_t libc_function(pid_t pid, const char *name, char *err, size_t err
 			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < first_load)
 				first_load = ph.p_vaddr & ~(uint64_t)0xfff;
 		}
-	for (Elf_Scn *scn = NULL; e && !addr && (scn = elf_nextscn(e, scn)) != NULL;) {
+	for (Elf_Scn *scn = NULL; e && first_load != UINT64_MAX && (scn = elf_nextscn(e, scn)) != NULL;) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		for (size_t i = 0; d && i < sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 24); i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || GELF_ST_TYPE(s.st_info) != STT_FUNC)
+			GElf_Sym sym;
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+			    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 				continue;
-			const char *n = elf_strptr(e, sh.sh_link, s.st_name);
-			if (n && strcmp(n, name) == 0) {
-				addr = s.st_value;
-				break;
-			}
+			const char *n = elf_strptr(e, sh.sh_link, sym.st_name);
+			for (size_t k = 0; n && k < sizeof(want) / sizeof(want[0]); k++)
+				if (!*want[k].addr && strcmp(n, want[k].name) == 0)
+					*want[k].addr = at.base - first_load + sym.st_value;
 		}
 	}
 	if (e)
 		elf_end(e);
 	close(fd);
-	if (!addr || first_load == UINT64_MAX) {
-		say(err, errlen, "no %s in %s (glibc older than 2.34?)", name, lib);
-		return 0;
+	if (!f->dlopen) {
+		say(err, errlen, "no dlopen in %s (glibc older than 2.34?)", at.lib);
+		return -1;
 	}
-	return base - first_load + addr;
+	return 0;
 }
 
 /* Wait up to ms for tid to stop; its status in *st.  0, or -1 (timeout,
@@ -332,11 +340,97 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
 	}
 }
 
+/*
+ * May the stopped thread tid (its status st, registers r) load the agent
+ * now?  1 yes (how it was stopped, for the user, in via), 0 not now (when
+ * its stack said why, that in seen), with *pass a signal on its way to it
+ * to hand back on detach.  spt may be NULL; a thread stopped while it
+ * computes is considered only with allow_running, and only on its stack's
+ * word.
+ */
+static int at_safe_point(pid_t pid, pid_t tid, int st, const struct user_regs_struct *r, struct safepoint *spt,
+			 int allow_running, int *pass, char *seen, size_t seenlen, char *via, size_t vialen)
+{
+	if ((st >> 16) != PTRACE_EVENT_STOP || WSTOPSIG(st) != SIGTRAP) {
+		/* a signal on its way to the thread, or the process stopped by
+		 * SIGSTOP: not now */
+		if ((st >> 16) != PTRACE_EVENT_STOP)
+			*pass = WSTOPSIG(st);
+		return 0;
+	}
+	/* computing; blocked in a call (interrupted by the stop); or stopped
+	 * as a call that did not block returned (a read from the page cache):
+	 * that one only on its stack's word, nothing to restart */
+	int running = (long long)r->orig_rax < 0;
+	int returned = !running && !interrupted((long long)r->rax);
+	if ((running && !allow_running) || ((running || returned) && !spt))
+		return 0;
+	int listed = !running && !returned && safe_call((long)r->orig_rax);
+	if (!spt && !listed)
+		return 0; /* a call that may hold a lock, and no stack to say */
+	int main_stack;
+	uint64_t room = stack_room(pid, r->rsp, &main_stack);
+	if (tid == pid ? !main_stack : room < MIN_STACK_ROOM)
+		return 0; /* not on a stack that has room for dlopen */
+	char what[160];
+	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, running, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
+	if (v == SAFEPOINT_NO)
+		snprintf(seen, seenlen, "thread %d %s %s", (int)tid, running ? "running in" : "in", what);
+	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && (!listed || returned)))
+		return 0;
+	if (v == SAFEPOINT_YES)
+		snprintf(via, vialen, "thread %d, %s %s", (int)tid, running ? "running in" : "stopped in", what);
+	else
+		snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid, (long long)r->orig_rax);
+	return 1;
+}
+
+/*
+ * The stopped thread tid calls dlopen(lib, RTLD_NOW) on its stack below
+ * saved's; errno is put back after (dlopen sets it: a path of the library
+ * search that is not there, and the thread may be between `errno = 0` and
+ * the call whose errno it then reads).  0 (*handle set), TRY_AGAIN (not
+ * started), -1 error (said), -2 the thread did not come back (said).
+ */
+static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *saved, const struct libc_fns *fns,
+			const char *lib, uint64_t *handle, char *err, size_t errlen)
+{
+	size_t len = strlen(lib) + 1;
+	uint64_t sp = (saved->rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
+	uint64_t str = sp - ((len + 15) & ~(size_t)15);
+	if (write_mem(tid, str, lib, len) != 0) {
+		say(err, errlen, "cannot write into process %d: %s", (int)pid, strerror(errno));
+		return -1;
+	}
+	uint64_t eloc = 0;
+	int errno_was, have_errno = fns->errno_location &&
+				    remote_call(tid, saved, fns->errno_location, 0, 0, str, &eloc) == 0 && eloc &&
+				    inject_read(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
+	int rc = remote_call(tid, saved, fns->dlopen, str, RTLD_NOW, str, handle);
+	if (rc == 0 && !*handle) {
+		/* why: dlerror()'s message, read from the process */
+		uint64_t msg = 0;
+		char text[256] = "";
+		if (fns->dlerror && remote_call(tid, saved, fns->dlerror, 0, 0, str, &msg) == 0 && msg) {
+			struct iovec local = {text, sizeof(text) - 1}, remote = {(void *)(uintptr_t)msg, sizeof(text) - 1};
+			if (process_vm_readv(pid, &local, 1, &remote, 1, 0) <= 0) /* may end before 255 bytes do */
+				text[0] = 0;
+		}
+		say(err, errlen, "dlopen of the agent failed in process %d%s%s%s", (int)pid, text[0] ? ": " : "",
+		    text, strstr(text, "static TLS") ? " (each attach takes some of it: this process was attached "
+						       "too many times)" : "");
+		rc = -1;
+	}
+	if (rc == -2)
+		say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
+	else if (have_errno)
+		write_mem(tid, eloc, &errno_was, sizeof(errno_was));
+	return rc;
+}
+
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
- * not at a safe point (why, when its stack said so, in seen), -1 error.
- * spt may be NULL.  A thread stopped while it computes is considered only
- * with allow_running, and only on its stack's word. */
-static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *lib, struct safepoint *spt,
+ * not at a safe point (why, when its stack said so, in seen), -1 error. */
+static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const char *lib, struct safepoint *spt,
 		      int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via, size_t vialen, char *err,
 		      size_t errlen)
 {
@@ -354,101 +448,35 @@ static int try_thread(pid_t pid, pid_t tid, const uint64_t fn[3], const char *li
 		return TRY_AGAIN;
 	}
 	struct user_regs_struct saved;
-	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0)
-		goto out_nosave;
-	/* and the x87/SSE/AVX state, which dlopen uses: a thread stopped in
-	 * the middle of its own code has live values in vector registers */
-	static unsigned char xstate[16384] __attribute__((aligned(64)));
-	struct iovec xs = {xstate, sizeof(xstate)};
-	int have_x = ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &xs) == 0;
-	struct user_fpregs_struct fp;
-	int have_fp = !have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) == 0;
-	if (!have_x && !have_fp)
-		goto out;
-	if ((st >> 16) != PTRACE_EVENT_STOP || WSTOPSIG(st) != SIGTRAP) {
-		/* a signal on its way to the thread (handed back on detach), or
-		 * the process stopped by SIGSTOP: not now */
-		if ((st >> 16) != PTRACE_EVENT_STOP)
-			pass = WSTOPSIG(st);
-		goto out;
-	}
-	/* computing; blocked in a call (interrupted by the stop); or stopped
-	 * as a call that did not block returned (a read from the page cache):
-	 * that one only on its stack's word, nothing to restart */
-	int running = (long long)saved.orig_rax < 0;
-	int returned = !running && !interrupted((long long)saved.rax);
-	if ((running && !allow_running) || ((running || returned) && !spt))
-		goto out;
-	int listed = !running && !returned && safe_call((long)saved.orig_rax);
-	if (!spt && !listed)
-		goto out; /* a call that may hold a lock, and no stack to say */
-	int main_stack;
-	uint64_t room = stack_room(pid, saved.rsp, &main_stack);
-	if (tid == pid ? !main_stack : room < MIN_STACK_ROOM)
-		goto out; /* not on a stack that has room for dlopen */
-	char what[160];
-	enum safepoint_verdict v = spt ? safepoint_check(spt, tid, running, what, sizeof(what)) : SAFEPOINT_UNKNOWN;
-	if (v == SAFEPOINT_NO)
-		snprintf(seen, seenlen, "thread %d %s %s", (int)tid, running ? "running in" : "in", what);
-	if (v == SAFEPOINT_NO || (v == SAFEPOINT_UNKNOWN && (!listed || returned)))
-		goto out;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0 ||
+	    !at_safe_point(pid, tid, st, &saved, spt, allow_running, &pass, seen, seenlen, via, vialen))
+		goto out; /* untouched */
 	char why[256];
 	if (seccomp_check(tid, why, sizeof(why)) != 0) {
 		say(err, errlen, "%s: not attached", why);
 		rc = -1;
 		goto out;
 	}
-	size_t len = strlen(lib) + 1;
-	uint64_t sp = (saved.rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
-	uint64_t str = sp - ((len + 15) & ~(size_t)15);
-	if (write_mem(tid, str, lib, len) != 0) {
-		say(err, errlen, "cannot write into process %d: %s", (int)pid, strerror(errno));
-		rc = -1;
+	/* Everything the call may change goes back: the general registers
+	 * and the x87/SSE/AVX state, which dlopen uses (a thread stopped in
+	 * the middle of its own code has live values in vector registers). */
+	static unsigned char xstate[16384] __attribute__((aligned(64)));
+	struct iovec xs = {xstate, sizeof(xstate)};
+	struct user_fpregs_struct fp;
+	int have_x = ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &xs) == 0;
+	if (!have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) != 0)
 		goto out;
-	}
-	/* errno too: dlopen sets it (a path of the library search that is
-	 * not there), and the thread may be between `errno = 0` and the
-	 * call whose errno it then reads */
-	uint64_t eloc = 0;
-	int errno_was, have_errno = fn[2] && remote_call(tid, &saved, fn[2], 0, 0, str, &eloc) == 0 && eloc &&
-				    inject_read(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
-	rc = remote_call(tid, &saved, fn[0], str, RTLD_NOW, str, handle);
-	if (rc == 0 && !*handle) {
-		/* why: dlerror()'s message, read from the process */
-		uint64_t msg = 0;
-		char text[256] = "";
-		if (fn[1] && remote_call(tid, &saved, fn[1], 0, 0, str, &msg) == 0 && msg) {
-			struct iovec local = {text, sizeof(text) - 1}, remote = {(void *)(uintptr_t)msg, sizeof(text) - 1};
-			if (process_vm_readv(pid, &local, 1, &remote, 1, 0) <= 0) /* may end before 255 bytes do */
-				text[0] = 0;
-		}
-		say(err, errlen, "dlopen of the agent failed in process %d%s%s%s", (int)pid, text[0] ? ": " : "",
-		    text, strstr(text, "static TLS") ? " (each attach takes some of it: this process was attached "
-						       "too many times)" : "");
+	rc = load_through(pid, tid, &saved, fns, lib, handle, err, errlen);
+	if (rc == -2) {
 		rc = -1;
+		goto out; /* cannot tell what state it is in: let it go */
 	}
-	if (have_errno && rc != -2)
-		write_mem(tid, eloc, &errno_was, sizeof(errno_was));
-	if (rc == 0) {
-		if (v == SAFEPOINT_YES)
-			snprintf(via, vialen, "thread %d, %s %s", (int)tid, running ? "running in" : "stopped in", what);
-		else
-			snprintf(via, vialen, "thread %d, stopped in system call %lld", (int)tid,
-				 (long long)saved.orig_rax);
-	} else if (rc == -2) {
-		say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
-		rc = -1;
-		goto out_nosave; /* cannot tell what state it is in: let it go */
-	} else if (rc == TRY_AGAIN) {
-		goto out;
-	}
-out:
 	ptrace(PTRACE_SETREGS, tid, 0, &saved);
 	if (have_x)
 		ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &xs);
-	else if (have_fp)
+	else
 		ptrace(PTRACE_SETFPREGS, tid, 0, &fp);
-out_nosave:
+out:
 	ptrace(PTRACE_DETACH, tid, 0, pass);
 	return rc;
 }
@@ -457,12 +485,9 @@ out_nosave:
 
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
 {
-	uint64_t fn[3] = {libc_function(pid, "dlopen", err, errlen), 0, 0};
-	if (!fn[0])
+	struct libc_fns fns;
+	if (libc_functions(pid, &fns, err, errlen) != 0)
 		return -1;
-	char unused[200];
-	fn[1] = libc_function(pid, "dlerror", unused, sizeof(unused));
-	fn[2] = libc_function(pid, "__errno_location", unused, sizeof(unused));
 	uint64_t start = now_ms(), end = start + (uint64_t)timeout_ms;
 	struct safepoint *sp = safepoint_open(pid);
 	char task[64], seen[200] = "";
@@ -490,7 +515,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 			uint64_t h = 0;
 			/* waits first; a thread in the middle of its work after a
 			 * second without one (a process that only computes) */
-			int r = try_thread(pid, tids[i], fn, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h, seen,
+			int r = try_thread(pid, tids[i], &fns, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h, seen,
 					   sizeof(seen), via, vialen, err, errlen);
 			if (r < 0)
 				goto done;
