@@ -196,7 +196,6 @@ static uint64_t call_target(pid_t pid, uint64_t ret)
 }
 
 struct walk {
-	Dwfl *dwfl;
 	int n;
 	uint64_t pc[MAX_FRAMES];
 };
@@ -249,6 +248,21 @@ void safepoint_close(struct safepoint *sp)
 	free(sp);
 }
 
+/* The name of the first frame from frame `from` on that is libc's (or
+ * the loader's), the thread's own bottom apart ("internals" when it has
+ * none), or NULL when there is none. */
+static const char *libc_frame_from(const struct safepoint *sp, const struct walk *w, int from)
+{
+	for (int j = from; j < w->n - BOTTOM_FRAMES; j++) {
+		Dwfl_Module *m = dwfl_addrmodule(sp->dwfl, w->pc[j]);
+		if (libc_object(m)) {
+			const char *f = function_at(m, w->pc[j]);
+			return f ? plain_name(f) : "internals";
+		}
+	}
+	return NULL;
+}
+
 /* A thread stopped in the middle of its own code (see the top). */
 static enum safepoint_verdict check_running(struct safepoint *sp, const struct walk *w, int done, char *what,
 					    size_t len)
@@ -257,16 +271,16 @@ static enum safepoint_verdict check_running(struct safepoint *sp, const struct w
 		snprintf(what, len, "a stack that could not be read to its end");
 		return SAFEPOINT_UNKNOWN;
 	}
+	const char *inside = libc_frame_from(sp, w, 0);
+	if (inside) {
+		snprintf(what, len, "libc's %s", inside);
+		return SAFEPOINT_NO;
+	}
 	for (int j = 0; j < w->n; j++) {
 		Dwfl_Module *m = dwfl_addrmodule(sp->dwfl, w->pc[j]);
-		const char *f = function_at(m, w->pc[j]);
 		if (!m) {
 			snprintf(what, len, "code outside any object");
 			return SAFEPOINT_UNKNOWN;
-		}
-		if (j < w->n - BOTTOM_FRAMES && libc_object(m)) {
-			snprintf(what, len, "libc's %s", f ? plain_name(f) : "internals");
-			return SAFEPOINT_NO;
 		}
 		if (!libc_object(m) && allocator_object(sp, m)) {
 			snprintf(what, len, "%s, which has its own malloc", dwfl_module_info(m, NULL, NULL, NULL, NULL,
@@ -282,7 +296,6 @@ static enum safepoint_verdict check_running(struct safepoint *sp, const struct w
 enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, int running, char *what, size_t len)
 {
 	static struct walk w; /* 2 KB: not on the stack; one caller at a time */
-	w.dwfl = sp->dwfl;
 	w.n = 0;
 	int done = dwfl_getthread_frames(sp->dwfl, tid, frame_cb, &w);
 	if (w.n == 0) {
@@ -314,12 +327,10 @@ enum safepoint_verdict safepoint_check(struct safepoint *sp, pid_t tid, int runn
 		return SAFEPOINT_NO;
 	if (done != 0)
 		return SAFEPOINT_UNKNOWN; /* not seen to the bottom */
-	for (int j = i; j < w.n - BOTTOM_FRAMES; j++)
-		if (libc_object(dwfl_addrmodule(sp->dwfl, w.pc[j]))) {
-			const char *f = function_at(dwfl_addrmodule(sp->dwfl, w.pc[j]), w.pc[j]);
-			snprintf(what, len, "%s, called back from libc's %s", plain_name(entry),
-				 f ? plain_name(f) : "internals");
-			return SAFEPOINT_NO;
-		}
+	const char *caller = libc_frame_from(sp, &w, i);
+	if (caller) {
+		snprintf(what, len, "%s, called back from libc's %s", plain_name(entry), caller);
+		return SAFEPOINT_NO;
+	}
 	return SAFEPOINT_YES;
 }
