@@ -49,11 +49,21 @@ struct rhea_tstate {
 	struct rhea_counters last_c; /* counters at that capture */
 	char name[16];
 	struct rhea_hot *hot; /* the thread's TLS line, once it ran a hook */
+	/* The last walk on this thread and what it found (capture.c,
+	 * take_stack): a capture whose walk provably gives the same frames
+	 * reuses them.  memo_trace is only meaningful while memo_ok. */
+	int memo_ok;
+	int memo_exact;    /* take_stack's exact_leaf argument */
+	uint32_t memo_gen; /* module map generation of the walk */
+	uint32_t memo_leaf;
+	unsigned memo_flags; /* RHEA_S_TRUNCATED, RHEA_S_LEAF_EXACT */
+	struct unwind_regs memo_regs;
 	int cache_n; /* root-first stack of the last capture and its node ids */
 	uint64_t cache_addrs[RHEA_MAX_DEPTH];
 	uint32_t cache_ids[RHEA_MAX_DEPTH];
 	uint64_t scratch[RHEA_MAX_DEPTH + 16]; /* unwinder output, leaf first */
 	struct unwind_cache ucache; /* CFI rows of this thread's frames */
+	struct unwind_trace memo_trace;
 	uint64_t sites_emitted_ns;
 	struct {
 		uint64_t site, ns; /* release-stack cache: call site, when */

@@ -78,7 +78,8 @@ static uint64_t known_sigreturn;
 
 struct frame {
 	uint64_t pc, sp, bp;
-	int exact; /* pc is not a return address: look its row up at pc */
+	int exact;  /* pc is not a return address: look its row up at pc */
+	int bp_reg; /* bp is the starting register's value (not read from the stack) */
 };
 
 static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -119,11 +120,48 @@ static inline int in_stack(const struct unwind_stack *st, uint64_t addr, uint64_
 
 UNWIND_NOSAN int unwind_read(const struct unwind_stack *st, uint64_t addr, uint64_t *val)
 {
+	struct unwind_trace *t = st ? st->trace : NULL;
 	if (in_stack(st, addr, 8)) {
 		*val = *(const volatile unaligned_u64 *)(uintptr_t)addr;
+		if (t) {
+			if (t->n < UNWIND_TRACE_MAX) {
+				t->addr[t->n] = addr;
+				t->val[t->n++] = *val;
+			} else {
+				t->overflow = 1;
+			}
+		}
 		return 0;
 	}
+	if (t)
+		t->outside = 1;
 	return guarded_read(addr, val, 8);
+}
+
+UNWIND_NOSAN int unwind_trace_holds(const struct unwind_trace *t)
+{
+	if (t->outside || t->overflow)
+		return 0;
+	for (int i = 0; i < t->n; i++)
+		if (*(const volatile unaligned_u64 *)(uintptr_t)t->addr[i] != t->val[i])
+			return 0;
+	return 1;
+}
+
+static void trace_start(const struct unwind_stack *st)
+{
+	if (st && st->trace) {
+		st->trace->n = 0;
+		st->trace->bp_used = st->trace->outside = st->trace->overflow = 0;
+	}
+}
+
+/* The walk uses rbp's value: if it is still the starting register's, the
+ * walk depends on that register. */
+static inline void bp_use(const struct unwind_stack *st, int bp_reg)
+{
+	if (bp_reg && st->trace)
+		st->trace->bp_used = 1;
 }
 
 void unwind_regs_from_ucontext(const void *ucontext, struct unwind_regs *r)
@@ -139,7 +177,7 @@ void unwind_regs_from_ucontext(const void *ucontext, struct unwind_regs *r)
  * live frame, and below it the main thread's stack may not be mapped yet. */
 static struct unwind_stack narrow(const struct unwind_stack *st, uint64_t sp)
 {
-	struct unwind_stack s = {0, 0};
+	struct unwind_stack s = {0, 0, st ? st->trace : NULL};
 
 	if (stack_known(st)) {
 		s = *st;
@@ -174,7 +212,7 @@ static int step_sigframe(const struct unwind_stack *st, struct frame *f)
 	    unwind_read(st, f->sp + UC_GREG(REG_RSP), &sp) < 0 ||
 	    unwind_read(st, f->sp + UC_GREG(REG_RBP), &bp) < 0 || sp == 0)
 		return -1;
-	*f = (struct frame){pc, sp, bp, 1};
+	*f = (struct frame){pc, sp, bp, 1, 0};
 	return 0;
 }
 
@@ -192,11 +230,12 @@ static int step_guess_fp(const struct unwind_stack *st, struct frame *f)
 {
 	uint64_t ra, bp;
 
+	bp_use(st, f->bp_reg);
 	if (f->bp < f->sp || (f->bp & 7) || !in_stack(st, f->bp, 16))
 		return -1;
 	if (unwind_read(st, f->bp + 8, &ra) < 0 || unwind_read(st, f->bp, &bp) < 0)
 		return -1;
-	*f = (struct frame){ra, f->bp + 16, bp, 0};
+	*f = (struct frame){ra, f->bp + 16, bp, 0, 0};
 	return 0;
 }
 
@@ -226,6 +265,8 @@ static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *ar
 	}
 
 	if (!row || row->kind == CFI_NONE) {
+		if (!known && st->trace)
+			st->trace->outside = 1; /* code no module claims (JIT?) may change */
 		if (is_sigreturn(f->pc))
 			return step_sigframe(st, f);
 		return known ? step_guess_fp(st, f) : -1;
@@ -235,6 +276,7 @@ static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *ar
 		cfa = f->sp + (uint64_t)(int64_t)row->cfa_off;
 		break;
 	case CFI_RBP:
+		bp_use(st, f->bp_reg);
 		cfa = f->bp + (uint64_t)(int64_t)row->cfa_off;
 		break;
 	case CFI_PLT: /* exact pc: a PLT entry never calls */
@@ -245,9 +287,13 @@ static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *ar
 	}
 	if (unwind_read(st, cfa - 8, &ra) < 0)
 		return -1;
-	if (row->rbp_off && unwind_read(st, cfa + (uint64_t)(int64_t)row->rbp_off, &bp) < 0)
-		return -1;
-	*f = (struct frame){ra, cfa, bp, 0};
+	int bp_reg = f->bp_reg;
+	if (row->rbp_off) {
+		if (unwind_read(st, cfa + (uint64_t)(int64_t)row->rbp_off, &bp) < 0)
+			return -1;
+		bp_reg = 0;
+	}
+	*f = (struct frame){ra, cfa, bp, 0, bp_reg};
 	return 0;
 }
 
@@ -277,8 +323,9 @@ int unwind_cfi_cached(const struct unwind_regs *r, const struct unwind_stack *st
 			c->e[i].pc = 0;
 		c->gen = gen;
 	}
+	trace_start(st);
 	struct unwind_stack s = narrow(st, r->sp);
-	struct frame f = {r->ip, r->sp, r->bp, 1};
+	struct frame f = {r->ip, r->sp, r->bp, 1, 1};
 	out[n++] = f.pc;
 	for (;;) {
 		uint64_t prev_sp = f.sp;
@@ -310,7 +357,9 @@ int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64
 			*truncated = 1;
 		return 0;
 	}
+	trace_start(st);
 	struct unwind_stack s = narrow(st, r->sp);
+	bp_use(&s, 1);
 	uint64_t sp = r->sp, bp = r->bp, ra, next;
 	out[n++] = r->ip;
 	/* The frame record [bp] must sit at or above sp, inside the stack when

@@ -18,12 +18,39 @@ struct unwind_regs {
 	uint64_t ip, sp, bp;
 };
 
+/*
+ * What a walk depended on, so that a later walk can be known to give the
+ * same frames without being made: every word it read from the stack (with
+ * its value) and whether it used the starting rbp.  A walk is a function
+ * of its starting registers, the words it reads and the CFI tables; when
+ * the registers it used are the same and every word still holds its value
+ * (unwind_trace_holds), it would find the same frames.  A read outside the
+ * known stack range (a guarded read) is not recorded: such a walk is not
+ * replayable (outside = 1), nor is one that read more than UNWIND_TRACE_MAX
+ * words (overflow = 1).
+ */
+#define UNWIND_TRACE_MAX 128
+struct unwind_trace {
+	int n;
+	int bp_used;  /* the starting rbp was used (not only words read later) */
+	int outside;  /* a read outside the stack range */
+	int overflow; /* more than UNWIND_TRACE_MAX words */
+	uint64_t addr[UNWIND_TRACE_MAX], val[UNWIND_TRACE_MAX];
+};
+
 /* Readable stack range [lo, hi) of the thread being walked.  Words inside
  * are read directly (the range must be mapped); anything else goes through
- * a guarded read.  lo >= hi (or a NULL pointer) means unknown. */
+ * a guarded read.  lo >= hi (or a NULL pointer) means unknown.  trace
+ * (may be NULL): where the walk records what it read. */
 struct unwind_stack {
 	uint64_t lo, hi;
+	struct unwind_trace *trace;
 };
+
+/* Does every word t recorded still hold its value?  (The caller compares
+ * the registers.)  The words must still be mapped: t's walk ran on this
+ * thread's stack, from a stack pointer at or below the current one. */
+int unwind_trace_holds(const struct unwind_trace *t);
 
 /* Find the CFI table and load bias (runtime address - ELF vaddr) of the
  * module holding pc; NULL if unknown.  Called from the walker, so it must be

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -282,6 +282,26 @@ def t_allocs(c, variant, unwind="dwarf"):
     check_site(c, rec, "make_allocs", 20000, 20000 * 48)
     if unwind == "dwarf":
         check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_twins(c, variant, unwind="dwarf"):
+    """twins.c: path_a and path_b alternate and reach one malloc with the same
+    registers; only a return address on the stack tells them apart.  Each
+    must get about half of their time (the capture reuses a thread's last
+    walk only when every word that walk read is unchanged: capture.c).
+    The sampler is off, so that every capture is one the hooks make; the
+    share is that of ~350 captures of two equal halves (binomial sd 3%)."""
+    opts = ["--sample", "0"] + (["--unwind", unwind] if unwind != "dwarf" else [])
+    rc, out, err = c.record([c.prog(variant, "twins")], opts=opts)
+    expect_status(c, rc, 0, err)
+    c.check(re.fullmatch(r"twins \d+\n", out) is not None, "stdout %r, want 'twins CHECKSUM'" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    a, b = incl(rec, "path_a"), incl(rec, "path_b")
+    share = a / (a + b) if a + b > 0 else 0
+    c.check(0.35 <= share <= 0.65, "path_a %s, path_b %s: path_a's share %.2f, want 0.5 +-0.15 (functions: %s)"
+            % (ms(a), ms(b), share, top_names(rec, 8)))
     c.done()
 
 
@@ -1400,6 +1420,7 @@ def all_tests():
     t = []
     for v in VARIANTS:
         t.append(Test("allocs/%s" % v, t_allocs, (v,)))
+        t.append(Test("twins/%s" % v, t_twins, (v,)))
         t.append(Test("ratio/%s" % v, t_ratio, (v,), timeout=150, timing=True))
         t.append(Test("sleeper/%s" % v, t_sleeper, (v,), timeout=90, timing=True))
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
@@ -1410,6 +1431,7 @@ def all_tests():
         t.append(Test("segv-recover/%s" % v, t_segv_recover, (v,)))
     for v in FP_VARIANTS:
         t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
+        t.append(Test("twins/%s/unwind-fp" % v, t_twins, (v, "fp")))
         t.append(Test("ratio/%s/unwind-fp" % v, t_ratio, (v, "fp"), timeout=150, timing=True))
     for v in ("gcc-O2-nofp", "clang-O2"):
         t.append(Test("stalls/%s" % v, t_stalls, (v,), timeout=90))

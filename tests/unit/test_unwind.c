@@ -198,7 +198,7 @@ static int index_of(char names[][NAMELEN], int n, const char *name, int from)
 
 static struct unwind_stack stack_of(const volatile void *p)
 {
-	struct unwind_stack st = {0, 0};
+	struct unwind_stack st = {0};
 	char line[512];
 	FILE *f = fopen("/proc/self/maps", "r");
 	cr_assert(f);
@@ -667,6 +667,110 @@ Test(unwind, cfi_stops_when_the_stack_does_not_grow)
 	cr_assert_eq(tr, 0);
 }
 
+/* A trace lists the words a walk read, says whether it used the starting
+ * rbp, and holds exactly while those words do. */
+Test(unwind, trace_records_the_words_read_and_rbp_use)
+{
+	const struct cfi_row *row;
+	uint64_t fake[8], out[64];
+	struct unwind_trace tr;
+	int truncated;
+
+	modules_reload();
+	/* An rbp-based row: CFA from the starting rbp, then rbp from the stack. */
+	uint64_t pc = libc_row_pc(CFI_RBP, &row);
+	uint64_t *bp = &fake[8] - row->cfa_off / 8;
+	bp[0] = (uint64_t)(uintptr_t)bp;
+	bp[row->cfa_off / 8 - 1] = pc + 1;
+	struct unwind_stack st = stack_of(fake);
+	st.trace = &tr;
+	struct unwind_regs r = {pc, (uint64_t)(uintptr_t)fake, (uint64_t)(uintptr_t)bp};
+	int n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &truncated);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(tr.bp_used, 1);
+	cr_assert_eq(tr.outside, 0);
+	cr_assert_eq(tr.overflow, 0);
+	cr_assert_eq(tr.n, 4, "%d words", tr.n); /* ra and rbp, twice */
+	for (int i = 0; i < tr.n; i++)
+		cr_assert(tr.addr[i] >= (uintptr_t)fake && tr.addr[i] < (uintptr_t)(fake + 8));
+	cr_assert(unwind_trace_holds(&tr));
+	uint64_t saved = bp[row->cfa_off / 8 - 1];
+	bp[row->cfa_off / 8 - 1] = pc + 2; /* another return address */
+	cr_assert(!unwind_trace_holds(&tr));
+	bp[row->cfa_off / 8 - 1] = saved;
+	cr_assert(unwind_trace_holds(&tr));
+	bp[0] ^= 8; /* another saved rbp */
+	cr_assert(!unwind_trace_holds(&tr));
+	bp[0] ^= 8;
+
+	/* An rsp-based row: the starting rbp is never used. */
+	pc = libc_row_pc(CFI_RSP, &row);
+	memset(fake, 0, sizeof(fake));
+	r = (struct unwind_regs){pc, (uint64_t)(uintptr_t)fake, 12345};
+	n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &truncated);
+	cr_assert_eq(n, 1); /* the return address read is 0: the end */
+	cr_assert_eq(tr.bp_used, 0);
+	cr_assert_eq(tr.n, 1);
+	cr_assert_eq(tr.addr[0], (uintptr_t)fake + (uint64_t)row->cfa_off - 8);
+
+	/* Frame pointers: always the starting rbp. */
+	r.bp = (uint64_t)(uintptr_t)fake;
+	unwind_fp(&r, &st, out, 64, &truncated);
+	cr_assert_eq(tr.bp_used, 1);
+
+	/* A stack not known: every read guarded, the walk not replayable. */
+	struct unwind_stack unknown = {0, 0, &tr};
+	r = (struct unwind_regs){pc, (uint64_t)(uintptr_t)fake, 0};
+	fake[row->cfa_off / 8 - 1] = 0;
+	unwind_cfi(&r, &unknown, find_table, NULL, out, 64, &truncated);
+	cr_assert_eq(tr.outside, 1);
+	cr_assert(!unwind_trace_holds(&tr));
+}
+
+/* A real walk (no frame pointers, through the chain into libc's start):
+ * its trace holds while its frames are live, and the same walk again
+ * gives the same frames and the same trace. */
+struct traced {
+	struct unwind_trace tr, tr2;
+	uint64_t pc[MAXF], pc2[MAXF];
+	int n, n2, held;
+	struct unwind_stack st;
+};
+
+static int traced_cb(const struct unwind_regs *r, void *arg)
+{
+	struct traced *c = arg;
+	int truncated;
+	c->st.trace = &c->tr;
+	c->n = unwind_cfi(r, &c->st, find_table, NULL, c->pc, MAXF, &truncated);
+	c->held = unwind_trace_holds(&c->tr);
+	c->st.trace = &c->tr2;
+	c->n2 = unwind_cfi(r, &c->st, find_table, NULL, c->pc2, MAXF, &truncated);
+	return 1;
+}
+
+__attribute__((noinline)) static int run_traced(chain_start_fn start, struct traced *c)
+{
+	volatile int keep = 1;
+	c->st = stack_of(&keep);
+	int r = start(traced_cb, c);
+	return r + keep;
+}
+
+Test(unwind, trace_of_a_real_walk_holds_while_its_frames_live)
+{
+	static struct traced c;
+	run_traced(load_chain(0), &c);
+	cr_assert_gt(c.n, NCHAIN);
+	cr_assert(c.held);
+	cr_assert_eq(c.tr.outside, 0);
+	cr_assert_eq(c.n2, c.n);
+	cr_assert_arr_eq(c.pc2, c.pc, (size_t)c.n * sizeof(uint64_t));
+	cr_assert_eq(c.tr2.n, c.tr.n);
+	cr_assert_arr_eq(c.tr2.addr, c.tr.addr, (size_t)c.tr.n * sizeof(uint64_t));
+	cr_assert_eq(c.tr.n >= c.n - 1, 1, "%d words for %d frames", c.tr.n, c.n);
+}
+
 static uint64_t xorshift(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -690,7 +794,7 @@ Test(unwind, garbage_registers_are_harmless)
 	volatile int local = 0;
 
 	modules_reload();
-	struct unwind_stack st = stack_of(&local), unknown = {0, 0};
+	struct unwind_stack st = stack_of(&local), unknown = {0};
 	uint64_t libc_pc = (uint64_t)(uintptr_t)qsort;
 	uint64_t libc_lo = 0, libc_hi = 0, bias = 0;
 	const struct cfi_table *libc = find_table(libc_pc, &bias, NULL);
