@@ -74,23 +74,27 @@ static void emit(struct rhea_tstate *t, const void *e, size_t len)
 }
 
 /*
- * Would a walk from regs find the frames of this thread's last walk?  Yes
- * when it starts from the same registers (rbp only if the walk used it),
- * the module map is the same generation and every stack word the walk read
- * still holds its value (unwind.h, struct unwind_trace): the walk is a
- * function of those.  A thread that is captured again at the same call
- * path, the common case (two thirds of the captures of the server-like
- * bench W2 merged with the one before), then costs a few loads per frame
- * instead of a walk and a stack-table lookup.
+ * Would a walk from regs find the frames of one of this thread's recent
+ * walks?  Yes when it starts from the same registers (rbp only if the walk
+ * used it), the module map is the same generation and every stack word the
+ * walk read still holds its value (unwind.h, struct unwind_trace): the walk
+ * is a function of those.  A thread captured again at the same call path,
+ * the common case (70% of the sync captures of the server-like bench W2),
+ * then costs a few loads per frame instead of a walk and a stack-table
+ * lookup.  Returns the memo, or NULL.
  */
-static int memo_holds(struct rhea_tstate *t, const struct unwind_regs *regs, int exact_leaf, uint32_t gen)
+static const struct rhea_memo *memo_find(struct rhea_tstate *t, const struct unwind_regs *regs,
+					 int exact_leaf, uint32_t gen)
 {
-	if (!t->memo_ok || t->memo_regs.ip != regs->ip || t->memo_regs.sp != regs->sp ||
-	    t->memo_gen != gen || t->memo_exact != exact_leaf)
-		return 0;
-	if (t->memo_trace.bp_used && t->memo_regs.bp != regs->bp)
-		return 0;
-	return unwind_trace_holds(&t->memo_trace);
+	for (int i = 0; i < RHEA_MEMOS; i++) {
+		const struct rhea_memo *m = &t->memo[i];
+		if (!(t->memo_ok & (1u << i)) || m->regs.ip != regs->ip || m->regs.sp != regs->sp ||
+		    m->gen != gen || m->exact != exact_leaf || (m->trace.bp_used && m->regs.bp != regs->bp))
+			continue;
+		if (unwind_trace_holds(&m->trace))
+			return m;
+	}
+	return NULL;
 }
 
 /*
@@ -102,20 +106,25 @@ static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs
 			   int exact_leaf, int foreign, unsigned *flags)
 {
 	uint32_t gen = __atomic_load_n(&rhea_modules_gen, __ATOMIC_ACQUIRE);
-	if (!foreign && memo_holds(t, regs, exact_leaf, gen)) {
-		if (t->memo_flags & RHEA_S_TRUNCATED)
+	const struct rhea_memo *hit = foreign ? NULL : memo_find(t, regs, exact_leaf, gen);
+	if (hit) {
+		if (hit->flags & RHEA_S_TRUNCATED)
 			__atomic_fetch_add(&rhea_g.truncated, 1, __ATOMIC_RELAXED);
-		*flags |= t->memo_flags;
-		return t->memo_leaf;
+		*flags |= hit->flags;
+		return hit->leaf;
 	}
 	int exact_arg = exact_leaf;
 	unsigned flags_in = *flags;
-	/* Another thread's stack may change under us: every read guarded,
-	 * and its walk is not remembered. */
+	/* This walk replaces the older memo.  Another thread's stack may
+	 * change under us: every read guarded, and its walk not remembered. */
+	unsigned mi = t->memo_next % RHEA_MEMOS;
+	struct rhea_memo *memo = foreign ? NULL : &t->memo[mi];
+	if (memo) {
+		t->memo_ok &= ~(1u << mi);
+		t->memo_next = mi + 1;
+	}
 	struct unwind_stack st = {foreign ? 0 : t->stack_lo, foreign ? 0 : t->stack_hi,
-				  foreign ? NULL : &t->memo_trace};
-	if (!foreign)
-		t->memo_ok = 0;
+				  memo ? &memo->trace : NULL};
 	int max = (int)rhea_g.cfg.max_depth + 8;
 	int truncated = 0, n;
 	if (rhea_g.cfg.unwind_fp)
@@ -181,13 +190,13 @@ static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs
 		return 0;
 	}
 	t->cache_n = m;
-	if (!foreign && !t->memo_trace.outside && !t->memo_trace.overflow) {
-		t->memo_regs = *regs;
-		t->memo_exact = exact_arg;
-		t->memo_gen = gen;
-		t->memo_leaf = leaf;
-		t->memo_flags = *flags & ~flags_in;
-		t->memo_ok = 1;
+	if (memo && !memo->trace.outside && !memo->trace.overflow) {
+		memo->regs = *regs;
+		memo->exact = exact_arg;
+		memo->gen = gen;
+		memo->leaf = leaf;
+		memo->flags = *flags & ~flags_in;
+		t->memo_ok |= 1u << mi;
 	}
 	return leaf;
 }
