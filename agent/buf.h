@@ -30,7 +30,7 @@ struct buf {
 	uint32_t nchunks;
 	uint32_t chunk_size;
 	uint32_t nshards;
-	uint32_t hint;    /* where to look for a free chunk next */
+	uint32_t pad;
 	uint64_t seq;     /* atomic: next seal sequence number */
 	uint64_t dropped; /* atomic: entries lost (all shards busy or no chunk) */
 	uint64_t emitted; /* atomic: entries stored */
