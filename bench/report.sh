@@ -45,7 +45,8 @@ echo
 if [ -s "${HL:-/nonexistent}" ]; then
 	echo "== Hook fast path (bench/hookloop.c, ns per iteration, median of $ROUNDS runs x $HOOK_R reps)"
 	echo "   fast = rhea record --interval 10s --sample 0 (hooks, no capture); default = rhea record"
-	echo "   per call = (t_with - t_bare) / hooked calls per iteration, median of per-round differences"
+	echo "   per call = (t_with - t_bare) / hooked calls per iteration, median of per-round differences;"
+	echo "   every run has an idle thread (glibc's wrappers then cost the same bare as under the agent)"
 	awk -v work="$WORK" "$AWK_MEDIAN"'
 	BEGIN { FS = "\t" }
 	{ v = $1; l = $2; k[v, l, ++cnt[v, l]] = $3; calls[l] = $4
