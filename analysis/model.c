@@ -31,6 +31,7 @@
 #include "symbolize.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,8 @@ int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *o
 		id = r->nodes[id].parent;
 	}
 	memmove(out, out + (max - n), (size_t)n * sizeof(*out));
+	if (m->corrected && s->reserved && (int)s->reserved < n)
+		n = (int)s->reserved; /* ends above a thinned function (model_correct) */
 	if ((s->h.flags & RHEA_S_BLOCK) && n < max && s->trigger < 256 && m->wait_func[s->trigger])
 		out[n++] = m->wait_func[s->trigger];
 	return n;
@@ -307,4 +310,170 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 	free(w->active);
 	free(w);
 	free(frames);
+}
+
+/* ---- the hook-site correction (model.h, model_correct) -------------------- */
+
+struct tally {
+	double *cpu;      /* per func: the thread's timeline CPU (ns), outermost slices */
+	double thread_cpu; /* the thread's CPU on the timeline (depth-0 slices) */
+};
+
+static void tally_end(void *arg, const struct rec_thread *t, const struct model_slice *s)
+{
+	(void)t;
+	struct tally *y = arg;
+	double cpu = (double)(s->ce.cpu_ns - s->cb.cpu_ns);
+	if (s->ce.cpu_ns < s->cb.cpu_ns)
+		return;
+	if (s->outermost)
+		y->cpu[s->func] += cpu;
+	if (s->depth == 0)
+		y->thread_cpu += cpu;
+}
+
+/* Upper end of the Wilson interval of a share p measured on n trials. */
+static double wilson_hi(double p, double n, double z)
+{
+	double z2 = z * z;
+	return (p + z2 / (2 * n) + z * sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n);
+}
+
+static int cut_cmp(const void *a, const void *b)
+{
+	const struct model_cut *x = a, *y = b;
+	return (x->timeline < y->timeline) - (x->timeline > y->timeline);
+}
+
+/* Pass 2 of model_correct: which hooks' captures keep each thinned function
+ * (keep[f] < 1), into their reserved field. */
+static void decide_cuts(struct model *m, const double *keep, uint32_t *ids, uint8_t *seen)
+{
+	const struct recording *r = m->rec;
+	uint32_t nf = m->nfuncs;
+	double *target = calloc(nf, sizeof(double)), *kept = calloc(nf, sizeof(double));
+	if (!target || !kept) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		for (size_t k = 0; k < t->nsamples; k++) {
+			struct rhea_sample *s = (struct rhea_sample *)&t->samples[k];
+			if (s->h.flags & (RHEA_S_BLOCK | RHEA_S_ASYNC))
+				continue;
+			int n = model_frames(m, s, ids, MAX_FRAMES);
+			double w = 1.0 + s->merged;
+			uint32_t cut = 0;
+			for (int j = 1; j < n; j++) {
+				uint32_t f = ids[j];
+				if (keep[f] >= 1 || seen[f])
+					continue;
+				seen[f] = 1;
+				target[f] += w * keep[f];
+				if (cut)
+					continue; /* counts toward f's share all the same */
+				if (kept[f] + w / 2 <= target[f])
+					kept[f] += w;
+				else
+					cut = (uint32_t)j;
+			}
+			for (int j = 1; j < n; j++)
+				seen[ids[j]] = 0;
+			s->reserved = cut;
+		}
+	}
+	free(target);
+	free(kept);
+}
+
+int model_correct(struct model *m, struct model_cut *out, int max)
+{
+	const struct recording *r = m->rec;
+	uint32_t nf = m->nfuncs;
+	m->corrected = 0;
+	double *tl = calloc(nf, sizeof(double)), *sp = calloc(nf, sizeof(double));
+	double *periods = calloc(nf, sizeof(double)), *thr_cpu = calloc(nf, sizeof(double));
+	uint32_t *ids = malloc(MAX_FRAMES * sizeof(uint32_t));
+	uint8_t *seen = calloc(nf, 1);
+	if (!tl || !sp || !periods || !thr_cpu || !ids || !seen) {
+		fprintf(stderr, "rhea: out of memory\n");
+		exit(1);
+	}
+	double cpu_all = 0, periods_all = 0;
+	int dirty = 0;
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		/* The sampler's captures that reach a root: periods per func. */
+		double total = 0;
+		if (dirty)
+			memset(periods, 0, nf * sizeof(double));
+		dirty = 0;
+		for (size_t k = 0; k < t->nsamples; k++) {
+			const struct rhea_sample *s = &t->samples[k];
+			uint64_t w = model_cpu_periods(s);
+			if (!w)
+				continue;
+			int n = model_frames(m, s, ids, MAX_FRAMES);
+			if (!model_reaches_root(m, ids, n))
+				continue;
+			total += (double)w;
+			dirty = 1;
+			for (int j = 0; j < n; j++)
+				if (!seen[ids[j]]) {
+					seen[ids[j]] = 1;
+					periods[ids[j]] += (double)w;
+				}
+			for (int j = 0; j < n; j++)
+				seen[ids[j]] = 0;
+		}
+		if (total == 0)
+			continue;
+		/* The timeline's CPU per func on this thread. */
+		memset(thr_cpu, 0, nf * sizeof(double));
+		struct tally y = {thr_cpu, 0};
+		struct model_cb cb = {NULL, tally_end, &y};
+		model_walk_thread(m, t, &cb);
+		if (y.thread_cpu <= 0)
+			continue;
+		/* Both as CPU time of this thread: a thread sampled at another
+		 * period weighs by its CPU, not by its number of periods. */
+		for (uint32_t f = 0; f < nf; f++) {
+			tl[f] += thr_cpu[f];
+			sp[f] += periods[f] / total * y.thread_cpu;
+		}
+		cpu_all += y.thread_cpu;
+		periods_all += total;
+	}
+	int ncut = 0;
+	double *keep = tl; /* reused: the share of its captures each function keeps */
+	if (periods_all >= 50 && cpu_all > 0) {
+		for (uint32_t f = 0; f < nf; f++) {
+			double t = tl[f] / cpu_all, s = sp[f] / cpu_all;
+			keep[f] = 1;
+			if (m->funcs[f].kind != MODEL_CODE || m->funcs[f].root || t < 0.10 ||
+			    wilson_hi(s, periods_all, 3.0) >= t * 2 / 3)
+				continue;
+			keep[f] = s / t;
+			if (ncut < max)
+				out[ncut] = (struct model_cut){f, t, s};
+			ncut++;
+		}
+	}
+	for (size_t i = 0; i < r->nthreads; i++)
+		for (size_t k = 0; k < r->threads[i].nsamples; k++)
+			((struct rhea_sample *)&r->threads[i].samples[k])->reserved = 0;
+	if (ncut > 0) {
+		decide_cuts(m, keep, ids, seen);
+		m->corrected = 1;
+	}
+	if (out && ncut > 0)
+		qsort(out, (size_t)(ncut < max ? ncut : max), sizeof(*out), cut_cmp);
+	free(tl);
+	free(sp);
+	free(periods);
+	free(thr_cpu);
+	free(ids);
+	free(seen);
+	return ncut;
 }

@@ -42,6 +42,8 @@ struct model {
 	uint32_t wait_func[256]; /* trigger -> func id of its wait pseudo-frame */
 	void *index;         /* name -> func id */
 	int policy;
+	int corrected; /* model_correct ran: a sample's reserved field says where
+			  its stack is cut (0: not) */
 };
 
 struct model_slice {
@@ -77,12 +79,56 @@ static inline uint64_t model_cpu_periods(const struct rhea_sample *s)
 	return s->object ? s->object : 1u + s->merged;
 }
 
+/*
+ * Correct the timeline's bias toward hooked call sites (DESIGN.md 1.5).
+ * A capture in a hook is taken at the first hooked call after each tick,
+ * and its stack lasts until the next capture: a function that a computing
+ * thread calls often and that calls a hooked one (sqlite3_free calling
+ * free) is on nearly every such stack, and is given the time the thread
+ * spent around it.  The sampler's captures are taken on CPU time, wherever
+ * the thread is: the unbiased view.
+ *
+ * A function that the timeline gives at least 10% of the sampled threads'
+ * CPU and the sampler's captures clearly less (the upper end of its
+ * 3-sigma interval under two thirds of that), with 50 sampling periods at
+ * least, keeps its place in only that share of the hooks' captures (the
+ * sampler's over the timeline's): in the others the stack ends at its
+ * caller, which gets the time.  Which captures keep it is decided once,
+ * in time order, so that the kept ones are spread evenly (the captures'
+ * weights are the captures they stand for); a capture cut above a
+ * function still counts toward that function's share, so a function
+ * under another one that was thinned keeps more of the captures that
+ * reach it.  Waits and the sampler's own captures are never cut.  Only
+ * sampler stacks that reach main or a thread's start count (a walk cut
+ * short could make a caller look absent), and the shares are CPU-weighted
+ * per thread, so threads sampled at other periods mix rightly.
+ *
+ * The decision is kept in each sample's reserved field (the recording in
+ * memory; never written to a file), which model_frames then reads.  Fills
+ * out (up to max) with the thinned functions, largest timeline share
+ * first; returns how many (0: the timeline stands as taken).
+ */
+struct model_cut {
+	uint32_t func;
+	double timeline, sampler; /* shares of the sampled threads' CPU */
+};
+int model_correct(struct model *m, struct model_cut *out, int max);
+
 /* The deepest call path the model builds (frames beyond are cut). */
 #define MODEL_MAX_FRAMES 2048
 
 /* Function ids of a sample's frames, root first (a BLOCK sample ends with
  * its wait pseudo-frame).  Returns the depth (<= max). */
 int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *out, int max);
+
+/* Does a call path (model_frames) reach main or a thread's start? */
+static inline int model_reaches_root(const struct model *m, const uint32_t *ids, int n)
+{
+	for (int j = 0; j < n; j++)
+		if (m->funcs[ids[j]].root)
+			return 1;
+	return 0;
+}
 
 /* Walk one thread's samples, calling cb as slices begin and end (ends in
  * order, innermost first). */

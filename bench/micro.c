@@ -348,12 +348,11 @@ static __attribute__((noinline)) void sync_capture(struct sync_job *j, int k)
 	for (int i = common; i < n; i++)
 		j->cache[i] = a[i];
 	j->cache_n = n;
-	struct timespec ts, cpu;
+	struct timespec ts;
 	struct rusage ru;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-	getrusage(RUSAGE_THREAD, &ru);
-	uint64_t rec[16] = {(uint64_t)ts.tv_nsec, (uint64_t)cpu.tv_nsec, (uint64_t)ru.ru_minflt,
+	getrusage(RUSAGE_THREAD, &ru); /* CPU, faults, switches: the agent's one read */
+	uint64_t rec[16] = {(uint64_t)ts.tv_nsec, (uint64_t)ru.ru_utime.tv_usec, (uint64_t)ru.ru_minflt,
 			    j->cache_ids[n - 1]};
 	buf_emit(&sync_buf, 1, rec, sizeof(rec));
 	j->frames = n;
@@ -396,6 +395,62 @@ static void run_sync(int reps)
 		free(j);
 	}
 	buf_destroy(&sync_buf);
+	free(t);
+}
+
+/* ---- a capture at the same call path again -------------------------------- */
+
+/* capture.c reuses a thread's earlier walk when it starts from the same
+ * registers and every stack word that walk read still holds its value: the
+ * cost of that check, against the walk it replaces. */
+struct memo_job {
+	int reps;
+	uint64_t *t;
+	int frames, words, held;
+};
+
+static __attribute__((noinline)) uint64_t memo_leaf(void *arg)
+{
+	struct memo_job *j = arg;
+	static struct unwind_trace tr;
+	static struct unwind_cache rcache;
+	uint64_t out[MAXF];
+	struct unwind_regs r0, r;
+	struct unwind_stack st = main_stack;
+	st.trace = &tr;
+	UNWIND_HERE(&r0);
+	j->frames = unwind_cfi_cached(&r0, &st, find_cfi, NULL, &rcache, 1, out, MAXF, NULL);
+	j->words = tr.n;
+	j->held = 0;
+	for (int k = 0; k < j->reps; k++) {
+		uint64_t t0 = ticks();
+		UNWIND_HERE(&r);
+		/* as capture.c's memo_find: registers, then the words */
+		int hit = r.sp == r0.sp && (!tr.bp_used || r.bp == r0.bp) && unwind_trace_holds(&tr);
+		j->t[k] = ticks() - t0;
+		j->held += hit;
+	}
+	return (uint64_t)j->frames;
+}
+
+static void run_memo(int reps)
+{
+	uint64_t *t = calloc((size_t)reps, sizeof(uint64_t));
+	if (!t)
+		exit(1);
+	struct job probe = {1, 1, NULL, NULL, 0, 0, 0};
+	chain_nofp(1, capture_leaf, &probe);
+	static const int depths[] = {10, 30, 60};
+	for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
+		int depth = depths[d];
+		struct memo_job j = {reps, t, 0, 0, 0};
+		chain_nofp(depth - (probe.frames - 1), memo_leaf, &j);
+		double m, p;
+		stats(t, reps, &m, &p);
+		printf("memo:     same call path again, %d frames (CFI, no-fp code): check of %d stack words: "
+		       "median %.0f ns, p99 %.0f ns (%d of %d held)\n",
+		       j.frames, j.words, m, p, j.held, reps);
+	}
 	free(t);
 }
 
@@ -591,6 +646,7 @@ int main(int argc, char **argv)
 	}
 	run_capture(reps);
 	run_sync(reps);
+	run_memo(reps);
 	run_counters(reps);
 	run_emit();
 	run_stacktab(reps * 5);

@@ -21,6 +21,16 @@ void cli_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int cli_parse_timeline(const char *s)
+{
+	if (strcmp(s, "corrected") == 0)
+		return 0;
+	if (strcmp(s, "raw") == 0)
+		return 1;
+	cli_err("--timeline %s: want corrected or raw", s);
+	return -1;
+}
+
 int64_t cli_parse_duration(const char *s)
 {
 	char *end;

@@ -50,6 +50,10 @@ static void usage(FILE *f)
 		"                     cpu-samples (the sampler's captures: unbiased CPU)\n"
 		"  --end next|last    when a function's slice ends: at the next sample (default)\n"
 		"                     or after the last sample that saw it (as in rhea report)\n"
+		"  --timeline corrected|raw\n"
+		"                     corrected (default): hooked call sites the sampler does\n"
+		"                     not confirm lose their time to the caller (rhea report\n"
+		"                     names them); raw: every capture's stack as taken\n"
 		"  --thread T         only thread T (tid or name); repeat or separate with commas\n"
 		"  --from DUR         only samples from DUR after the recording's start (1.5s)\n"
 		"  --to DUR           ... up to DUR after the start\n"
@@ -105,11 +109,12 @@ int cmd_convert(int argc, char **argv)
 		{"stall", required_argument, NULL, 'L'},     {"samples", required_argument, NULL, 'P'},
 		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+		{"timeline", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
-	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, c;
+	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, raw = 0, c;
 	char **threads = NULL;
 	size_t nthreads = 0;
 	int rc = EXIT_BADINPUT;
@@ -133,6 +138,10 @@ int cmd_convert(int argc, char **argv)
 			break;
 		}
 		case 'o': output = optarg; break;
+		case 'l':
+			if ((raw = cli_parse_timeline(optarg)) < 0)
+				goto out;
+			break;
 		case 'w': {
 			int i;
 			for (i = 0; i < CONVERT_NVALUES; i++)
@@ -277,6 +286,8 @@ int cmd_convert(int argc, char **argv)
 		rc = 1;
 		goto close;
 	}
+	if (!raw)
+		model_correct(&m, NULL, 0);
 	double t2 = now_s();
 	struct convert_ctx cx;
 	char err[1024];

@@ -25,6 +25,10 @@ static void usage(FILE *f)
 		"  --top N         rows per table (default 15)\n"
 		"  --end next|last when a function's slice ends: at the next sample (default)\n"
 		"                  or after the last sample that saw it\n"
+		"  --timeline corrected|raw\n"
+		"                  corrected (default): a function the hooks' captures find\n"
+		"                  far more often than the sampler does loses their time to\n"
+		"                  its caller (a note names it); raw: as captured\n"
 		"  --salvage       read a damaged recording up to the damage\n");
 }
 
@@ -35,10 +39,10 @@ int cmd_report(int argc, char **argv)
 		{"salvage", no_argument, NULL, 's'}, {"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'}, {"blocking", no_argument, NULL, 'b'},
 		{"stalls", no_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
-		{NULL, 0, NULL, 0},
+		{"timeline", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
 	};
-	struct report_opts o = {0, 15, 80, 0, 0, 0};
-	int salvage = 0, policy = MODEL_END_NEXT, c;
+	struct report_opts o = {.top = 15, .width = 80};
+	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -66,6 +70,10 @@ int cmd_report(int argc, char **argv)
 				return EXIT_BADINPUT;
 			}
 			break;
+		case 'L':
+			if ((raw = cli_parse_timeline(optarg)) < 0)
+				return EXIT_BADINPUT;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return EXIT_BADINPUT;
 		}
@@ -85,6 +93,11 @@ int cmd_report(int argc, char **argv)
 	if (model_build(&m, &r, policy) < 0) {
 		cli_err("out of memory");
 		return 1;
+	}
+	struct model_cut cuts[8];
+	if (!raw) {
+		o.ncuts = model_correct(&m, cuts, 8);
+		o.cuts = cuts;
 	}
 	rc = report_write(&m, stdout, &o);
 	model_free(&m);

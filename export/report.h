@@ -14,6 +14,8 @@ struct report_opts {
 	int blocking; /* text: the blocking analysis instead of the summary */
 	int stalls;   /* text: every stall in detail instead of the summary */
 	uint64_t stall_ns; /* an event-loop iteration this long is a stall (0: STALLS_DEFAULT_NS) */
+	const struct model_cut *cuts; /* what model_correct marked (a note says so) */
+	int ncuts;
 };
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);

@@ -58,7 +58,7 @@ struct got {
 	int depth;
 	uint64_t b, e, cpu, allocs;
 };
-static struct got slices[64];
+static struct got slices[4096];
 static int nslices;
 static struct model *cur;
 
@@ -66,6 +66,7 @@ static void on_end(void *arg, const struct rec_thread *t, const struct model_sli
 {
 	(void)arg;
 	(void)t;
+	cr_assert_lt(nslices, 4096, "more slices than the test keeps");
 	struct got *g = &slices[nslices++];
 	snprintf(g->name, sizeof(g->name), "%s", cur->funcs[s->func].name);
 	g->depth = s->depth;
@@ -188,4 +189,100 @@ Test(model, missing_node_becomes_unknown_root)
 	walk(MODEL_END_NEXT);
 	cr_assert_eq(nslices, 1);
 	cr_assert_str_eq(slices[0].name, "[unknown]");
+}
+
+/* ---- model_correct: the hook-site correction ------------------------------ */
+
+/*
+ * One thread computing for 600 ms (1 ms of CPU per ms): a hook's capture
+ * every ms at A>B>C (C: a helper that calls a hooked function), and every
+ * 10 ms, half-way to the next hook's capture, one of the sampler's: the
+ * first `nsampler` of them, at A>B>C for the first `at_c` and at A>B for
+ * the rest.  A is the root (main).  Returns C's and B's CPU on the
+ * timeline after model_correct (raw = 0) or as captured (raw = 1), in ms,
+ * and what model_correct reported.
+ */
+struct corr {
+	double c_ms, b_ms;
+	int ncut;
+	struct model_cut cut[4];
+	int block_kept; /* the wait at C kept its stack */
+};
+
+static struct corr run_correct(int nsampler, int at_c, int raw)
+{
+	struct corr out = {0};
+	free(th.samples);
+	th.samples = calloc(800, sizeof(struct rhea_sample));
+	th.nsamples = 0;
+	for (int i = 0; i < 600; i++) {
+		uint64_t t = (uint64_t)i * MS;
+		add(3, t, t, 0, 0, RHEA_FN_MALLOC, t, t, 0, 0);
+		if (i % 10 == 5 && i / 10 < nsampler) {
+			uint64_t ts = t + MS / 2;
+			add(i / 10 < at_c ? 3 : 2, ts, ts, 0, RHEA_S_ASYNC | RHEA_S_LEAF_EXACT, RHEA_FN_SAMPLER, ts, ts,
+			    0, 0);
+			th.samples[th.nsamples - 1].object = 1;
+		}
+	}
+	/* a wait at C, 10 ms, at the end */
+	add(3, 600 * MS, 610 * MS, 0, RHEA_S_BLOCK, RHEA_FN_MUTEX_LOCK, 600 * MS, 600 * MS, 0, 0);
+	static struct model m;
+	cr_assert_eq(model_build(&m, &rec, MODEL_END_NEXT), 0);
+	cur = &m;
+	uint32_t fa = m.node_func[1], fc = m.node_func[3];
+	m.funcs[fa].root = 1;
+	if (!raw)
+		out.ncut = model_correct(&m, out.cut, 4);
+	for (int k = 0; k < out.ncut && k < 4; k++)
+		cr_assert_eq(out.cut[k].func, fc, "only C may be thinned");
+	nslices = 0;
+	struct model_cb cb = {NULL, on_end, NULL};
+	model_walk_thread(&m, &th, &cb);
+	uint32_t ids[16];
+	int n = model_frames(&m, &th.samples[th.nsamples - 1], ids, 16);
+	out.block_kept = n == 4 && ids[2] == fc; /* A B C, then the wait's pseudo-frame */
+	for (int i = 0; i < nslices; i++) {
+		double ms = (double)slices[i].cpu / MS;
+		if (strstr(slices[i].name, "0x300"))
+			out.c_ms += ms;
+		else if (strstr(slices[i].name, "0x200"))
+			out.b_ms += ms;
+	}
+	model_free(&m);
+	return out;
+}
+
+Test(model, correct_moves_a_helpers_time_to_its_caller)
+{
+	/* The sampler never finds C: as captured, C has the thread's CPU. */
+	struct corr raw = run_correct(60, 0, 1);
+	cr_assert_geq(raw.c_ms, 560, "as captured, C has %.1f ms of 600", raw.c_ms);
+	struct corr c = run_correct(60, 0, 0);
+	cr_assert_eq(c.ncut, 1, "C must be thinned");
+	cr_assert_gt(c.cut[0].timeline, 0.9);
+	cr_assert_lt(c.cut[0].sampler, 0.01);
+	cr_assert_leq(c.c_ms, 6, "corrected, C keeps %.1f ms of 600", c.c_ms);
+	cr_assert_geq(c.b_ms, 594, "corrected, B (C's caller) has %.1f ms of 600", c.b_ms);
+	cr_assert(c.block_kept, "a wait is never cut");
+}
+
+Test(model, correct_keeps_the_samplers_share)
+{
+	/* The sampler finds C in 20 of 60 periods: C keeps about a third. */
+	struct corr c = run_correct(60, 20, 0);
+	cr_assert_eq(c.ncut, 1);
+	cr_assert(c.c_ms >= 170 && c.c_ms <= 240, "C has %.1f ms of 600, want about 200", c.c_ms);
+}
+
+Test(model, correct_leaves_an_agreeing_or_unsampled_timeline)
+{
+	/* The sampler agrees (C in 55 of 60): nothing to correct. */
+	struct corr a = run_correct(60, 55, 0);
+	cr_assert_eq(a.ncut, 0);
+	cr_assert_geq(a.c_ms, 560);
+	/* Too few periods to judge (40 < 50): left as captured. */
+	struct corr b = run_correct(40, 0, 0);
+	cr_assert_eq(b.ncut, 0);
+	cr_assert_geq(b.c_ms, 560);
 }
