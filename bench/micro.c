@@ -407,28 +407,45 @@ struct memo_job {
 	int reps;
 	uint64_t *t;
 	int frames, words, held;
+	struct unwind_regs r0;
+	struct unwind_trace tr;
 };
+
+/* As capture.c: the registers taken in one function that is always called
+ * from the same place (there stack_here, from the hook), so that a second
+ * capture on the same call path starts from the same sp.  take: walk and
+ * remember; else: does the remembered walk still hold? */
+static __attribute__((noinline)) int memo_here(struct memo_job *j, int take)
+{
+	static struct unwind_cache rcache;
+	struct unwind_regs r;
+	UNWIND_HERE(&r);
+	if (take) {
+		uint64_t out[MAXF];
+		struct unwind_stack st = main_stack;
+		st.trace = &j->tr;
+		j->r0 = r;
+		j->frames = unwind_cfi_cached(&r, &st, find_cfi, NULL, &rcache, 1, out, MAXF, NULL);
+		j->words = j->tr.n;
+		return 1;
+	}
+	/* capture.c's memo_find: registers, then the words */
+	return r.ip == j->r0.ip && r.sp == j->r0.sp && (!j->tr.bp_used || r.bp == j->r0.bp) &&
+	       unwind_trace_holds(&j->tr);
+}
 
 static __attribute__((noinline)) uint64_t memo_leaf(void *arg)
 {
 	struct memo_job *j = arg;
-	static struct unwind_trace tr;
-	static struct unwind_cache rcache;
-	uint64_t out[MAXF];
-	struct unwind_regs r0, r;
-	struct unwind_stack st = main_stack;
-	st.trace = &tr;
-	UNWIND_HERE(&r0);
-	j->frames = unwind_cfi_cached(&r0, &st, find_cfi, NULL, &rcache, 1, out, MAXF, NULL);
-	j->words = tr.n;
 	j->held = 0;
-	for (int k = 0; k < j->reps; k++) {
+	for (int k = -1; k < j->reps; k++) {
 		uint64_t t0 = ticks();
-		UNWIND_HERE(&r);
-		/* as capture.c's memo_find: registers, then the words */
-		int hit = r.sp == r0.sp && (!tr.bp_used || r.bp == r0.bp) && unwind_trace_holds(&tr);
-		j->t[k] = ticks() - t0;
-		j->held += hit;
+		int hit = memo_here(j, k < 0);
+		uint64_t t1 = ticks();
+		if (k >= 0) {
+			j->t[k] = t1 - t0;
+			j->held += hit;
+		}
 	}
 	return (uint64_t)j->frames;
 }
@@ -443,7 +460,10 @@ static void run_memo(int reps)
 	static const int depths[] = {10, 30, 60};
 	for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
 		int depth = depths[d];
-		struct memo_job j = {reps, t, 0, 0, 0};
+		static struct memo_job j;
+		memset(&j, 0, sizeof(j));
+		j.reps = reps;
+		j.t = t;
 		chain_nofp(depth - (probe.frames - 1), memo_leaf, &j);
 		double m, p;
 		stats(t, reps, &m, &p);
