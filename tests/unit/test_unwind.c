@@ -342,12 +342,20 @@ static int capture_cb(const struct unwind_regs *r, void *arg)
 	return 1;
 }
 
-__attribute__((noinline)) static int run_chain(chain_start_fn start, struct capture *c)
+/* Run the chain from start down to cb(arg), with *st set to this
+ * thread's stack (cb's walks read it). */
+__attribute__((noinline)) static int run_on_chain(chain_start_fn start, chain_cb cb,
+						  void *arg, struct unwind_stack *st)
 {
 	volatile int keep = 1;
-	c->st = stack_of(&keep);
-	int r = start(capture_cb, c);
+	*st = stack_of(&keep);
+	int r = start(cb, arg);
 	return r + keep;
+}
+
+static int run_chain(chain_start_fn start, struct capture *c)
+{
+	return run_on_chain(start, capture_cb, c, &c->st);
 }
 
 /* ---- tests ---------------------------------------------------------------- */
@@ -362,7 +370,7 @@ Test(unwind, cfi_through_chain_without_frame_pointers)
 	names_of(c.pc, c.n, names, joined, sizeof(joined));
 	assert_chain(names, c.n, 0, joined);
 	assert_chain_rows(c.pc, 0, CFI_RSP); /* premise: no frame pointers */
-	cr_assert_str_eq(names[NCHAIN], "run_chain", "%s", joined);
+	cr_assert_str_eq(names[NCHAIN], "run_on_chain", "%s", joined);
 	assert_reaches_start(names, c.n, c.truncated, joined);
 }
 
@@ -376,9 +384,9 @@ Test(unwind, fp_through_chain_with_frame_pointers)
 	names_of(c.pc, c.n, names, joined, sizeof(joined));
 	assert_chain(names, c.n, 0, joined);
 	assert_chain_rows(c.pc, 0, CFI_RBP); /* premise: frame pointers */
-	/* chain_start's frame record still holds the return into run_chain
+	/* chain_start's frame record still holds the return into run_on_chain
 	 * (built without frame pointers: the chain may or may not go on). */
-	cr_assert_str_eq(names[NCHAIN], "run_chain", "%s", joined);
+	cr_assert_str_eq(names[NCHAIN], "run_on_chain", "%s", joined);
 }
 
 Test(unwind, cfi_through_chain_with_frame_pointers)
@@ -390,7 +398,7 @@ Test(unwind, cfi_through_chain_with_frame_pointers)
 	run_chain(start, &c);
 	names_of(c.pc, c.n, names, joined, sizeof(joined));
 	assert_chain(names, c.n, 0, joined);
-	cr_assert_str_eq(names[NCHAIN], "run_chain", "%s", joined);
+	cr_assert_str_eq(names[NCHAIN], "run_on_chain", "%s", joined);
 	assert_reaches_start(names, c.n, c.truncated, joined);
 }
 
@@ -421,7 +429,7 @@ Test(unwind, cfi_row_cache_gives_the_same_walk)
 		}
 	}
 	cr_assert_eq(cache.gen, 8);
-	/* the same frames: the same addresses up to run_chain (the compiler
+	/* the same frames: the same addresses up to run_on_chain (the compiler
 	 * may peel the loop's last turn: the return address into this test
 	 * can differ), the same functions everywhere */
 	static char names0[MAXF][NAMELEN], names[MAXF][NAMELEN], joined[4096];
@@ -749,18 +757,10 @@ static int traced_cb(const struct unwind_regs *r, void *arg)
 	return 1;
 }
 
-__attribute__((noinline)) static int run_traced(chain_start_fn start, struct traced *c)
-{
-	volatile int keep = 1;
-	c->st = stack_of(&keep);
-	int r = start(traced_cb, c);
-	return r + keep;
-}
-
 Test(unwind, trace_of_a_real_walk_holds_while_its_frames_live)
 {
 	static struct traced c;
-	run_traced(load_chain(0), &c);
+	run_on_chain(load_chain(0), traced_cb, &c, &c.st);
 	cr_assert_gt(c.n, NCHAIN);
 	cr_assert(c.held);
 	cr_assert_eq(c.tr.outside, 0);
