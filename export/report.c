@@ -814,18 +814,27 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
  * function that a computing thread calls often, and that calls a hooked
  * one, is captured at nearly every interval, so its slices cover time the
  * thread spent elsewhere; the sampler's captures are not drawn to it.
- * When the two disagree that much about one function (a quarter of the
- * CPU or more on the timeline, under a third of that in the CPU profile,
- * with 50 sampling periods at least), one note says so.  0, or 1 with the
- * note in buf.
+ * model_correct thins such functions when the sampler has enough periods;
+ * whatever disagreement is left is said here, in one note (the larger):
+ *
+ *  - inclusive: a function with a quarter of the CPU or more on the
+ *    timeline, under a third of that in the CPU profile;
+ *  - self: a function whose own CPU on the timeline is a quarter or more,
+ *    under a third of that in the profile, while the profile's hottest
+ *    function has under a third of its share on the timeline: the hooks'
+ *    captures end at the first function, its callees that call nothing
+ *    hooked are never on them (the demo's handle_request and hash_block;
+ *    a callee reached by a tail call leaves no frame at all);
+ *
+ * with 50 sampling periods at least.  0, or 1 with the note in buf.
  */
 static int timeline_note(const struct model *m, const struct fstat *f, const struct cpuprof *cp,
 			 uint64_t cpu_total, char *buf, size_t len)
 {
 	if (cp->total < 50 || !cpu_total)
 		return 0;
-	double worst = 0, tl = 0, sp = 0;
-	uint32_t which = 0;
+	double worst = 0, tl = 0, sp = 0, worst_self = 0, tl_self = 0, sp_self = 0, hot = 0, hot_tl = 0;
+	uint32_t which = 0, which_self = 0, which_hot = 0;
 	for (uint32_t i = 0; i < m->nfuncs; i++) {
 		if (m->funcs[i].kind != MODEL_CODE)
 			continue;
@@ -836,14 +845,38 @@ static int timeline_note(const struct model *m, const struct fstat *f, const str
 			tl = t;
 			sp = s;
 		}
+		t = (double)f[i].self_cpu / (double)cpu_total;
+		s = (double)cp->self[i] / (double)cp->total;
+		if (t >= 0.25 && s < t / 3 && t - s > worst_self) {
+			worst_self = t - s;
+			which_self = i;
+			tl_self = t;
+			sp_self = s;
+		}
+		if (s > hot) {
+			hot = s;
+			hot_tl = t;
+			which_hot = i;
+		}
 	}
-	if (worst == 0)
-		return 0;
-	snprintf(buf, len, "%s has %.0f%% of the CPU on the timeline but %.0f%% in the CPU profile: it is "
-		 "captured at a hooked call it makes often, and each capture's stack lasts until the next one; "
-		 "the CPU profile (below), and Perfetto's flame graph with `rhea convert --samples cpu`, are the "
-		 "unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
-	return 1;
+	if (worst >= worst_self && worst > 0) {
+		snprintf(buf, len, "%s has %.0f%% of the CPU on the timeline but %.0f%% in the CPU profile: it "
+			 "is captured at a hooked call it makes often, and each capture's stack lasts until the "
+			 "next one; the CPU profile (below), and Perfetto's flame graph with `rhea convert "
+			 "--samples cpu`, are the unbiased view", m->funcs[which].name, 100 * tl, 100 * sp);
+		return 1;
+	}
+	if (worst_self > 0 && hot_tl < hot / 3 && which_hot != which_self) {
+		snprintf(buf, len, "%s has %.0f%% of the CPU as its own time on the timeline but %.0f%% in the "
+			 "CPU profile, which puts %.0f%% in %s (%.0f%% on the timeline): the hooks' captures "
+			 "stop at %s, and callees that call nothing hooked (or are reached by a tail call) are "
+			 "never on them; the CPU profile (below), and Perfetto's flame graph with `rhea convert "
+			 "--samples cpu`, show where that time goes", m->funcs[which_self].name, 100 * tl_self,
+			 100 * sp_self, 100 * hot, m->funcs[which_hot].name, 100 * hot_tl,
+			 m->funcs[which_self].name);
+		return 1;
+	}
+	return 0;
 }
 
 /* What model_correct did, in one note: 0, or 1 with the note in buf. */

@@ -745,6 +745,42 @@ def t_gzip(c):
     c.done()
 
 
+def t_demo(c):
+    """The demo `make demo` records (demo/demo.c, built as tests/demo.sh
+    builds it): the report a first-time user sees.  Its event loop stalls
+    in compact_tables (no hook there: found by the sampler), its workers
+    wait on one condition variable, and the CPU goes to hash_block, which
+    calls nothing hooked: the CPU profile puts it first, and the report's
+    note says that the timeline gives its time to handle_request, where
+    the hooks' captures stop (render_response reaches free by a tail
+    call)."""
+    exe = c.path("demo")
+    rc, _, err = c.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", exe,
+                        os.path.join(c.root, "demo", "demo.c")], timeout=60)
+    if rc != 0:
+        raise Fail("cannot build demo/demo.c: %s" % one_line(err))
+    rc, _, err = c.record([exe], timeout=60)
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    st = rec["stalls"]
+    # compact_tables runs twice (~70 ms each); a loaded machine may make
+    # another iteration long too
+    compact = [x for x in st["list"] if "compact_tables" in x["top_stack"]]
+    c.check(st["loop_threads"] == 1 and len(compact) >= 1, "stalls: %d loop threads, %d stalls, in %s"
+            % (st["loop_threads"], len(st["list"]), [x["top_stack"][-2:] for x in st["list"]]))
+    waits = [w for w in rec["waits"] if w["function"] == "pthread_cond_wait" and "worker" in w["stack"]]
+    c.check(waits and all(w["attributed"] == w["count"] for w in waits),
+            "workers' condition waits not all attributed: %s" % [(w["count"], w["attributed"]) for w in waits])
+    prof = rec["cpu_profile"]["functions"]
+    c.check(prof and prof[0]["name"] == "hash_block", "CPU profile: top %s, want hash_block"
+            % [f["name"] for f in prof[:3]])
+    if rec["cpu_profile"]["samples"] >= 50:
+        c.check(any("hash_block" in n for n in rec["notes"]), "no note naming hash_block: %s" % rec["notes"])
+    c.done()
+
+
 # ---------------------------------------------------------------------------
 # Bad input: one "rhea: " line on stderr, nothing on stdout, status 2.
 
@@ -1494,6 +1530,7 @@ def all_tests():
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
+    t.append(Test("demo", t_demo, timeout=120))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))
