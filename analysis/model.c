@@ -477,3 +477,22 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 	free(seen);
 	return ncut;
 }
+
+int model_cut_note(const struct model *m, const struct model_cut *c, int n, char *buf, size_t len)
+{
+	if (n <= 0 || !c)
+		return 0;
+	int w = snprintf(buf, len, "the timeline is corrected for hooked call sites: ");
+	int shown = n < 4 ? n : 4;
+	for (int i = 0; i < shown && w > 0 && (size_t)w < len; i++)
+		w += snprintf(buf + w, len - (size_t)w, "%s%s %.0f%% of the CPU as captured, %.0f%% by the "
+			      "sampler", i ? "; " : "", m->funcs[c[i].func].name, 100 * c[i].timeline,
+			      100 * c[i].sampler);
+	if (w > 0 && (size_t)w < len && n > shown)
+		w += snprintf(buf + w, len - (size_t)w, "; and %d more", n - shown);
+	if (w > 0 && (size_t)w < len)
+		snprintf(buf + w, len - (size_t)w, ". Each stays on the sampler's share of the hooks' "
+			 "captures; on the others the stack ends at its caller, which gets the time "
+			 "(--timeline raw: every stack as captured)");
+	return 1;
+}

@@ -5,6 +5,7 @@
 #ifndef RHEA_MODEL_H
 #define RHEA_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hookfn.h"
@@ -113,6 +114,10 @@ struct model_cut {
 	double timeline, sampler; /* shares of the sampled threads' CPU */
 };
 int model_correct(struct model *m, struct model_cut *out, int max);
+
+/* What model_correct did (n of its cuts), as one sentence for a note.
+ * 0, or 1 with the note in buf. */
+int model_cut_note(const struct model *m, const struct model_cut *c, int n, char *buf, size_t len);
 
 /* The deepest call path the model builds (frames beyond are cut). */
 #define MODEL_MAX_FRAMES 2048

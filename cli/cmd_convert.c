@@ -286,8 +286,8 @@ int cmd_convert(int argc, char **argv)
 		rc = 1;
 		goto close;
 	}
-	if (!raw)
-		model_correct(&m, NULL, 0);
+	struct model_cut cuts[4];
+	int ncuts = raw ? 0 : model_correct(&m, cuts, 4);
 	double t2 = now_s();
 	struct convert_ctx cx;
 	char err[1024];
@@ -360,6 +360,9 @@ int cmd_convert(int argc, char **argv)
 		cli_err("converted %s to %s (%s): %zu thread%s, %llu records", in,
 			to_stdout ? "standard output" : outpath, fmt_name, n, n == 1 ? "" : "s",
 			(unsigned long long)cx.records);
+		char note[1024];
+		if (model_cut_note(&m, cuts, ncuts, note, sizeof(note)))
+			cli_err("note: %s", note);
 	}
 close_ctx:
 	convert_free(&cx);

@@ -879,26 +879,6 @@ static int timeline_note(const struct model *m, const struct fstat *f, const str
 	return 0;
 }
 
-/* What model_correct did, in one note: 0, or 1 with the note in buf. */
-static int cut_note(const struct model *m, const struct model_cut *c, int n, char *buf, size_t len)
-{
-	if (n <= 0 || !c)
-		return 0;
-	int w = snprintf(buf, len, "the timeline is corrected for hooked call sites: ");
-	int shown = n < 4 ? n : 4;
-	for (int i = 0; i < shown && w > 0 && (size_t)w < len; i++)
-		w += snprintf(buf + w, len - (size_t)w, "%s%s %.0f%% of the CPU as captured, %.0f%% by the "
-			      "sampler", i ? "; " : "", m->funcs[c[i].func].name, 100 * c[i].timeline,
-			      100 * c[i].sampler);
-	if (w > 0 && (size_t)w < len && n > shown)
-		w += snprintf(buf + w, len - (size_t)w, "; and %d more", n - shown);
-	if (w > 0 && (size_t)w < len)
-		snprintf(buf + w, len - (size_t)w, ". Each stays on the sampler's share of the hooks' "
-			 "captures; on the others the stack ends at its caller, which gets the time "
-			 "(--timeline raw: every stack as captured)");
-	return 1;
-}
-
 /* text after prefix, wrapped at width columns, continued under its start */
 static void print_wrapped(FILE *out, const char *prefix, const char *text, int width)
 {
@@ -1003,7 +983,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	}
 	char note[512], cutnote[1024];
 	int noted = timeline_note(m, a.f, &cp, cpu_total, note, sizeof(note));
-	int cutnoted = cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
+	int cutnoted = model_cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
