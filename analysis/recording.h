@@ -23,7 +23,9 @@ struct rec_thread {
 	char name[16];
 	uint64_t name_ns;           /* time of the entry the name came from */
 	uint64_t start_ns, exit_ns; /* 0 when not seen */
-	struct rhea_sample *samples; /* sorted by begin_ns */
+	struct rhea_sample *samples; /* sorted by begin_ns; each one's reserved
+					field (0 in the file) belongs to the model:
+					model_correct's cut (model.h) */
 	size_t nsamples, cap;
 };
 
