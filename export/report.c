@@ -1136,6 +1136,15 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
 			json_str(&j, NULL, w);
 		json_arr_end(&j);
+		json_arr_begin(&j, "timeline_corrections");
+		for (int k = 0; o->cuts && k < o->ncuts && k < 8; k++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "function", m->funcs[o->cuts[k].func].name);
+			json_dbl(&j, "captured_cpu_share", o->cuts[k].timeline);
+			json_dbl(&j, "sampler_cpu_share", o->cuts[k].sampler);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
 		json_arr_begin(&j, "notes");
 		if (cutnoted)
 			json_str(&j, NULL, cutnote);

@@ -1127,6 +1127,9 @@ def t_attach_spin(c, variant):
     # gives it to the loops, as the sampler does, and a note says so
     c.check(any("attach_work" in n for n in rec["notes"]), "no note on attach_work's timeline share: %s"
             % rec["notes"])
+    corr = [x for x in rec["timeline_corrections"] if x["function"] == "attach_work"]
+    c.check(corr and corr[0]["captured_cpu_share"] > 0.5 and corr[0]["sampler_cpu_share"] < 0.1,
+            "timeline_corrections: %s" % rec["timeline_corrections"])
     check_timeline_unbiased(c, rec, "corrected timeline")
     raw = c.report(c.path("out.rhea"), extra=["--timeline", "raw"])
     work = sum(f["cpu_ns"] for f in funcs_named(raw, "attach_work"))
