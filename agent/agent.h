@@ -340,6 +340,8 @@ void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 extern volatile uint32_t rhea_agent_tids[8];
+/* agent.c: agent thread i (rhea_agent_tids) notes its CPU time as it ends */
+void agent_thread_cpu_note(int i);
 
 /* attach.c: loaded into a running process by rhea attach */
 extern int rhea_attached;

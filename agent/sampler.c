@@ -335,6 +335,7 @@ static void *sampler_main(void *arg)
 		syscall(SYS_nanosleep, &ts, NULL);
 	}
 	ntimed = 0;
+	agent_thread_cpu_note(2);
 	return NULL;
 }
 

@@ -301,8 +301,11 @@ attribute_run() {
 			>"$d/script.txt" 2>>"$d/errors.txt" &&
 		perf report -i "$d/perf.data" --no-children --sort dso --stdio -g none \
 			>"$d/dso.txt" 2>>"$d/errors.txt" &&
+		tcpu=$("$RHEA" report --json "$d/rec.rhea" 2>>"$d/errors.txt" |
+			python3 -c 'import json, sys; print(json.load(sys.stdin)["stats"]["agent_cpu_ns"])') &&
 		python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$d/dso.txt" \
-			--summary "$d/summary.txt" "$d/script.txt" >"$d/report.txt" 2>>"$d/errors.txt" ||
+			--threads-cpu-ns "$tcpu" --summary "$d/summary.txt" "$d/script.txt" \
+			>"$d/report.txt" 2>>"$d/errors.txt" ||
 		{ rm -f "$d/report.txt" "$d/summary.txt"; say "bench: $name: direct cost failed"; }
 	[ "${KEEP:-0}" = 1 ] || rm -f "$d/perf.data" "$d/script.txt"
 }

@@ -237,7 +237,8 @@ struct rhea_stats {
 	uint64_t bytes_raw, bytes_stored;
 	uint64_t threads;
 	uint64_t waits_unattributed; /* waits the wait table could not follow */
-	uint64_t reserved[5];
+	uint64_t agent_cpu_ns; /* CPU time of the agent's own threads (0: unknown) */
+	uint64_t reserved[4];
 };
 
 enum rhea_end_reason {

@@ -1022,6 +1022,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "stack_full", r->stats.stack_full);
 		json_u64(&j, "write_errors", r->stats.write_errors);
 		json_u64(&j, "waits_unattributed", r->stats.waits_unattributed);
+		json_u64(&j, "agent_cpu_ns", r->stats.agent_cpu_ns);
 		json_u64(&j, "chunks", r->nchunks);
 		json_u64(&j, "file_bytes", r->file_bytes);
 		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
@@ -1285,6 +1286,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		r->stats.stack_full ? " (stack table full: some stacks missing)" : "");
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
+	if (r->stats.agent_cpu_ns)
+		fprintf(out, "  agent: its own threads (ticker, writer, sampler) used %s of CPU, %.2f%% of the "
+			"program's\n", fmt_ns(r->stats.agent_cpu_ns, b1),
+			cpu_total ? 100.0 * (double)r->stats.agent_cpu_ns / (double)cpu_total : 0.0);
 out:
 	free(rows);
 	stalls_free(&st);
