@@ -1665,5 +1665,6 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_stats, bytes_stored, 80);
 	DOC(rhea_stats, threads, 88);
 	DOC(rhea_stats, waits_unattributed, 96);
-	DOC(rhea_stats, reserved, 104);
+	DOC(rhea_stats, agent_cpu_ns, 104);
+	DOC(rhea_stats, reserved, 112);
 }
