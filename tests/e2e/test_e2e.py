@@ -773,6 +773,10 @@ def t_demo(c):
     waits = [w for w in rec["waits"] if w["function"] == "pthread_cond_wait" and "worker" in w["stack"]]
     c.check(waits and all(w["attributed"] == w["count"] for w in waits),
             "workers' condition waits not all attributed: %s" % [(w["count"], w["attributed"]) for w in waits])
+    # the agent's own threads (the ticker's wake-ups, the writer) cost
+    # something, and far less than the program's computing
+    agent_cpu, cpu = rec["stats"]["agent_cpu_ns"], sum(t["cpu_ns"] for t in rec["threads"])
+    c.check(0 < agent_cpu < 0.1 * cpu, "agent threads' CPU %s, the program's %s" % (ms(agent_cpu), ms(cpu)))
     prof = rec["cpu_profile"]["functions"]
     c.check(prof and prof[0]["name"] == "hash_block", "CPU profile: top %s, want hash_block"
             % [f["name"] for f in prof[:3]])
