@@ -339,12 +339,6 @@ static double wilson_hi(double p, double n, double z)
 	return (p + z2 / (2 * n) + z * sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n);
 }
 
-static int cut_cmp(const void *a, const void *b)
-{
-	const struct model_cut *x = a, *y = b;
-	return (x->timeline < y->timeline) - (x->timeline > y->timeline);
-}
-
 /* Pass 2 of model_correct: which hooks' captures keep each thinned function
  * (keep[f] < 1), into their reserved field. */
 static void decide_cuts(struct model *m, const double *keep, uint32_t *ids, uint8_t *seen)
@@ -455,8 +449,15 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 			    wilson_hi(s, periods_all, 3.0) >= t * 2 / 3)
 				continue;
 			keep[f] = s / t;
-			if (ncut < max)
-				out[ncut] = (struct model_cut){f, t, s};
+			/* out keeps the largest max, sorted (insertion: max is small) */
+			int at = ncut < max ? ncut : max;
+			while (at > 0 && out[at - 1].timeline < t) {
+				if (at < max)
+					out[at] = out[at - 1];
+				at--;
+			}
+			if (at < max)
+				out[at] = (struct model_cut){f, t, s};
 			ncut++;
 		}
 	}
@@ -467,8 +468,6 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 		decide_cuts(m, keep, ids, seen);
 		m->corrected = 1;
 	}
-	if (out && ncut > 0)
-		qsort(out, (size_t)(ncut < max ? ncut : max), sizeof(*out), cut_cmp);
 	free(tl);
 	free(sp);
 	free(periods);
