@@ -286,3 +286,47 @@ Test(model, correct_leaves_an_agreeing_or_unsampled_timeline)
 	cr_assert_eq(b.ncut, 0);
 	cr_assert_geq(b.c_ms, 560);
 }
+
+/*
+ * Nested helpers: the hooks' captures are all at A>B>C, the sampler finds
+ * the thread in C in a quarter of its periods, in B (not C) in another
+ * quarter, in A alone in half.  Both B and C are thinned; C can keep its
+ * place only in the captures that kept B, and those count for it: B ends
+ * with about half of the CPU, C with about a quarter (not an eighth).
+ */
+Test(model, correct_nested_helpers_keep_the_samplers_shares)
+{
+	free(th.samples);
+	th.samples = calloc(2400, sizeof(struct rhea_sample));
+	th.nsamples = 0;
+	for (int i = 0; i < 2000; i++) {
+		uint64_t t = (uint64_t)i * MS;
+		add(3, t, t, 0, 0, RHEA_FN_MALLOC, t, t, 0, 0);
+		if (i % 10 == 5) {
+			int k = i / 10; /* 200 periods: enough for B's half to be told from 95% */
+			uint64_t ts = t + MS / 2;
+			add(k % 4 == 0 ? 3 : k % 4 == 1 ? 2 : 1, ts, ts, 0, RHEA_S_ASYNC | RHEA_S_LEAF_EXACT,
+			    RHEA_FN_SAMPLER, ts, ts, 0, 0);
+			th.samples[th.nsamples - 1].object = 1;
+		}
+	}
+	static struct model m;
+	cr_assert_eq(model_build(&m, &rec, MODEL_END_NEXT), 0);
+	cur = &m;
+	m.funcs[m.node_func[1]].root = 1;
+	struct model_cut cut[4];
+	cr_assert_eq(model_correct(&m, cut, 4), 2, "B and C thinned");
+	nslices = 0;
+	struct model_cb cb = {NULL, on_end, NULL};
+	model_walk_thread(&m, &th, &cb);
+	double b = 0, c = 0;
+	for (int i = 0; i < nslices; i++) {
+		if (strstr(slices[i].name, "0x200"))
+			b += (double)slices[i].cpu / MS;
+		else if (strstr(slices[i].name, "0x300"))
+			c += (double)slices[i].cpu / MS;
+	}
+	model_free(&m);
+	cr_assert(b >= 850 && b <= 1150, "B has %.1f ms of 2000, want about 1000", b);
+	cr_assert(c >= 400 && c <= 600, "C has %.1f ms of 2000, want about 500", c);
+}
