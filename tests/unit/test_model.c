@@ -209,22 +209,38 @@ struct corr {
 	int block_kept; /* the wait at C kept its stack */
 };
 
-static struct corr run_correct(int nsampler, int at_c, int raw)
+/* th: a thread computing for `ms` ms (1 ms of CPU per ms), a hook's
+ * capture every ms at A>B>C and, every 10 ms, half-way to the next, one of
+ * the sampler's, at the stack sampler_at(k, arg) gives for the k-th (0:
+ * none).  Room is left for one more sample. */
+static void computing_thread(int ms, uint32_t (*sampler_at)(int k, const int *arg), const int *arg)
 {
-	struct corr out = {0};
 	free(th.samples);
-	th.samples = calloc(800, sizeof(struct rhea_sample));
+	th.samples = calloc((size_t)ms + (size_t)ms / 10 + 2, sizeof(struct rhea_sample));
 	th.nsamples = 0;
-	for (int i = 0; i < 600; i++) {
+	for (int i = 0; i < ms; i++) {
 		uint64_t t = (uint64_t)i * MS;
 		add(3, t, t, 0, 0, RHEA_FN_MALLOC, t, t, 0, 0);
-		if (i % 10 == 5 && i / 10 < nsampler) {
+		uint32_t at = i % 10 == 5 ? sampler_at(i / 10, arg) : 0;
+		if (at) {
 			uint64_t ts = t + MS / 2;
-			add(i / 10 < at_c ? 3 : 2, ts, ts, 0, RHEA_S_ASYNC | RHEA_S_LEAF_EXACT, RHEA_FN_SAMPLER, ts, ts,
-			    0, 0);
+			add(at, ts, ts, 0, RHEA_S_ASYNC | RHEA_S_LEAF_EXACT, RHEA_FN_SAMPLER, ts, ts, 0, 0);
 			th.samples[th.nsamples - 1].object = 1;
 		}
 	}
+}
+
+/* arg: {periods, how many of them at A>B>C (the rest at A>B)} */
+static uint32_t first_at_c(int k, const int *arg)
+{
+	return k >= arg[0] ? 0 : k < arg[1] ? 3 : 2;
+}
+
+static struct corr run_correct(int nsampler, int at_c, int raw)
+{
+	struct corr out = {0};
+	const int arg[2] = {nsampler, at_c};
+	computing_thread(600, first_at_c, arg);
 	/* a wait at C, 10 ms, at the end */
 	add(3, 600 * MS, 610 * MS, 0, RHEA_S_BLOCK, RHEA_FN_MUTEX_LOCK, 600 * MS, 600 * MS, 0, 0);
 	static struct model m;
@@ -294,22 +310,16 @@ Test(model, correct_leaves_an_agreeing_or_unsampled_timeline)
  * place only in the captures that kept B, and those count for it: B ends
  * with about half of the CPU, C with about a quarter (not an eighth).
  */
+static uint32_t quarter_c_quarter_b(int k, const int *arg)
+{
+	(void)arg;
+	return k % 4 == 0 ? 3 : k % 4 == 1 ? 2 : 1;
+}
+
 Test(model, correct_nested_helpers_keep_the_samplers_shares)
 {
-	free(th.samples);
-	th.samples = calloc(2400, sizeof(struct rhea_sample));
-	th.nsamples = 0;
-	for (int i = 0; i < 2000; i++) {
-		uint64_t t = (uint64_t)i * MS;
-		add(3, t, t, 0, 0, RHEA_FN_MALLOC, t, t, 0, 0);
-		if (i % 10 == 5) {
-			int k = i / 10; /* 200 periods: enough for B's half to be told from 95% */
-			uint64_t ts = t + MS / 2;
-			add(k % 4 == 0 ? 3 : k % 4 == 1 ? 2 : 1, ts, ts, 0, RHEA_S_ASYNC | RHEA_S_LEAF_EXACT,
-			    RHEA_FN_SAMPLER, ts, ts, 0, 0);
-			th.samples[th.nsamples - 1].object = 1;
-		}
-	}
+	/* 200 periods: enough for B's half to be told from its 95% */
+	computing_thread(2000, quarter_c_quarter_b, NULL);
 	static struct model m;
 	cr_assert_eq(model_build(&m, &rec, MODEL_END_NEXT), 0);
 	cur = &m;
