@@ -665,12 +665,7 @@ def t_python_attach(c):
     exe = "/usr/bin/python3"
     need_program(exe)
     p, pid = start_ready(c, [exe, "-c", PY_SLEEPER, "3"])
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
-    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "python done True" in out, "python3 after the detach: status %d, %r %r"
-            % (p.returncode, out, perr[-300:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), want_out="python done True")
     names = {f["name"] for f in rec["functions"]}
     c.check("_PyEval_EvalFrameDefault" in names and "clock_nanosleep" in names,
             "interpreter or sleep frames missing: %s" % top_names(rec, 30))
@@ -1012,6 +1007,21 @@ def attach_then_wait(c, p, pid, duration, between=None):
     return rc, err, out, perr
 
 
+def attached(c, p, res, says=None, want_out="attachme ok"):
+    """What attach_then_wait returned (res): the attach succeeded (its
+    stderr matching the regex `says`, if given), the process then ended
+    well (status 0, want_out in its stdout), and the recording ends with the
+    detach.  Returns the recording's report."""
+    rc, err, out, perr = res
+    c.check(rc == 0 and (says is None or re.search(says, err)),
+            "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and want_out in out, "the process after the detach: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    return rec
+
+
 def attach_ok(c, pid, name, duration="1s", what="rhea attach"):
     """rhea attach -d duration -o name to pid, which must succeed."""
     rc, _, err = c.run([c.rhea, "attach", "-d", duration, "-o", c.path(name), str(pid)], timeout=60)
@@ -1052,12 +1062,7 @@ def t_attach(c, variant):
     def no_agent_threads():
         left = [n for n in thread_names(pid) if n.startswith("rhea-")]
         c.check(not left, "after detach the process still runs %s" % left)
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1s", no_agent_threads)
-    c.check(rc == 0 and "attached to %d" % pid in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "attachme ok" in out, "attachme after the detach: status %d, %r %r"
-            % (p.returncode, out, perr[-300:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s", no_agent_threads), says="attached to %d" % pid)
     names = sorted(t["name"] for t in rec["threads"])
     c.check(names == ["attachme", "worker"], "threads %s, want attachme and worker" % names)
     n, nbytes, _ = sites_of(rec, "attach_work")
@@ -1077,12 +1082,9 @@ def t_attach_dlopen(c, variant, mode="dlopen"):
     loaded and unloaded every iteration; the detach must not touch the
     slots of unloaded copies."""
     p, pid = start_attachme(c, variant, 3, mode)
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1500ms")
-    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "attachme ok" in out and "parsers " in out,
-            "attachme: status %d, %r %r" % (p.returncode, out, perr[-200:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    res = attach_then_wait(c, p, pid, "1500ms")
+    rec = attached(c, p, res)
+    c.check("parsers " in res[2], "attachme printed no parser count: %r" % res[2])
     n = sum(x["count"] for x in rec["alloc_sites"] if "libexpat" in (x["module"] or ""))
     c.check(n > (100 if mode == "dlopen" else 0),
             "allocations made in libexpat (loaded while attached): %d; sites: %s" % (n, site_names(rec)))
@@ -1095,13 +1097,7 @@ def t_attach_futex(c, variant):
     variable): attached through a thread whose stack shows a wait that
     holds no lock of libc's; the relays' allocations are counted exactly."""
     p, pid = start_attachme(c, variant, 3, "futex")
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
-    c.check(rc == 0 and re.search(r"stopped in (pthread_join|pthread_cond_wait)", err),
-            "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
-            % (p.returncode, out, perr[-300:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), says=r"stopped in (pthread_join|pthread_cond_wait)")
     names = sorted(t["name"] for t in rec["threads"])
     c.check(names == ["attachme", "relay", "relay"], "threads %s, want attachme and two relays" % names)
     n, nbytes, _ = sites_of(rec, "attach_work")
@@ -1119,12 +1115,7 @@ def t_attach_spin(c, variant):
     allocations are counted exactly, and the sampler's CPU profile puts the
     time in spin_step_fp and spin_step."""
     p, pid = start_attachme(c, variant, 3, "spin")
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
-    c.check(rc == 0 and "running in " in err, "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
-            % (p.returncode, out, perr[-300:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), says="running in ")
     n, nbytes, _ = sites_of(rec, "attach_work")
     c.check(n >= 1000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
     prof = rec["cpu_profile"]
@@ -1327,12 +1318,7 @@ def t_attach_fork(c, variant):
     through the hooks it inherits, then exits 7): the children are not
     traced and run fine, the recording is the parent's alone."""
     p, pid = start_attachme(c, variant, 2, "fork")
-    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
-    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
-    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
-            % (p.returncode, out, perr[-200:]))
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "detach", 0)
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s"))
     tids = [t["tid"] for t in rec["threads"]]
     c.check(tids == [pid], "threads %s, want the parent's alone (%d)" % (tids, pid))
     c.done()
