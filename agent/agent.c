@@ -324,10 +324,9 @@ static uint64_t agent_cpu[8];
 
 void agent_thread_cpu_note(int i)
 {
-	struct timespec ts;
-	if (i >= 0 && i < 8 && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-		__atomic_store_n(&agent_cpu[i], (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
-				 __ATOMIC_RELAXED);
+	uint64_t v;
+	if (i >= 0 && i < 8 && rhea_thread_cpu_ns(thread_gettid(), &v) == 0)
+		__atomic_store_n(&agent_cpu[i], v, __ATOMIC_RELAXED);
 }
 
 static uint64_t agent_cpu_ns(void)
@@ -335,13 +334,9 @@ static uint64_t agent_cpu_ns(void)
 	uint64_t sum = 0;
 	for (int i = 0; i < 8; i++) {
 		uint32_t tid = rhea_agent_tids[i];
-		struct timespec ts;
-		clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6); /* the thread's CPU clock */
-		if (tid && clock_gettime(clk, &ts) == 0) {
-			uint64_t v = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-			if (v > __atomic_load_n(&agent_cpu[i], __ATOMIC_RELAXED))
-				__atomic_store_n(&agent_cpu[i], v, __ATOMIC_RELAXED);
-		}
+		uint64_t v;
+		if (tid && rhea_thread_cpu_ns(tid, &v) == 0 && v > __atomic_load_n(&agent_cpu[i], __ATOMIC_RELAXED))
+			__atomic_store_n(&agent_cpu[i], v, __ATOMIC_RELAXED);
 		sum += __atomic_load_n(&agent_cpu[i], __ATOMIC_RELAXED);
 	}
 	return sum;

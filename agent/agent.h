@@ -340,6 +340,23 @@ void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 extern volatile uint32_t rhea_agent_tids[8];
+
+/* The CPU-time clock of thread tid of this process, as glibc's
+ * pthread_getcpuclockid encodes it (per-thread, scheduler time). */
+static inline clockid_t rhea_thread_clock(uint32_t tid)
+{
+	return (clockid_t)((~tid << 3) | 6);
+}
+
+/* Thread tid's CPU time in ns: 0 and *ns set, or -1 (it has exited). */
+static inline int rhea_thread_cpu_ns(uint32_t tid, uint64_t *ns)
+{
+	struct timespec ts;
+	if (clock_gettime(rhea_thread_clock(tid), &ts) != 0)
+		return -1;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return 0;
+}
 /* agent.c: agent thread i (rhea_agent_tids) notes its CPU time as it ends */
 void agent_thread_cpu_note(int i);
 

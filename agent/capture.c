@@ -419,11 +419,9 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 	 * last capture (they only grow; its allocation counters live in its
 	 * TLS, which another thread must not touch). */
 	s.c_end = t->last_c;
-	struct timespec ts;
-	clockid_t clk = (clockid_t)((~(unsigned)t->tid << 3) | 6); /* its thread CPU clock */
-	if (clock_gettime(clk, &ts) == 0) {
-		/* Truncated to the microsecond, as getrusage gives it. */
-		uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec / 1000 * 1000;
+	uint64_t cpu;
+	if (rhea_thread_cpu_ns(t->tid, &cpu) == 0) {
+		cpu -= cpu % 1000; /* to the microsecond, as getrusage gives it */
 		if (cpu > s.c_end.cpu_ns)
 			s.c_end.cpu_ns = cpu;
 	}

@@ -139,9 +139,8 @@ static int arm_timer(uint32_t tid, int *id)
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = sample_sig;
 	sev._sigev_un._tid = (int)tid;
-	clockid_t clk = (clockid_t)((~tid << 3) | 6); /* the thread's CPU clock */
 	int kid;
-	if (syscall(SYS_timer_create, clk, &sev, &kid) != 0)
+	if (syscall(SYS_timer_create, rhea_thread_clock(tid), &sev, &kid) != 0)
 		return -errno;
 	uint64_t p = tid == (uint32_t)rhea_g.pid ? rhea_g.cfg.sample_main_ns : rhea_g.cfg.sample_ns;
 	/* The first expiry comes after one interval of CPU, so that a thread
