@@ -339,6 +339,34 @@ static double wilson_hi(double p, double n, double z)
 	return (p + z2 / (2 * n) + z * sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n);
 }
 
+uint64_t model_cpu_tally(const struct model *m, const struct rec_thread *t, int rooted, uint64_t *incl,
+			 uint64_t *self, uint32_t *ids, uint8_t *seen)
+{
+	uint64_t total = 0;
+	for (size_t k = 0; k < t->nsamples; k++) {
+		const struct rhea_sample *s = &t->samples[k];
+		uint64_t w = model_cpu_periods(s);
+		if (!w)
+			continue;
+		int n = model_frames(m, s, ids, MAX_FRAMES);
+		if (rooted && !model_reaches_root(m, ids, n))
+			continue;
+		total += w;
+		if (n == 0)
+			continue;
+		if (self)
+			self[ids[n - 1]] += w;
+		for (int j = 0; j < n; j++)
+			if (!seen[ids[j]]) {
+				seen[ids[j]] = 1;
+				incl[ids[j]] += w;
+			}
+		for (int j = 0; j < n; j++)
+			seen[ids[j]] = 0;
+	}
+	return total;
+}
+
 /* Pass 2 of model_correct: which hooks' captures keep each thinned function
  * (keep[f] < 1), into their reserved field. */
 static void decide_cuts(struct model *m, const double *keep, uint32_t *ids, uint8_t *seen)
@@ -387,7 +415,8 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 	uint32_t nf = m->nfuncs;
 	m->corrected = 0;
 	double *tl = calloc(nf, sizeof(double)), *sp = calloc(nf, sizeof(double));
-	double *periods = calloc(nf, sizeof(double)), *thr_cpu = calloc(nf, sizeof(double));
+	double *thr_cpu = calloc(nf, sizeof(double));
+	uint64_t *periods = calloc(nf, sizeof(uint64_t));
 	uint32_t *ids = malloc(MAX_FRAMES * sizeof(uint32_t));
 	uint8_t *seen = calloc(nf, 1);
 	if (!tl || !sp || !periods || !thr_cpu || !ids || !seen) {
@@ -399,28 +428,10 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
 		/* The sampler's captures that reach a root: periods per func. */
-		double total = 0;
 		if (dirty)
-			memset(periods, 0, nf * sizeof(double));
-		dirty = 0;
-		for (size_t k = 0; k < t->nsamples; k++) {
-			const struct rhea_sample *s = &t->samples[k];
-			uint64_t w = model_cpu_periods(s);
-			if (!w)
-				continue;
-			int n = model_frames(m, s, ids, MAX_FRAMES);
-			if (!model_reaches_root(m, ids, n))
-				continue;
-			total += (double)w;
-			dirty = 1;
-			for (int j = 0; j < n; j++)
-				if (!seen[ids[j]]) {
-					seen[ids[j]] = 1;
-					periods[ids[j]] += (double)w;
-				}
-			for (int j = 0; j < n; j++)
-				seen[ids[j]] = 0;
-		}
+			memset(periods, 0, nf * sizeof(uint64_t));
+		double total = (double)model_cpu_tally(m, t, 1, periods, NULL, ids, seen);
+		dirty = total > 0;
 		if (total == 0)
 			continue;
 		/* The timeline's CPU per func on this thread. */
@@ -434,7 +445,7 @@ int model_correct(struct model *m, struct model_cut *out, int max)
 		 * period weighs by its CPU, not by its number of periods. */
 		for (uint32_t f = 0; f < nf; f++) {
 			tl[f] += thr_cpu[f];
-			sp[f] += periods[f] / total * y.thread_cpu;
+			sp[f] += (double)periods[f] / total * y.thread_cpu;
 		}
 		cpu_all += y.thread_cpu;
 		periods_all += total;

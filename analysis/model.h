@@ -126,6 +126,18 @@ int model_cut_note(const struct model *m, const struct model_cut *c, int n, char
  * its wait pseudo-frame).  Returns the depth (<= max). */
 int model_frames(const struct model *m, const struct rhea_sample *s, uint32_t *out, int max);
 
+/*
+ * The sampler's captures of thread t (model_cpu_periods), their periods
+ * added to incl[f] of every function on each one's stack (once per
+ * capture) and, when self is not NULL, to self[f] of its innermost one.
+ * rooted: only stacks that reach main or a thread's start count at all.
+ * ids: room for MODEL_MAX_FRAMES; seen: nfuncs bytes of 0, left so.
+ * Returns the periods counted (a capture without a stack included, unless
+ * rooted).  The CPU profile of rhea report and model_correct's shares.
+ */
+uint64_t model_cpu_tally(const struct model *m, const struct rec_thread *t, int rooted, uint64_t *incl,
+			 uint64_t *self, uint32_t *ids, uint8_t *seen);
+
 /* Does a call path (model_frames) reach main or a thread's start? */
 static inline int model_reaches_root(const struct model *m, const uint32_t *ids, int n)
 {

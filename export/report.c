@@ -784,27 +784,10 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
 	p->self = calloc(m->nfuncs, sizeof(uint64_t));
 	p->incl = calloc(m->nfuncs, sizeof(uint64_t));
 	uint8_t *seen = calloc(m->nfuncs, 1);
-	uint32_t *ids = malloc(4096 * sizeof(uint32_t));
+	uint32_t *ids = malloc(MODEL_MAX_FRAMES * sizeof(uint32_t));
 	p->total = 0;
 	for (size_t i = 0; i < r->nthreads; i++)
-		for (size_t k = 0; k < r->threads[i].nsamples; k++) {
-			const struct rhea_sample *s = &r->threads[i].samples[k];
-			uint64_t w = model_cpu_periods(s);
-			if (!w)
-				continue;
-			int n = model_frames(m, s, ids, 4096);
-			p->total += w;
-			if (n == 0)
-				continue;
-			p->self[ids[n - 1]] += w;
-			for (int j = 0; j < n; j++)
-				if (!seen[ids[j]]) {
-					seen[ids[j]] = 1;
-					p->incl[ids[j]] += w;
-				}
-			for (int j = 0; j < n; j++)
-				seen[ids[j]] = 0;
-		}
+		p->total += model_cpu_tally(m, &r->threads[i], 0, p->incl, p->self, ids, seen);
 	free(seen);
 	free(ids);
 }
