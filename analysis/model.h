@@ -29,7 +29,7 @@ struct model_func {
 	int root;     /* main, start_thread, ...: a stack that reaches it is whole */
 };
 
-enum model_end_policy {
+enum model_end_policy { /* the values --end next|last parses to */
 	MODEL_END_NEXT = 0, /* a vanished frame ends when the next sample starts */
 	MODEL_END_LAST = 1, /* ... when the last sample that saw it ended */
 };

@@ -21,13 +21,13 @@ void cli_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-int cli_parse_timeline(const char *s)
+int cli_parse_choice(const char *option, const char *s, const char *first, const char *second)
 {
-	if (strcmp(s, "corrected") == 0)
+	if (strcmp(s, first) == 0)
 		return 0;
-	if (strcmp(s, "raw") == 0)
+	if (strcmp(s, second) == 0)
 		return 1;
-	cli_err("--timeline %s: want corrected or raw", s);
+	cli_err("%s %s: want %s or %s", option, s, first, second);
 	return -1;
 }
 

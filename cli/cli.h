@@ -25,9 +25,9 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
 /* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
 int64_t cli_parse_duration(const char *s);
-/* --timeline corrected|raw -> 0 (corrected) or 1 (raw); -1 with one line
- * said on anything else. */
-int cli_parse_timeline(const char *s);
+/* An option's value that is one of two words: 0 for first, 1 for second,
+ * -1 with one line said ("--end x: want next or last") for anything else. */
+int cli_parse_choice(const char *option, const char *s, const char *first, const char *second);
 /* "8M", "64k", "1G", plain bytes -> bytes; -1 on error. */
 int64_t cli_parse_size(const char *s);
 /* Print "rhea: " + formatted message to stderr. */

@@ -139,7 +139,7 @@ int cmd_convert(int argc, char **argv)
 		}
 		case 'o': output = optarg; break;
 		case 'l':
-			if ((raw = cli_parse_timeline(optarg)) < 0)
+			if ((raw = cli_parse_choice("--timeline", optarg, "corrected", "raw")) < 0)
 				goto out;
 			break;
 		case 'w': {
@@ -155,15 +155,9 @@ int cmd_convert(int argc, char **argv)
 			weight_given = 1;
 			break;
 		}
-		case 'e':
-			if (strcmp(optarg, "next") == 0)
-				o.policy = MODEL_END_NEXT;
-			else if (strcmp(optarg, "last") == 0)
-				o.policy = MODEL_END_LAST;
-			else {
-				cli_err("--end %s: want next or last", optarg);
+		case 'e': /* MODEL_END_NEXT, MODEL_END_LAST */
+			if ((o.policy = cli_parse_choice("--end", optarg, "next", "last")) < 0)
 				goto out;
-			}
 			break;
 		case 't': {
 			char *copy = strdup(optarg), *save = NULL;
@@ -207,12 +201,8 @@ int cmd_convert(int argc, char **argv)
 			break;
 		}
 		case 'P':
-			if (strcmp(optarg, "all") == 0 || strcmp(optarg, "cpu") == 0)
-				o.cpu_samples = strcmp(optarg, "cpu") == 0;
-			else {
-				cli_err("--samples %s: want all or cpu", optarg);
+			if ((o.cpu_samples = cli_parse_choice("--samples", optarg, "all", "cpu")) < 0)
 				goto out;
-			}
 			break;
 		case 's': salvage = 1; break;
 		case 'S': timing = 1; break;

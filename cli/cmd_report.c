@@ -60,18 +60,12 @@ int cmd_report(int argc, char **argv)
 			o.stall_ns = (uint64_t)v;
 			break;
 		}
-		case 'e':
-			if (strcmp(optarg, "next") == 0)
-				policy = MODEL_END_NEXT;
-			else if (strcmp(optarg, "last") == 0)
-				policy = MODEL_END_LAST;
-			else {
-				cli_err("--end %s: want next or last", optarg);
+		case 'e': /* MODEL_END_NEXT, MODEL_END_LAST */
+			if ((policy = cli_parse_choice("--end", optarg, "next", "last")) < 0)
 				return EXIT_BADINPUT;
-			}
 			break;
 		case 'L':
-			if ((raw = cli_parse_timeline(optarg)) < 0)
+			if ((raw = cli_parse_choice("--timeline", optarg, "corrected", "raw")) < 0)
 				return EXIT_BADINPUT;
 			break;
 		case 'h': usage(stdout); return 0;
