@@ -238,8 +238,13 @@ void cli_summarize(const char *path, int child)
 	recording_free(&r);
 }
 
-/* Recordings of children: <base>.<pid>[.<n>].rhea written since `since`. */
-static void summarize_children(const char *base_path, time_t since)
+/*
+ * Recordings of children: <base>.<pid>[.<n>].rhea written since `since`.
+ * Compared to the nanosecond, with `since` read from the coarse clock that
+ * stamps files: to the second, a run that started in the second the one
+ * before it ended listed that run's children as its own.
+ */
+static void summarize_children(const char *base_path, struct timespec since)
 {
 	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
 	snprintf(dir, sizeof(dir), "%s", base_path);
@@ -266,7 +271,8 @@ static void summarize_children(const char *base_path, time_t since)
 		char full[PATH_MAX + 300];
 		snprintf(full, sizeof(full), "%s/%s", d, name);
 		struct stat st;
-		if (!digits || stat(full, &st) != 0 || st.st_mtime < since)
+		if (!digits || stat(full, &st) != 0 || st.st_mtim.tv_sec < since.tv_sec ||
+		    (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec))
 			continue;
 		if (n++ > 20)
 			continue;
@@ -337,7 +343,8 @@ int cmd_record(int argc, char **argv)
 	agent_opts_each(&ao, set_env, NULL);
 	unsetenv("RHEA_DISABLE");
 
-	time_t started = time(NULL);
+	struct timespec started;
+	clock_gettime(CLOCK_REALTIME_COARSE, &started);
 	int sync_pipe[2];
 	if (pipe2(sync_pipe, O_CLOEXEC) != 0) {
 		cli_err("pipe: %s", strerror(errno));

@@ -463,6 +463,19 @@ def t_forkexec(c, variant):
         check_site(c, img, "make_allocs", 20000, 20000 * 48)
         c.check(sites_of(img, "child_work")[0] == 0, "the exec'd image's recording has child_work allocations")
         check_roots(c, img, ROOT_MIN_SCENARIO)
+    listed = sorted(re.findall(r"^rhea:   child \S*/(out\.[0-9.]+\.rhea):", err, re.M))
+    c.check(listed == sorted(f for f in files if f != "out.rhea"),
+            "rhea record listed the child recordings %s, want %s" % (listed, files[1:]))
+    # The same output again, by a program without children, 20 ms after
+    # those were last written (so nearly always in the same second): it has
+    # no child recordings to list.
+    now = time.time_ns()
+    for f in files:
+        if f != "out.rhea":
+            os.utime(c.path(f), ns=(now - 20 * MS, now - 20 * MS))
+    rc, out, err = c.record([c.prog(variant, "allocs")])
+    expect_status(c, rc, 0, err)
+    c.check("child" not in err, "a run without children listed the last run's: %s" % one_line(err))
     c.done()
 
 
