@@ -64,6 +64,7 @@ struct rhea_tstate {
 	int timer_id; /* atomic: the sampling timer, -1 none; whoever exchanges
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
+	uint64_t cpu_est_ns, cpu_est_at, cpu_est_sw; /* CPU time estimate (capture.c) */
 	char name[16];
 	struct rhea_hot *hot; /* the thread's TLS line, once it ran a hook */
 	uint32_t memo_ok; /* bit i: memo[i] holds a walk (see struct rhea_memo) */
@@ -251,9 +252,9 @@ static inline void epoch_consumed(void)
 /* The calling thread's stack now, for a release someone waits on: unwound
  * at most once per call site per 50 us, else the cached one.  0: none. */
 uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now);
-uint64_t thread_cpu_now(void);
+uint64_t thread_cpu_now(struct rhea_tstate *t, uint64_t now);
 /* The calling thread's counters now (CPU, allocations, faults, switches). */
-void capture_counters(struct rhea_tstate *t, struct rhea_counters *c);
+void capture_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now);
 /* A capture from a signal handler that interrupted the thread. */
 void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods);
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by

@@ -30,12 +30,11 @@
 
 /*
  * The thread's counters with one system call: getrusage(RUSAGE_THREAD)
- * carries the CPU time too (user + system, the kernel's precise runtime
- * split, in microseconds), so the CPU clock need not be read separately
- * (that was a second syscall per capture: 841 ns the pair on the bench
- * machine).  CPU time never goes backwards within a thread: readings from
- * another source (a forced capture reads the thread's CPU clock in ns) are
- * clamped to the last one.
+ * carries the CPU time too (user + system, in microseconds), so the CPU
+ * clock is not read separately (that was a second syscall per capture: 841
+ * ns the pair on the bench machine).  CPU time never goes backwards within
+ * a thread: readings from another source (a forced capture reads the
+ * thread's CPU clock in ns) are clamped to the last one.
  */
 static uint64_t rusage_cpu_ns(const struct rusage *ru)
 {
@@ -43,29 +42,73 @@ static uint64_t rusage_cpu_ns(const struct rusage *ru)
 	       ((uint64_t)ru->ru_utime.tv_usec + (uint64_t)ru->ru_stime.tv_usec) * 1000ull;
 }
 
-static void read_counters(struct rhea_tstate *t, struct rhea_counters *c)
+/*
+ * But getrusage's CPU time is the kernel's runtime as of its last update,
+ * and a kernel that accounts on ticks (Debian's, on any CPU that is not
+ * nohz_full) updates it at a tick or a context switch: while a thread
+ * computes, the value moves by whole ticks (4 ms at HZ=250).  Taken as it
+ * came, a thread computing through functions shorter than a tick had
+ * several ticks of CPU in some and none in others (CPU/wall 0 and 1.6 on
+ * tests/scenarios/cpusplit.c; 0 ns and 148% in a compiler).  The clock
+ * that is exact (clock_gettime of the thread's CPU clock, which brings the
+ * kernel's count up to date) costs 530 ns more per capture.
+ *
+ * Instead: a thread whose two switch counts did not move since its last
+ * reading was on a CPU all the time in between, so its CPU time grew by
+ * the wall time.  The estimate is the larger of the kernel's value (never
+ * ahead of the truth) and, in that case, the last estimate plus the wall
+ * time, but at most STALE_MAX past the kernel's value (a tick at the
+ * lowest HZ: time the hypervisor stole, which the kernel does not count,
+ * cannot pile up).  After a switch the kernel's value is used; it is
+ * behind by what the thread ran since it was switched back in.
+ */
+#define STALE_MAX_NS 10000000ull
+
+static uint64_t cpu_estimate(struct rhea_tstate *t, uint64_t kernel_ns, uint64_t switches, uint64_t now)
+{
+	uint64_t est = kernel_ns;
+	if (t->cpu_est_at && switches == t->cpu_est_sw && now > t->cpu_est_at) {
+		uint64_t run = t->cpu_est_ns + (now - t->cpu_est_at);
+		if (run > kernel_ns + STALE_MAX_NS)
+			run = kernel_ns + STALE_MAX_NS;
+		if (run > est)
+			est = run;
+	}
+	if (est < t->cpu_est_ns)
+		est = t->cpu_est_ns;
+	t->cpu_est_ns = est;
+	t->cpu_est_at = now;
+	t->cpu_est_sw = switches;
+	return est;
+}
+
+/* The thread's counters at `now` (its own: from the thread itself). */
+static void read_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now)
 {
 	struct rusage ru;
 	c->alloc_count = hot_alloc_count();
 	c->alloc_bytes = hot_alloc_bytes();
+	rhea_guard++; /* the estimate's state: no sampler signal in between */
 	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-		c->cpu_ns = rusage_cpu_ns(&ru);
 		c->minflt = (uint32_t)ru.ru_minflt;
 		c->majflt = (uint32_t)ru.ru_majflt;
 		c->nvcsw = (uint32_t)ru.ru_nvcsw;
 		c->nivcsw = (uint32_t)ru.ru_nivcsw;
+		c->cpu_ns = cpu_estimate(t, rusage_cpu_ns(&ru), (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw,
+					 now);
 	} else {
 		*c = t->last_c;
 		c->alloc_count = hot_alloc_count();
 		c->alloc_bytes = hot_alloc_bytes();
 	}
+	rhea_guard--;
 	if (c->cpu_ns < t->last_c.cpu_ns)
 		c->cpu_ns = t->last_c.cpu_ns;
 }
 
-void capture_counters(struct rhea_tstate *t, struct rhea_counters *c)
+void capture_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now)
 {
-	read_counters(t, c);
+	read_counters(t, c, now);
 }
 
 static void emit(struct rhea_tstate *t, const void *e, size_t len)
@@ -281,7 +324,7 @@ static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
 static void point_sample_done(struct rhea_tstate *t, struct rhea_sample *s)
 {
 	s->begin_ns = s->end_ns = rhea_now();
-	read_counters(t, &s->c_end);
+	read_counters(t, &s->c_end, s->end_ns);
 	s->c_begin = s->c_end;
 	note_capture(t, s);
 	merge_or_emit(t, s);
@@ -305,12 +348,11 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
 	point_sample_done(t, &s);
 }
 
-uint64_t thread_cpu_now(void)
+uint64_t thread_cpu_now(struct rhea_tstate *t, uint64_t now)
 {
-	struct rusage ru;
-	if (getrusage(RUSAGE_THREAD, &ru) != 0)
-		return 0;
-	return rusage_cpu_ns(&ru);
+	struct rhea_counters c;
+	read_counters(t, &c, now);
+	return c.cpu_ns;
 }
 
 /* Emit s right away, after the pending sample (s must not merge). */
@@ -343,7 +385,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	s.waker_tid = b->waker;
 	s.waker_stack = b->waker_stack;
 	s.release_ns = b->release_ns;
-	read_counters(t, &s.c_end);
+	read_counters(t, &s.c_end, s.end_ns);
 	/* Nothing is allocated while blocked.  When the CPU clock was read at
 	 * the call, the kernel's time in the call is the wait's own; else it
 	 * shows in the enclosing slice. */

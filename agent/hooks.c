@@ -303,7 +303,7 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uin
 		uint64_t snap_ = 0;                                              \
 		int way_ = waits_begin(b_.object, &snap_);                       \
 		if (t->long_waits) {                                             \
-			capture_counters(t, &b_.c_begin);                        \
+			capture_counters(t, &b_.c_begin, b_.begin);          \
 			b_.have_begin = 1;                                       \
 		}                                                                \
 		int r_ = (call);                                                 \
@@ -680,7 +680,7 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 		struct block_info bi_ = {0};                                     \
 		bi_.begin = rhea_now();                                          \
 		bi_.epoch0 = epoch_now();                                        \
-		bi_.cpu_begin = thread_cpu_now();                                \
+		bi_.cpu_begin = thread_cpu_now(t, bi_.begin);                    \
 		ret r = real_##name args;                                        \
 		after_block(t, FN, &bi_);                                        \
 		return r;                                                        \

@@ -392,6 +392,9 @@ void thread_after_fork(void)
 		if (mapped(self->tid))
 			tid_map[self->tid] = (uint16_t)(self - slots + 1);
 		self->timer_id = -1; /* timers are not inherited */
+		/* the child's own counters start from zero */
+		memset(&self->last_c, 0, sizeof(self->last_c));
+		self->cpu_est_ns = self->cpu_est_at = self->cpu_est_sw = 0;
 		self->has_pending = 0;
 		self->pending_busy = 0;
 		self->in_capture = 0;

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -383,6 +383,52 @@ def t_ratio(c, variant, unwind="dwarf"):
                                           own_a / own_b))
         if unwind == "dwarf":
             check_roots(c, rec, ROOT_MIN_SCENARIO)
+        c.done()
+
+    undisturbed(c, attempt)
+
+
+# cpusplit.c: one thread visits visit_0..visit_7 in turn, 1.25 ms of wall
+# each (shorter than a scheduler tick), 40 rounds, never sleeping; then its
+# forked child does the same.  Each prints its own CPU and wall time of the
+# visits.  In each recording the visits' CPU must be the program's within
+# 5% + 2 ms, and each visit_N's CPU/wall within [0.8, 1.1] (the kernel's
+# thread times, as getrusage gives them, move by whole ticks while a thread
+# computes: taken as they come, some visits get 0 and others 3x their wall
+# time).  A run in which the program's own CPU/wall is under 0.95 was
+# descheduled by the machine and is repeated.
+CPUSPLIT_OWN_MIN = 0.95
+CPUSPLIT_LO, CPUSPLIT_HI = 0.8, 1.1
+
+
+def t_cpusplit(c, variant):
+    def check_process(c, who, path, own_cpu):
+        rec = c.report(path)
+        funcs = ["visit_%d" % i for i in range(8)]
+        cpu = sum(f["cpu_ns"] for n in funcs for f in funcs_named(rec, n))
+        c.check(abs(cpu - own_cpu) <= 0.05 * own_cpu + 2 * MS,
+                "%s: the visits' CPU is %s, the program measured %s" % (who, ms(cpu), ms(own_cpu)))
+        for n in funcs:
+            wall = sum(f["self_ns"] for f in funcs_named(rec, n))
+            fcpu = sum(f["self_cpu_ns"] for f in funcs_named(rec, n))
+            if c.check(wall > 20 * MS, "%s: %s has %s of self time, want ~50 ms" % (who, n, ms(wall))):
+                c.check(CPUSPLIT_LO <= fcpu / wall <= CPUSPLIT_HI,
+                        "%s: %s self CPU/wall = %s/%s = %.2f, want [%.2f, %.2f]"
+                        % (who, n, ms(fcpu), ms(wall), fcpu / wall, CPUSPLIT_LO, CPUSPLIT_HI))
+
+    def attempt(c, i):
+        rc, out, err = c.record([c.prog(variant, "cpusplit")], out="out%d.rhea" % i)
+        expect_status(c, rc, 0, err)
+        own = {m.group(1): (int(m.group(2)), int(m.group(3)))
+               for m in re.finditer(r"^(parent|child) (\d+) (\d+)$", out, re.M)}
+        m = re.search(r"^child (\d+) status 0$", out, re.M)
+        if len(own) != 2 or not m:
+            raise Fail("stdout %r, want 'parent CPU WALL', 'child CPU WALL', 'child PID status 0'" % out)
+        for who, (cpu, wall) in own.items():
+            if cpu < CPUSPLIT_OWN_MIN * wall:
+                raise Disturbed("%s: own CPU/wall %s/%s" % (who, ms(cpu), ms(wall)))
+        check_process(c, "parent", c.path("out%d.rhea" % i), own["parent"][0])
+        check_process(c, "child", c.path("out%d.%s.rhea" % (i, m.group(1))), own["child"][0])
         c.done()
 
     undisturbed(c, attempt)
@@ -1500,6 +1546,7 @@ def all_tests():
         t.append(Test("allocs/%s" % v, t_allocs, (v,)))
         t.append(Test("twins/%s" % v, t_twins, (v,)))
         t.append(Test("ratio/%s" % v, t_ratio, (v,), timeout=150, timing=True))
+        t.append(Test("cpusplit/%s" % v, t_cpusplit, (v,), timeout=120, timing=True))
         t.append(Test("sleeper/%s" % v, t_sleeper, (v,), timeout=90, timing=True))
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
