@@ -656,6 +656,8 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
 
 void agent_finish(unsigned reason, int status)
 {
+	if (rhea_g.finished || agent_in_vfork_child())
+		return;
 	if (__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (!rhea_g.active && rhea_g.fd < 0)
@@ -706,9 +708,25 @@ static void on_exit_cb(int status, void *arg)
 /* exec replaces the image: end this recording first.  If exec fails the
  * process goes on and so does the recording: the writer keeps appending
  * chunks after this END, and readers take the last END entry. */
+/*
+ * A child of vfork runs in its parent's memory, on the parent's thread's
+ * TLS, until it execs or calls _exit: the agent's state it would change is
+ * the parent's.  Python's subprocess and other spawners run hooked
+ * functions there (sigaction to reset handlers, execve, _exit after a
+ * failed exec): taken as the process's own, they ended the parent's
+ * recording and moved its sampling signal to one the parent had no handler
+ * for, which then killed it.  So the hooks that act on the whole process
+ * ask first; getpid is a system call (glibc does not cache it), paid only
+ * by those rare calls.
+ */
+int agent_in_vfork_child(void)
+{
+	return rhea_g.pid > 0 && syscall(SYS_getpid) != rhea_g.pid;
+}
+
 void agent_before_exec(void)
 {
-	if (!rhea_g.active || rhea_g.finished)
+	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
 		return;
 	rhea_guard++;
 	thread_foreach(flush_thread, NULL);
@@ -739,12 +757,15 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
 	int e = errno;
-	agent_finish(RHEA_END_SIGNAL, sig);
+	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
+	if (!vfork_child)
+		agent_finish(RHEA_END_SIGNAL, sig);
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	hooks_real_sigaction(sig, &dfl, NULL);
-	armed[sig] = 0;
+	if (!vfork_child)
+		armed[sig] = 0;
 	/* A fault re-executes the instruction on return and dies from it; any
 	 * other signal is raised again and delivered once we return. */
 	int fault = si && si->si_code > 0 &&

@@ -380,6 +380,7 @@ void attach_cleanup(void);
 void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);
 void agent_finish(unsigned reason, int status);
+int agent_in_vfork_child(void);
 void agent_before_exec(void);
 void agent_prefork(void);
 void agent_postfork_parent(void);

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -522,6 +522,58 @@ def t_forkexec(c, variant):
     rc, out, err = c.record([c.prog(variant, "allocs")])
     expect_status(c, rc, 0, err)
     c.check("child" not in err, "a run without children listed the last run's: %s" % one_line(err))
+    c.done()
+
+
+def t_vforkexec(c, variant):
+    """vforkexec.c: a vfork child's exec, and another's failed exec and
+    _exit, run in the parent's memory: they must not end its recording."""
+    rc, out, err = c.record([c.prog(variant, "vforkexec"), c.prog(variant, "allocs")])
+    expect_status(c, rc, 0, err)
+    m = re.search(r"^child (\d+) status 0\nfailed status 32512$", out, re.M)
+    if not m:
+        raise Fail("stdout %r, want 'child PID status 0' and 'failed status 32512'" % out)
+    c.check("switched off" not in err, "the agent switched itself off: %s" % one_line(err))
+    parent = c.report(c.path("out.rhea"))
+    check_end(c, parent, "exit", 0)
+    check_site(c, parent, "before_work", 1000, 1000 * 32)
+    check_site(c, parent, "after_work", 5000, 5000 * 80)
+    c.check(parent["stats"]["samples"] > 0, "the parent's recording has no samples")
+    child_file = "out.%s.rhea" % m.group(1)
+    if c.check(os.path.exists(c.path(child_file)), "no recording of the exec'd child (%s)" % child_file):
+        img = c.report(c.path(child_file))
+        check_end(c, img, "exit", 0)
+        check_site(c, img, "make_allocs", 20000, 20000 * 48)
+    c.done()
+
+
+PY_SPAWN = """
+import subprocess
+for i in range(20):
+    subprocess.run(["/bin/ls", "/"], check=True, stdout=subprocess.DEVNULL)
+print(sum(len(str(i)) for i in range(300000)))
+"""
+
+
+def t_python_subprocess(c):
+    """Debian's python3 starts programs with vfork (_posixsubprocess): its
+    recording must go on, complete, with each child's of its own."""
+    exe = "/usr/bin/python3"
+    need_program(exe)
+    rc0, out0, err0 = c.run([exe, "-c", PY_SPAWN], timeout=60)
+    if rc0 != 0:
+        raise Fail("python3 without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record([exe, "-c", PY_SPAWN], timeout=90)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    c.check("switched off" not in err, "the agent switched itself off: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["stats"]["samples"] >= 20, "%d samples, want the whole run's" % rec["stats"]["samples"])
+    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+    c.check(len(kids) == 20, "%d child recordings, want 20 (one per ls)" % len(kids))
+    for k in kids[:3]:
+        check_end(c, c.report(c.path(k)), "exit", 0)
     c.done()
 
 
@@ -1550,6 +1602,7 @@ def all_tests():
         t.append(Test("sleeper/%s" % v, t_sleeper, (v,), timeout=90, timing=True))
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
+        t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
         t.append(Test("threads32/%s" % v, t_threads32, (v,)))
         t.append(Test("segv/%s" % v, t_segv, (v,)))
         t.append(Test("sigkill/%s" % v, t_sigkill, (v,)))
@@ -1587,6 +1640,7 @@ def all_tests():
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
+    t.append(Test("debian/python3-subprocess", t_python_subprocess, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
