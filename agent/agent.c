@@ -48,11 +48,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct rhea_agent rhea_g = {.fd = -1};
+struct rhea_agent rhea_g = {.fd = -1, .control_fd = -1};
 uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
 void hooks_resolve(void);
@@ -139,10 +140,81 @@ static void unlock_drain(void)
 
 /* ---- the recording file -------------------------------------------------- */
 
+/*
+ * The agent's descriptors live high, at half the soft limit on open files
+ * (at most 1000: the kernel sizes a process's table to its highest
+ * descriptor), out of the way of the low numbers programs pick and assume
+ * (a shell's `exec 3>file`, a daemon's sockets from 3 up).  fd itself when
+ * nothing higher is free.
+ */
+int agent_fd_high(int fd)
+{
+	struct rlimit rl;
+	long floor = 1000;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 1000)
+		floor = (long)rl.rlim_cur / 2;
+	if (floor <= fd)
+		return fd;
+	int n = fcntl(fd, F_DUPFD_CLOEXEC, (int)floor);
+	if (n < 0)
+		return fd;
+	syscall(SYS_close, fd);
+	return n;
+}
+
+/* What the recording's descriptor was opened on: checked before each
+ * write, so that a descriptor the program closed behind the hooks' back
+ * (a raw system call) and reused is never written to. */
+static dev_t out_dev;
+static ino_t out_ino;
+
+static int fd_is_recording(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino;
+}
+
+int agent_move_fd(int fd)
+{
+	lock_drain(500000000ull);
+	int r = 0;
+	if (fd >= 0 && fd == rhea_g.fd) {
+		int n = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+		if (n < 0) {
+			r = -errno;
+			rhea_g.fd = -1; /* the program's now: never written again */
+			file_failed = 1;
+			agent_disable("the program took the recording's file descriptor: ", -r);
+		} else {
+			writer.fd = n;
+			rhea_g.fd = n;
+			syscall(SYS_close, fd);
+		}
+	} else if (fd >= 0 && fd == rhea_g.control_fd) {
+		int n = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+		if (n < 0)
+			r = -errno;
+		rhea_g.control_fd = n; /* -1: attach's control is lost, it stops (attach.c) */
+		syscall(SYS_close, fd);
+	}
+	unlock_drain();
+	return r;
+}
+
 static int write_staging(void)
 {
 	if (staging_used == 0 || rhea_g.fd < 0)
 		return 0;
+	if (!fd_is_recording(rhea_g.fd)) {
+		staging_used = 0;
+		rhea_g.fd = -1; /* not ours any more: never touch it again */
+		if (!file_failed) {
+			file_failed = 1;
+			__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
+			agent_disable("the recording's file descriptor was closed under the agent", 0);
+		}
+		return -EBADF;
+	}
 	/* A file-size limit or a closed pipe must fail the write, not kill the
 	 * program with SIGXFSZ/SIGPIPE (our own threads block every signal;
 	 * this also runs on the program's threads at exit, exec and crash). */
@@ -419,6 +491,12 @@ static int open_output(void)
 			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", strerror(e));
 		agent_disable("", e); /* said above, with the path */
 		return -e;
+	}
+	fd = agent_fd_high(fd);
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		out_dev = st.st_dev;
+		out_ino = st.st_ino;
 	}
 	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
 	if (r < 0) {

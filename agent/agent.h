@@ -128,7 +128,8 @@ struct rhea_agent {
 	uint32_t ticker_wake;          /* futex: a capture woke the idle ticker */
 	struct rhea_config cfg;
 	uint64_t start_ns;
-	int fd;
+	int fd;         /* the recording, -1 none (see agent_owns_fd) */
+	int control_fd; /* rhea attach's control FIFO, -1 none */
 	pid_t pid;
 	struct buf buf;
 	struct stacktab st;
@@ -380,6 +381,18 @@ void attach_cleanup(void);
 void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);
 void agent_finish(unsigned reason, int status);
+/* The agent's own file descriptors, which the program must not close or
+ * replace (hooks.c, "the agent's own descriptors"). */
+static inline int agent_owns_fd(int fd)
+{
+	return fd >= 0 && (fd == rhea_g.fd || fd == rhea_g.control_fd);
+}
+/* Before the program makes fd (one of the agent's) name something else:
+ * the agent's moves to another number.  0, or -errno (then the agent has
+ * let go of it). */
+int agent_move_fd(int fd);
+/* fd moved up out of the program's way (or fd itself): see agent.c. */
+int agent_fd_high(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
 void agent_prefork(void);

@@ -47,6 +47,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -55,7 +56,6 @@ static char dir[PATH_MAX];
 static char conf[4096];
 static const char *keys[64], *vals[64];
 static int nconf;
-static int control_fd = -1;
 uintptr_t attach_self_base; /* our own load address (this copy's) */
 static char self_file[PATH_MAX];
 
@@ -246,7 +246,7 @@ static const char *const hooked[] = {
 	"pthread_rwlock_wrlock", "pthread_rwlock_unlock", "pthread_cond_wait", "pthread_cond_timedwait",
 	"pthread_cond_signal", "pthread_cond_broadcast", "sem_wait", "sem_timedwait", "sem_post",
 	"read", "write", "pread", "pwrite", "pread64", "pwrite64", "readv", "writev", "open", "open64",
-	"openat", "openat64", "close", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "send",
+	"openat", "openat64", "close", "close_range", "closefrom", "dup2", "dup3", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "send",
 	"sendto", "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",
 	"epoll_wait", "epoll_pwait", "nanosleep", "clock_nanosleep", "usleep", "sleep", "mmap", "mmap64",
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
@@ -487,12 +487,26 @@ void attach_unpatch(void)
 
 /* ---- control ------------------------------------------------------------------- */
 
+static int control_open; /* the FIFO was opened (rhea_g.control_fd, if still ours) */
+static dev_t control_dev;
+static ino_t control_ino;
+
 int attach_open_control(void)
 {
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_CONTROL, dir);
-	control_fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	return control_fd < 0 ? -1 : 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	fd = agent_fd_high(fd);
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		control_dev = st.st_dev;
+		control_ino = st.st_ino;
+	}
+	rhea_g.control_fd = fd;
+	control_open = 1;
+	return 0;
 }
 
 static int cli_gone;
@@ -500,13 +514,23 @@ static int cli_gone;
 /* The CLI wrote to the FIFO, or is gone (end of file: no writer left). */
 int attach_should_stop(void)
 {
-	if (control_fd < 0)
+	if (!control_open)
 		return 0;
+	/* Lost (agent_move_fd found no other number) or closed behind the
+	 * hooks' back: nobody can tell the agent to stop any more, so it does. */
+	struct stat st;
+	if (rhea_g.control_fd < 0 || fstat(rhea_g.control_fd, &st) != 0 || st.st_dev != control_dev ||
+	    st.st_ino != control_ino) {
+		rhea_g.control_fd = -1;
+		control_open = 0;
+		return 1;
+	}
 	char c;
-	ssize_t n = syscall(SYS_read, control_fd, &c, 1);
+	ssize_t n = syscall(SYS_read, rhea_g.control_fd, &c, 1);
 	if (n == 1 || n == 0) {
-		syscall(SYS_close, control_fd);
-		control_fd = -1;
+		syscall(SYS_close, rhea_g.control_fd);
+		rhea_g.control_fd = -1;
+		control_open = 0;
 		cli_gone = n == 0;
 		return 1;
 	}

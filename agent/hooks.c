@@ -91,6 +91,10 @@
 	X(open, int, (const char *, int, ...))                                   \
 	X(openat, int, (int, const char *, int, ...))                            \
 	X(close, int, (int))                                                     \
+	X(close_range, int, (unsigned, unsigned, int))                           \
+	X(closefrom, void, (int))                                                \
+	X(dup2, int, (int, int))                                                 \
+	X(dup3, int, (int, int, int))                                            \
 	X(fsync, int, (int))                                                     \
 	X(fdatasync, int, (int))                                                 \
 	X(recv, ssize_t, (int, void *, size_t, int))                             \
@@ -751,13 +755,118 @@ EXPORT int sem_wait(sem_t *s)
 
 /* ---- io and net ---------------------------------------------------------- */
 
+/*
+ * The agent's own descriptors.  A daemon that closes every descriptor above
+ * 2 (close in a loop, close_range, closefrom) and then opens a file of its
+ * own got the number of the agent's recording, and the agent's next chunk
+ * went into the program's file.  So the agent's descriptors (the
+ * recording, attach's control FIFO) are not the program's to close:
+ * closing one fails with EBADF, as it would without the agent (the
+ * program never opened it); a range skips them; a dup2 or dup3 onto one
+ * moves the agent's to another number first.  The writer still checks,
+ * before each chunk, that its descriptor is its file (agent.c): a raw
+ * close system call gets past these hooks.
+ */
+EXPORT int close(int fd)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (unlikely(agent_owns_fd(fd))) {
+		errno = EBADF;
+		return -1;
+	}
+	struct rhea_tstate *t = enter(RHEA_C_IO);
+	if (!t)
+		return real_close(fd);
+	uint64_t t0 = rhea_now();
+	uint32_t e0 = epoch_now();
+	int r = real_close(fd);
+	after_io(t, RHEA_FN_CLOSE, t0, e0, (uint64_t)fd);
+	return r;
+}
+
+/* [first, last] but the agent's descriptors: at most three ranges. */
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (!real_close_range) {
+		errno = ENOSYS;
+		return -1;
+	}
+	unsigned own[2];
+	int n = 0;
+	if (rhea_g.fd >= 0 && (unsigned)rhea_g.fd >= first && (unsigned)rhea_g.fd <= last)
+		own[n++] = (unsigned)rhea_g.fd;
+	if (rhea_g.control_fd >= 0 && (unsigned)rhea_g.control_fd >= first &&
+	    (unsigned)rhea_g.control_fd <= last)
+		own[n++] = (unsigned)rhea_g.control_fd;
+	if (n == 0)
+		return real_close_range(first, last, flags);
+	if (n == 2 && own[0] > own[1]) {
+		unsigned x = own[0];
+		own[0] = own[1];
+		own[1] = x;
+	}
+	int r = 0, err = 0;
+	int64_t lo = first;
+	for (int i = 0; i <= n; i++) {
+		int64_t hi = i < n ? (int64_t)own[i] - 1 : (int64_t)last;
+		if (lo <= hi && real_close_range((unsigned)lo, (unsigned)hi, flags) < 0 && !err) {
+			err = errno;
+			r = -1;
+		}
+		if (i < n)
+			lo = (int64_t)own[i] + 1;
+	}
+	if (err)
+		errno = err;
+	return r;
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (lowfd < 0)
+		lowfd = 0;
+	if (rhea_g.fd < 0 && rhea_g.control_fd < 0 && real_closefrom) {
+		real_closefrom(lowfd);
+		return;
+	}
+	if (close_range((unsigned)lowfd, ~0u, 0) == 0)
+		return;
+	/* No close_range in this kernel: one by one up to the limit. */
+	long max = sysconf(_SC_OPEN_MAX);
+	for (long fd = lowfd; fd < max; fd++)
+		if (!agent_owns_fd((int)fd))
+			syscall(SYS_close, (int)fd);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (unlikely(agent_owns_fd(newfd)) && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+		agent_move_fd(newfd);
+	return real_dup2(oldfd, newfd);
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (unlikely(!resolved))
+		resolve();
+	if (unlikely(agent_owns_fd(newfd)) && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+		agent_move_fd(newfd);
+	return real_dup3(oldfd, newfd, flags);
+}
+
 TIMED_HOOK(ssize_t, read, RHEA_C_IO, RHEA_FN_READ, fd, (int fd, void *b, size_t n), (fd, b, n))
 TIMED_HOOK(ssize_t, write, RHEA_C_IO, RHEA_FN_WRITE, fd, (int fd, const void *b, size_t n), (fd, b, n))
 TIMED_HOOK(ssize_t, pread, RHEA_C_IO, RHEA_FN_PREAD, fd, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
 TIMED_HOOK(ssize_t, pwrite, RHEA_C_IO, RHEA_FN_PWRITE, fd, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
 TIMED_HOOK(ssize_t, readv, RHEA_C_IO, RHEA_FN_READV, fd, (int fd, const struct iovec *v, int n), (fd, v, n))
 TIMED_HOOK(ssize_t, writev, RHEA_C_IO, RHEA_FN_WRITEV, fd, (int fd, const struct iovec *v, int n), (fd, v, n))
-TIMED_HOOK(int, close, RHEA_C_IO, RHEA_FN_CLOSE, fd, (int fd), (fd))
 TIMED_HOOK(int, fsync, RHEA_C_IO, RHEA_FN_FSYNC, fd, (int fd), (fd))
 TIMED_HOOK(int, fdatasync, RHEA_C_IO, RHEA_FN_FDATASYNC, fd, (int fd), (fd))
 TIMED_HOOK(ssize_t, __read_chk, RHEA_C_IO, RHEA_FN_READ, fd,

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -544,6 +544,32 @@ def t_vforkexec(c, variant):
         img = c.report(c.path(child_file))
         check_end(c, img, "exit", 0)
         check_site(c, img, "make_allocs", 20000, 20000 * 48)
+    c.done()
+
+
+FDCLOSER_TEXT = "".join("line %d\n" % i for i in range(300)).encode()
+
+
+def t_fdcloser(c, variant, mode):
+    """fdcloser.c: the program closes every descriptor above 2 and writes a
+    file of its own: the file must hold exactly what it wrote."""
+    data = c.path("data.txt")
+    rc, out, err = c.record([c.prog(variant, "fdcloser"), mode, data])
+    expect_status(c, rc, 0, err)
+    with open(data, "rb") as f:
+        got = f.read()
+    c.check(got == FDCLOSER_TEXT, "the program's file: %d bytes, want %d: %r"
+            % (len(got), len(FDCLOSER_TEXT), got[:80]))
+    if mode == "raw":
+        # The one close no hook sees: the agent must notice, not write.
+        c.check("closed under the agent" in err, "stderr does not say the agent stopped: %s" % one_line(err))
+        rec = c.report(c.path("out.rhea"))
+        c.check(rec["recording"]["problem"] is None, "recording: %s" % rec["recording"]["problem"])
+    else:
+        c.check("switched off" not in err, "the agent switched itself off: %s" % one_line(err))
+        rec = c.report(c.path("out.rhea"))
+        check_end(c, rec, "exit", 0)
+        check_site(c, rec, "work", 30000, 30000 * 100)
     c.done()
 
 
@@ -1603,6 +1629,9 @@ def all_tests():
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
+    for mode in ("loop", "range", "from", "dup", "raw"):
+        t.append(Test("fdcloser/%s" % mode, t_fdcloser, ("gcc-O2", mode)))
+    for v in VARIANTS:
         t.append(Test("threads32/%s" % v, t_threads32, (v,)))
         t.append(Test("segv/%s" % v, t_segv, (v,)))
         t.append(Test("sigkill/%s" % v, t_sigkill, (v,)))
