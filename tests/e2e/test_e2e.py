@@ -584,14 +584,7 @@ print(sum(len(str(i)) for i in range(300000)))
 def t_python_subprocess(c):
     """Debian's python3 starts programs with vfork (_posixsubprocess): its
     recording must go on, complete, with each child's of its own."""
-    exe = "/usr/bin/python3"
-    need_program(exe)
-    rc0, out0, err0 = c.run([exe, "-c", PY_SPAWN], timeout=60)
-    if rc0 != 0:
-        raise Fail("python3 without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record([exe, "-c", PY_SPAWN], timeout=90)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    err = record_python(c, PY_SPAWN)
     c.check("switched off" not in err, "the agent switched itself off: %s" % one_line(err))
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
@@ -760,15 +753,23 @@ print(len(data), total)
 """
 
 
-def t_python_zlib(c):
+def record_python(c, script):
+    """Debian's python3 -c script, without rhea and then recorded to
+    out.rhea: it must succeed and print the same both times.  Returns
+    rhea's stderr."""
     exe = "/usr/bin/python3"
     need_program(exe)
-    rc0, out0, err0 = c.run([exe, "-c", PY_ZLIB], timeout=60)
+    rc0, out0, err0 = c.run([exe, "-c", script], timeout=60)
     if rc0 != 0:
         raise Fail("python3 without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record([exe, "-c", PY_ZLIB], timeout=90)
+    rc, out, err = c.record([exe, "-c", script], timeout=90)
     expect_status(c, rc, 0, err)
     c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    return err
+
+
+def t_python_zlib(c):
+    record_python(c, PY_ZLIB)
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     names = {f["name"] for f in rec["functions"]}
