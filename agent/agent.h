@@ -341,6 +341,7 @@ void sampler_disarm(struct rhea_tstate *t);
 void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
+const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy);
 extern volatile uint32_t rhea_agent_tids[8];
 
 /* The CPU-time clock of thread tid of this process, as glibc's

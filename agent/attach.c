@@ -237,8 +237,9 @@ void *attach_real(const char *name, void *p)
 
 /* ---- import slots ------------------------------------------------------------ */
 
-/* The hooks that go into the slots: tracing only (not exec, fork, exit,
- * signals or dlopen: attach mode leaves those to the program). */
+/* The hooks that go into the slots: tracing, and what keeps the agent's
+ * descriptors and sampling signal from the program; not exec, fork, exit,
+ * signal handlers or dlopen: attach mode leaves those to the program. */
 static const char *const hooked[] = {
 	"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
 	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
@@ -251,7 +252,7 @@ static const char *const hooked[] = {
 	"epoll_wait", "epoll_pwait", "nanosleep", "clock_nanosleep", "usleep", "sleep", "mmap", "mmap64",
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
-	"pthread_setname_np",
+	"pthread_setname_np", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

@@ -42,6 +42,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -143,6 +144,10 @@
 	X(_Exit, void, (int))                                                    \
 	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))   \
 	X(signal, sighandler_t, (int, sighandler_t))                             \
+	X(sigwait, int, (const sigset_t *, int *))                               \
+	X(sigwaitinfo, int, (const sigset_t *, siginfo_t *))                     \
+	X(sigtimedwait, int, (const sigset_t *, siginfo_t *, const struct timespec *)) \
+	X(signalfd, int, (int, const sigset_t *, int))                           \
 	X(_Znwm, void *, (size_t))                                               \
 	X(_Znam, void *, (size_t))                                               \
 	X(_ZnwmRKSt9nothrow_t, void *, (size_t, const void *))                   \
@@ -1208,6 +1213,39 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 }
 
 /* For agent.c: the real functions it must not go through hooks for. */
+/* Waits for signals: never on the sampler's (sampler_filter_wait). */
+EXPORT int sigwait(const sigset_t *set, int *sig)
+{
+	if (unlikely(!resolved))
+		resolve();
+	sigset_t copy;
+	return real_sigwait(sampler_filter_wait(set, &copy), sig);
+}
+
+EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	if (unlikely(!resolved))
+		resolve();
+	sigset_t copy;
+	return real_sigwaitinfo(sampler_filter_wait(set, &copy), info);
+}
+
+EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *timeout)
+{
+	if (unlikely(!resolved))
+		resolve();
+	sigset_t copy;
+	return real_sigtimedwait(sampler_filter_wait(set, &copy), info, timeout);
+}
+
+EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
+{
+	if (unlikely(!resolved))
+		resolve();
+	sigset_t copy;
+	return real_signalfd(fd, sampler_filter_wait(mask, &copy), flags);
+}
+
 int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	if (unlikely(!resolved))

@@ -122,14 +122,22 @@ static int install(int sig)
 	return hooks_real_sigaction(sig, &act, NULL);
 }
 
-static int pick_signal(int avoid)
+/* A free signal other than avoid and the members of avoid_set (may be
+ * NULL), 0 if none. */
+static int pick_signal_but(int avoid, const sigset_t *avoid_set)
 {
-	if (rhea_g.cfg.signal > 0 && rhea_g.cfg.signal != avoid && sig_is_free(rhea_g.cfg.signal))
-		return rhea_g.cfg.signal;
+	int want = rhea_g.cfg.signal;
+	if (want > 0 && want != avoid && !(avoid_set && sigismember(avoid_set, want)) && sig_is_free(want))
+		return want;
 	for (int sig = SIGRTMAX - 1; sig >= SIGRTMIN + 4; sig--)
-		if (sig != avoid && sig_is_free(sig))
+		if (sig != avoid && !(avoid_set && sigismember(avoid_set, sig)) && sig_is_free(sig))
 			return sig;
 	return 0;
+}
+
+static int pick_signal(int avoid)
+{
+	return pick_signal_but(avoid, NULL);
 }
 
 static int arm_timer(uint32_t tid, int *id)
@@ -408,6 +416,46 @@ void sampler_after_fork(void)
 	ntimed = 0;
 }
 
+/* Sample with next from now on (0: no free signal left). */
+static void move_to(int next, int old)
+{
+	if (next && install(next) == 0) {
+		sample_sig = next;
+		rearm = 1;
+	} else {
+		sample_sig = 0;
+		agent_warn("the program took the sampling signal and none is free: sampling is off", old);
+	}
+}
+
+/*
+ * A program that blocks signals and takes them with sigwait, sigwaitinfo,
+ * sigtimedwait or a signalfd would take the sampler's too: a server's
+ * signal thread waiting on a full set got "Real-time signal 29", which
+ * the program never sent.  A set that holds every real-time signal is a
+ * catch-all: the program waits without the sampling signal (it stays
+ * pending, blocked, harmless).  A set that names the sampling signal
+ * among others wants that very signal: the sampler moves to one outside
+ * the set, as when the program installs a handler for it.  Returns the
+ * set to wait on (set itself, or copy).
+ */
+const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy)
+{
+	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
+	if (!set || !sig || sigismember(set, sig) != 1)
+		return set;
+	int all = 1;
+	for (int s = SIGRTMIN; s <= SIGRTMAX && all; s++)
+		all = sigismember(set, s) == 1;
+	if (all) {
+		*copy = *set;
+		sigdelset(copy, sig);
+		return copy;
+	}
+	move_to(pick_signal_but(sig, set), sig);
+	return set;
+}
+
 /* The program wants our sampling signal: move to another one first. */
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled)
 {
@@ -417,14 +465,7 @@ int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigact
 	/* Timers still aimed at the old signal may fire before the sampler
 	 * thread re-creates them (within 100 ms): the program's new handler
 	 * could see one such signal.  Documented in the README's limits. */
-	int next = pick_signal(sig);
-	if (next && install(next) == 0) {
-		sample_sig = next;
-		rearm = 1;
-	} else {
-		sample_sig = 0;
-		agent_warn("the program took the sampling signal and none is free: sampling is off", sig);
-	}
+	move_to(pick_signal(sig), sig);
 	(void)old;
 	return 0; /* the hook then installs the program's action */
 }

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -570,6 +570,21 @@ def t_fdcloser(c, variant, mode):
         rec = c.report(c.path("out.rhea"))
         check_end(c, rec, "exit", 0)
         check_site(c, rec, "work", 30000, 30000 * 100)
+    c.done()
+
+
+def t_sigwaiter(c, variant):
+    """sigwaiter.c blocks every signal and waits for any with sigtimedwait
+    and a signalfd: nobody sends one, so under rhea too none must come."""
+    rc, out, err = c.record([c.prog(variant, "sigwaiter")])
+    want = "main: none\nworker: none\nsignalfd: none\n"
+    got = "".join(sorted(out.splitlines(True)))
+    c.check(got == "".join(sorted(want.splitlines(True))),
+            "stdout %r, want (in any order) %r: the program received a signal nobody sent" % (out, want))
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(len(rec["threads"]) == 2, "%d threads, want main and the worker" % len(rec["threads"]))
     c.done()
 
 
@@ -1630,6 +1645,8 @@ def all_tests():
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
+    t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
+    t.append(Test("sigwaiter/clang-O2", t_sigwaiter, ("clang-O2",)))
     for mode in ("loop", "range", "from", "dup", "raw"):
         t.append(Test("fdcloser/%s" % mode, t_fdcloser, ("gcc-O2", mode)))
     for v in VARIANTS:
