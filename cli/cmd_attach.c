@@ -388,6 +388,18 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: no process %d", (int)pid);
 		return EXIT_BADINPUT;
 	}
+	/* A stopped process runs nothing, so no thread of it can load the
+	 * agent: say so now rather than after the safe-point search's 5 s. */
+	char state = inject_task_state(pid, pid);
+	if (state == 'T') {
+		cli_err("attach: process %d is stopped (SIGSTOP or Ctrl-Z): let it go on first (kill -CONT %d)",
+			(int)pid, (int)pid);
+		return EXIT_BADINPUT;
+	}
+	if (state == 't') {
+		cli_err("attach: process %d is stopped under a debugger or tracer", (int)pid);
+		return EXIT_BADINPUT;
+	}
 	switch (agent_in(pid)) {
 	case AGENT_NONE:
 		break;

@@ -284,19 +284,27 @@ static uint64_t stack_room(pid_t pid, uint64_t sp, int *main_stack)
 
 #define MIN_STACK_ROOM (512u << 10)
 
-/* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
-int inject_task_gone(pid_t pid, pid_t tid)
+/* The task's state letter from /proc (R, S, D, T, t, Z, X...), 0 when it
+ * is gone. */
+char inject_task_state(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return 1;
+		return 0;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	const char *rp = strrchr(buf, ')');
-	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+	return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
+int inject_task_gone(pid_t pid, pid_t tid)
+{
+	char st = inject_task_state(pid, tid);
+	return st == 0 || st == 'Z' || st == 'X';
 }
 
 enum { TRY_AGAIN = 1 };

@@ -22,5 +22,7 @@ int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Thread tid of pid is gone, or a zombie (as is a process that has ended
  * but was not reaped yet). */
 int inject_task_gone(pid_t pid, pid_t tid);
+/* The task's state letter from /proc/PID/task/TID/stat, 0 when gone. */
+char inject_task_state(pid_t pid, pid_t tid);
 
 #endif

@@ -1623,6 +1623,29 @@ def t_attach_bad(c, variant):
         if p.poll() is None:
             p.kill()
             p.wait()
+    # A stopped process: said at once (not after the safe-point search),
+    # and it stays stopped, then runs on untouched when continued.
+    p = subprocess.Popen([c.prog(variant, "attachme"), "1"], stdout=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        pid = int(line.split()[1]) if line.startswith("ready ") else 0
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        rc, out, err = c.run([c.rhea, "attach", "-d", "100ms", str(pid)])
+        c.check(rc == 2 and "is stopped" in err and "kill -CONT %d" % pid in err and err.count("\n") == 1,
+                "attach to a stopped process: status %d, %r" % (rc, err))
+        c.check(time.monotonic() - t0 < 3, "attach to a stopped process took %.1f s" % (time.monotonic() - t0))
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        c.check(state == "T", "the process is in state %s after the refused attach, want T (stopped)" % state)
+        os.kill(pid, signal.SIGCONT)
+        out, _ = p.communicate(timeout=30)
+        c.check(p.returncode == 0 and "attachme ok" in out, "the stopped process, continued: status %d, %r"
+                % (p.returncode, out))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     c.done()
 
 
