@@ -783,9 +783,6 @@ static void on_exit_cb(int status, void *arg)
  * their chance to allocate and lock under the hooks.
  */
 
-/* exec replaces the image: end this recording first.  If exec fails the
- * process goes on and so does the recording: the writer keeps appending
- * chunks after this END, and readers take the last END entry. */
 /*
  * A child of vfork runs in its parent's memory, on the parent's thread's
  * TLS, until it execs or calls _exit: the agent's state it would change is
@@ -802,6 +799,9 @@ int agent_in_vfork_child(void)
 	return rhea_g.pid > 0 && syscall(SYS_getpid) != rhea_g.pid;
 }
 
+/* exec replaces the image: end this recording first.  If exec fails the
+ * process goes on and so does the recording: the writer keeps appending
+ * chunks after this END, and readers take the last END entry. */
 void agent_before_exec(void)
 {
 	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
