@@ -620,6 +620,12 @@ static void *writer_main(void *arg)
 		if (!rhea_g.finished)
 			flush_round(0);
 		unlock_drain();
+		if (rhea_g.leader_gone && !thread_program_left()) {
+			/* What glibc does when a process's last thread exits
+			 * (thread.c, thread_program_left); our on_exit handler
+			 * then ends the recording. */
+			exit(0);
+		}
 		if (rhea_attached && attach_should_stop())
 			break;
 		if (rhea_attached && attach_rescan())
@@ -1152,6 +1158,8 @@ __attribute__((constructor)) static void agent_init(void)
 		arm_fatal_signals(); /* attach mode leaves the program's signals alone */
 	pthread_atfork(agent_prefork, agent_postfork_parent, agent_postfork_child);
 	on_exit(on_exit_cb, NULL);
+	if (thread_task_state((uint32_t)rhea_g.pid) == 0)
+		rhea_g.leader_gone = 1; /* attached after main's pthread_exit */
 	if ((r = start_threads()) < 0) {
 		agent_disable("cannot start the agent's threads: ", -r);
 		goto out;

@@ -138,6 +138,7 @@ struct rhea_agent {
 	uint64_t captures, truncated, unwind_errors, write_errors;
 	uint64_t threads_seen;
 	uint32_t finished; /* atomic: the recording has been closed */
+	volatile int leader_gone; /* the main thread exited, the process did not */
 	char path[4096];
 };
 
@@ -342,6 +343,11 @@ void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy);
+/* thread.c: /proc/self/task/<tid>/<leaf>; a task's state (1 alive, 0
+ * zombie, -1 gone); whether any thread of the program's is still alive. */
+void thread_task_path(char path[64], uint32_t tid, const char *leaf);
+int thread_task_state(uint32_t tid);
+int thread_program_left(void);
 extern volatile uint32_t rhea_agent_tids[8];
 
 /* The CPU-time clock of thread tid of this process, as glibc's

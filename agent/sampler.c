@@ -210,15 +210,8 @@ static struct timed *find_timed(uint32_t tid)
 /* Parse "nr a1 a2 a3 a4 a5 a6 sp pc" from /proc/self/task/TID/syscall. */
 static int blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
 {
-	char path[64] = "/proc/self/task/", buf[256];
-	size_t p = strlen(path);
-	char num[12];
-	int n = 0;
-	for (uint32_t v = tid; v || n == 0; v /= 10)
-		num[n++] = (char)('0' + v % 10);
-	while (n)
-		path[p++] = num[--n];
-	memcpy(path + p, "/syscall", 9);
+	char path[64], buf[256];
+	thread_task_path(path, tid, "syscall");
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;

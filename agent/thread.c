@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #define MAX_THREADS 8192
@@ -82,23 +83,46 @@ void thread_registry_init(void)
 }
 
 /* Read this thread's name from the kernel (raw syscalls, guard is set). */
-static void read_comm(uint32_t tid, char name[16])
+/* "/proc/self/task/<tid>/<leaf>" into path (64 bytes), without stdio. */
+void thread_task_path(char path[64], uint32_t tid, const char *leaf)
 {
-	char path[64] = "/proc/self/task/";
+	static const char dir[] = "/proc/self/task/";
 	char num[12];
 	int n = 0;
 	for (uint32_t v = tid; v || n == 0; v /= 10)
 		num[n++] = (char)('0' + v % 10);
-	size_t p = strlen(path);
+	size_t p = sizeof(dir) - 1, l = strlen(leaf);
+	memcpy(path, dir, p);
 	while (n)
 		path[p++] = num[--n];
-	memcpy(path + p, "/comm", 6);
+	path[p++] = '/';
+	if (l > 64 - 1 - p)
+		l = 64 - 1 - p;
+	memcpy(path + p, leaf, l);
+	path[p + l] = 0;
+}
+
+/* Up to cap - 1 bytes of /proc/self/task/<tid>/<leaf>, NUL-terminated:
+ * their number, or -1. */
+static ssize_t read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap)
+{
+	char path[64];
+	thread_task_path(path, tid, leaf);
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
-	char buf[32];
-	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+		return -1;
+	ssize_t r = syscall(SYS_read, fd, buf, cap - 1);
 	syscall(SYS_close, fd);
+	if (r < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+static void read_comm(uint32_t tid, char name[16])
+{
+	char buf[32];
+	ssize_t r = read_task_file(tid, "comm", buf, sizeof(buf));
 	if (r <= 0)
 		return;
 	if (buf[r - 1] == '\n')
@@ -107,6 +131,55 @@ static void read_comm(uint32_t tid, char name[16])
 		r = 15;
 	memcpy(name, buf, (size_t)r);
 	name[r] = 0;
+}
+
+/* 1: the task is alive, 0: a zombie, -1: gone. */
+int thread_task_state(uint32_t tid)
+{
+	char st[512];
+	if (read_task_file(tid, "stat", st, sizeof(st)) <= 0)
+		return -1;
+	const char *rp = strrchr(st, ')');
+	return !rp || rp[1] != ' ' || (rp[2] != 'Z' && rp[2] != 'X');
+}
+
+/*
+ * Is a thread of the program's still running?  glibc ends a process when
+ * its last thread exits, counting the agent's threads: a program whose
+ * main thread called pthread_exit would never end once its own threads
+ * had, the agent's ticker, writer and sampler holding it up (the writer
+ * asks this, agent.c).  Any task that is neither the agent's nor a zombie
+ * (the leader stays one until the process ends) counts.  1 also when
+ * /proc cannot tell.
+ */
+int thread_program_left(void)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	char buf[2048];
+	int left = 0;
+	long n;
+	while (!left && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !left;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			uint32_t tid = 0;
+			const char *c = d->d_name;
+			if (*c < '0' || *c > '9')
+				continue;
+			for (; *c >= '0' && *c <= '9'; c++)
+				tid = tid * 10 + (uint32_t)(*c - '0');
+			int agent = 0;
+			for (int i = 0; i < 8; i++)
+				agent |= rhea_agent_tids[i] == tid;
+			if (agent)
+				continue;
+			left = thread_task_state(tid) > 0;
+		}
+	}
+	syscall(SYS_close, fd);
+	return left || n < 0;
 }
 
 extern uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
@@ -354,6 +427,8 @@ void thread_exit_current(void)
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
 	}
+	if (t->tid == (uint32_t)rhea_g.pid)
+		rhea_g.leader_gone = 1; /* pthread_exit of main: see thread_program_left */
 	rhea_hot.self = NULL;
 	tls_dead = 1;
 	map_forget(t);

@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -585,6 +585,19 @@ def t_sigwaiter(c, variant):
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     c.check(len(rec["threads"]) == 2, "%d threads, want main and the worker" % len(rec["threads"]))
+    c.done()
+
+
+def t_mainexit(c, variant):
+    """mainexit.c: main calls pthread_exit, the worker finishes later: the
+    process must end then, with status 0, recorded whole."""
+    rc, out, err = c.record([c.prog(variant, "mainexit")], timeout=30)
+    expect_status(c, rc, 0, err)
+    c.check(out == "worker done\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    check_site(c, rec, "main_work", 2000, 2000 * 24)
+    check_site(c, rec, "worker_work", 20000, 20000 * 40)
     c.done()
 
 
@@ -1669,6 +1682,8 @@ def all_tests():
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
     t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
+    t.append(Test("mainexit/gcc-O2", t_mainexit, ("gcc-O2",)))
+    t.append(Test("mainexit/clang-O2-nofp", t_mainexit, ("clang-O2-nofp",)))
     t.append(Test("sigwaiter/clang-O2", t_sigwaiter, ("clang-O2",)))
     for mode in ("loop", "range", "from", "dup", "raw"):
         t.append(Test("fdcloser/%s" % mode, t_fdcloser, ("gcc-O2", mode)))
