@@ -13,6 +13,7 @@
 #include "symbolize.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,50 @@ static char *default_output(const char *in, const char *ext)
 	memcpy(out, in, n);
 	strcpy(out + n, ext);
 	return out;
+}
+
+/*
+ * Where the output is written first.  A regular file (or a new one) is
+ * written as a temporary file next to it, renamed over it only once whole:
+ * a failed conversion (a full disk, a bad --thread) used to truncate and
+ * then remove the file the user already had there.  *tmp gets the
+ * temporary's name (free it), NULL when writing in place (standard output,
+ * a device, a pipe).  For a symbolic link the file it names is replaced.
+ */
+static FILE *open_output(const char *outpath, char **tmp, char **final)
+{
+	*tmp = NULL;
+	*final = NULL;
+	struct stat st;
+	if (stat(outpath, &st) == 0 && !S_ISREG(st.st_mode))
+		return fopen(outpath, "wb");
+	char *target = realpath(outpath, NULL);
+	if (!target)
+		target = strdup(outpath); /* a new file */
+	size_t n = target ? strlen(target) + 32 : 0;
+	char *t = target ? malloc(n) : NULL;
+	if (!t) {
+		free(target);
+		errno = ENOMEM;
+		return NULL;
+	}
+	snprintf(t, n, "%s.tmp.%d", target, (int)getpid());
+	int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+	if (!f) {
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(t);
+		}
+		free(t);
+		free(target);
+		errno = e;
+		return NULL;
+	}
+	*tmp = t;
+	*final = target;
+	return f;
 }
 
 int cmd_convert(int argc, char **argv)
@@ -255,7 +300,8 @@ int cmd_convert(int argc, char **argv)
 	}
 	double t1 = now_s();
 
-	FILE *f = to_stdout ? stdout : fopen(outpath, "wb");
+	char *tmp = NULL, *final = NULL;
+	FILE *f = to_stdout ? stdout : open_output(outpath, &tmp, &final);
 	if (!f) {
 		cli_err("%s: cannot write: %s", outpath, strerror(errno));
 		recording_free(&r);
@@ -265,10 +311,6 @@ int cmd_convert(int argc, char **argv)
 	}
 	static char iobuf[1 << 16];
 	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
-	/* Only a regular file is removed after a failed write, never a
-	 * device or a pipe given as -o. */
-	struct stat fst;
-	int regular = !to_stdout && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode);
 
 	struct model m;
 	if (model_build(&m, &r, o.policy) < 0) {
@@ -363,8 +405,14 @@ close:
 			cli_err("%s: write failed: %s", outpath, strerror(errno));
 			rc = 1;
 		}
-		if (rc != 0 && regular)
-			unlink(outpath);
+		if (tmp && rc == 0 && rename(tmp, final) != 0) {
+			cli_err("%s: cannot write: %s", outpath, strerror(errno));
+			rc = 1;
+		}
+		if (tmp && rc != 0)
+			unlink(tmp); /* what was at outpath stays as it was */
+		free(tmp);
+		free(final);
 	}
 	recording_free(&r);
 	free(outpath);

@@ -265,7 +265,7 @@ static void print_sites(FILE *out, const char *title, const struct site_row *sit
 static const char *end_text(const struct recording *r, char *buf)
 {
 	if (!r->have_end)
-		return "cut short: no end marker (the program was killed, or is still running)";
+		return "cut short: no end marker (the program was killed, the disk filled up, or it is still running)";
 	switch (r->end.reason) {
 	case RHEA_END_EXIT:
 		sprintf(buf, "exit, status %d", r->end.status);

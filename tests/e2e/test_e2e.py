@@ -1023,6 +1023,59 @@ def t_bad_truncated(c):
     c.done()
 
 
+# A full disk: a tmpfs of 256 KB, filled up to its last 4 KB page, in a mount
+# namespace of the test's own (nothing is left mounted).  The script prints
+# what the test checks.
+FULL_DISK = r"""
+set -u
+D=$1; RHEA=$2; PROG=$3; REC=$4
+mount -t tmpfs -o size=256k tmpfs "$D" || exit 77
+echo '{"keep": true}' > "$D/keep.json"
+head -c 249856 /dev/zero > "$D/filler"
+"$RHEA" convert -f chrome -o "$D/keep.json" "$REC" 2>"$D/../convert.err"; echo "convert rc $?"
+echo "keep $(cat "$D/keep.json")"
+echo "files $(ls "$D" | xargs)"
+head -c 4096 /dev/zero > "$D/filler2"
+"$RHEA" record -o "$D/full.rhea" -- "$PROG" 2>"$D/../record.err" >/dev/null; echo "record rc $?"
+"$RHEA" report "$D/full.rhea" >"$D/../report.txt" 2>&1; echo "report rc $?"
+"""
+
+
+def t_bad_full_disk(c):
+    """A full disk: rhea convert leaves the file the user had as it was
+    (the output is renamed over it only once whole), rhea record leaves the
+    program's exit status alone, says so in one line, and the recording
+    reads up to where the disk filled."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare(1) to mount a small tmpfs")
+    prog = c.prog("gcc-O2", "ratio")
+    rc, _, err = c.record([prog], out="in.rhea")
+    expect_status(c, rc, 0, err)
+    d = c.path("disk")
+    os.makedirs(d)
+    rc, out, err = c.run(["unshare", "--mount", "sh", "-c", FULL_DISK, "sh", d, c.rhea, prog, c.path("in.rhea")],
+                         timeout=120)
+    if "convert rc" not in out:
+        raise Skip("could not mount a tmpfs: %s" % one_line(err))
+    lines = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+    with open(c.path("convert.err")) as f:
+        cerr = f.read()
+    c.check(lines.get("convert") == "rc 1" and "No space left on device" in cerr and cerr.count("\n") == 1,
+            "convert on a full disk: %s, stderr %r" % (lines.get("convert"), cerr))
+    c.check(lines.get("keep") == '{"keep": true}', "the file convert was to replace now holds %r" % lines.get("keep"))
+    c.check(lines.get("files", "").split() == ["filler", "keep.json"], "files left on the disk: %s" % lines.get("files"))
+    # the recording then gets the last 4 KB page: it fills it mid-run
+    with open(c.path("record.err")) as f:
+        rerr = f.read()
+    c.check(lines.get("record") == "rc 0", "record on a full disk: %s, want the program's own 0" % lines.get("record"))
+    c.check("No space left on device" in rerr, "record's stderr does not name the full disk: %r" % rerr)
+    with open(c.path("report.txt")) as f:
+        rep = f.read()
+    c.check(lines.get("report") == "rc 0" and "the disk filled up" in rep,
+            "report of the recording cut by the full disk: %s, %r" % (lines.get("report"), rep[:300]))
+    c.done()
+
+
 def t_bad_record_missing_prog(c):
     expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--", "/nonexistent/prog"],
                "record -- /nonexistent/prog")
@@ -1720,6 +1773,7 @@ def all_tests():
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
     t.append(Test("attach-dlopen-churn", t_attach_dlopen, ("gcc-O2-nofp", "churn"), timeout=60))
     t.append(Test("bad-input/attach", t_attach_bad, ("gcc-O2",)))
+    t.append(Test("bad-input/full-disk", t_bad_full_disk, timeout=150))
     t.append(Test("bad-input/attach-32bit", t_attach_32bit))
     t.append(Test("allocs-class-off", t_allocs_class_off, ("gcc-O2",)))
     t.append(Test("nofollow-child-stderr-untouched", t_nofollow_stderr, ("gcc-O2",)))
