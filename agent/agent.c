@@ -734,6 +734,7 @@ static void write_end(unsigned reason, int status);
 static void flush_thread(struct rhea_tstate *t, void *arg)
 {
 	(void)arg;
+	thread_refresh_name(t);
 	capture_flush_pending(t);
 	capture_emit_sites(t);
 }

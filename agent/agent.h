@@ -345,6 +345,7 @@ int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigact
 const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy);
 /* thread.c: /proc/self/task/<tid>/<leaf>; a task's state (1 alive, 0
  * zombie, -1 gone); whether any thread of the program's is still alive. */
+void thread_refresh_name(struct rhea_tstate *t);
 void thread_task_path(char path[64], uint32_t tid, const char *leaf);
 int thread_task_state(uint32_t tid);
 int thread_program_left(void);

@@ -411,6 +411,17 @@ void thread_set_name(struct rhea_tstate *t, const char *name)
 	capture_emit_thread(t, RHEA_T_NAME, 0);
 }
 
+/* A name the thread took without pthread_setname_np (prctl, a write to
+ * its comm file) is read back as it ends, and for those still running
+ * when the recording ends. */
+void thread_refresh_name(struct rhea_tstate *t)
+{
+	char name[16] = {0};
+	read_comm(t->tid, name);
+	if (name[0] && strcmp(name, t->name) != 0)
+		thread_set_name(t, name);
+}
+
 void thread_exit_current(void)
 {
 	struct rhea_tstate *t = rhea_hot.self;
@@ -419,10 +430,7 @@ void thread_exit_current(void)
 	rhea_guard++;
 	sampler_disarm(t);
 	if (rhea_g.active) {
-		char name[16] = {0};
-		read_comm(t->tid, name);
-		if (name[0] && strcmp(name, t->name) != 0)
-			thread_set_name(t, name);
+		thread_refresh_name(t);
 		capture_flush_pending(t);
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);

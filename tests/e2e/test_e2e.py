@@ -602,7 +602,8 @@ def t_mainexit(c, variant):
 
 
 PY_SPAWN = """
-import subprocess
+import ctypes, subprocess
+ctypes.CDLL(None).prctl(15, b"spawner", 0, 0, 0)  # PR_SET_NAME, no hook sees it
 for i in range(20):
     subprocess.run(["/bin/ls", "/"], check=True, stdout=subprocess.DEVNULL)
 print(sum(len(str(i)) for i in range(300000)))
@@ -617,6 +618,8 @@ def t_python_subprocess(c):
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     c.check(rec["stats"]["samples"] >= 20, "%d samples, want the whole run's" % rec["stats"]["samples"])
+    names = [t["name"] for t in rec["threads"]]
+    c.check("spawner" in names, "threads %s: the name the main thread took with prctl is not there" % names)
     kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
     c.check(len(kids) == 20, "%d child recordings, want 20 (one per ls)" % len(kids))
     for k in kids[:3]:
