@@ -339,7 +339,7 @@ int cmd_convert(int argc, char **argv)
 		}
 	}
 	if (!r.have_end && !r.salvaged)
-		cli_err("warning: %s was cut short (no end marker: killed, or still running): "
+		cli_err("warning: %s was cut short (no end marker: killed, disk full, or still running): "
 			"converting what it holds", in);
 	else if (r.salvaged)
 		cli_err("warning: %s: %s: converting what precedes it", in, r.problem);
