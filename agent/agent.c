@@ -739,14 +739,51 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
 	capture_emit_sites(t);
 }
 
+/*
+ * Ending the recording takes a few milliseconds (a forked child's first
+ * chunk carries every module).  A signal that ends the process must not cut
+ * that short: Python's multiprocessing sends SIGTERM to its pool workers
+ * as they exit, and their recordings came out empty or header-only.  So
+ * the thread that ends the recording holds off the asynchronous signals
+ * that kill (they are delivered when it is done, and do what they would
+ * have), and a fatal signal taken by another thread meanwhile waits for
+ * the end (on_fatal, at most a second) before it goes on.
+ */
+static const int async_fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,  SIGXCPU,
+				       SIGXFSZ, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF};
+static volatile int finish_done;    /* the recording is ended (or never will be) */
+static __thread int finishing_here; /* this thread is ending it */
+
+static void hold_async_signals(sigset_t *old)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof(async_fatal_sigs) / sizeof(async_fatal_sigs[0]); i++)
+		sigaddset(&set, async_fatal_sigs[i]);
+	pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static void wait_for_finish(void)
+{
+	for (int i = 0; i < 1000 && !finish_done && !finishing_here; i++) {
+		struct timespec ts = {0, 1000000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+
 void agent_finish(unsigned reason, int status)
 {
 	if (rhea_g.finished || agent_in_vfork_child())
 		return;
 	if (__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (!rhea_g.active && rhea_g.fd < 0)
+	if (!rhea_g.active && rhea_g.fd < 0) {
+		finish_done = 1;
 		return;
+	}
+	sigset_t old;
+	hold_async_signals(&old);
+	finishing_here = 1;
 	rhea_guard++;
 	thread_foreach(flush_thread, NULL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
@@ -757,6 +794,9 @@ void agent_finish(unsigned reason, int status)
 	unlock_drain();
 	rhea_g.active = 0;
 	rhea_guard--;
+	finishing_here = 0;
+	finish_done = 1;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* The END entry, written with whatever is staged.  Drain lock held. */
@@ -813,6 +853,8 @@ void agent_before_exec(void)
 {
 	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
 		return;
+	sigset_t old;
+	hold_async_signals(&old);
 	rhea_guard++;
 	thread_foreach(flush_thread, NULL);
 	lock_drain(500000000ull);
@@ -820,6 +862,7 @@ void agent_before_exec(void)
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
 	rhea_guard--;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- fatal signals --------------------------------------------------------- */
@@ -843,8 +886,10 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	(void)uc;
 	int e = errno;
 	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
-	if (!vfork_child)
+	if (!vfork_child) {
 		agent_finish(RHEA_END_SIGNAL, sig);
+		wait_for_finish(); /* another thread may be ending it: let it */
+	}
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;

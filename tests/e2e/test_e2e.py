@@ -784,6 +784,39 @@ print(len(data), total)
 """
 
 
+PY_POOL = """
+import hashlib, multiprocessing
+def work(i):
+    h = hashlib.sha256()
+    for j in range(20000):
+        h.update(str(i * j).encode())
+    return h.hexdigest()[:8]
+if __name__ == "__main__":
+    with multiprocessing.Pool(2) as pool:
+        print(len(pool.map(work, range(16))))
+"""
+
+
+def t_python_multiprocessing(c):
+    """Debian's python3 with a multiprocessing pool: forked workers that
+    the pool ends with SIGTERM as they exit.  Every recording must be
+    whole (a SIGTERM during a worker's last flush left it empty)."""
+    base = c.work
+    for i in range(3):  # the SIGTERM's timing varies: three runs
+        c.work = os.path.join(base, "run%d" % i)
+        os.makedirs(c.work)
+        record_python(c, PY_POOL)
+        files = sorted(f for f in os.listdir(c.work) if f.endswith(".rhea"))
+        c.check(len(files) >= 3, "run %d: recordings %s, want the parent's and the two workers'" % (i, files))
+        for f in files:
+            rec = c.report(c.path(f))
+            r = rec["recording"]
+            c.check(r["complete"] and r["end_reason"] in ("exit", "signal") and r["problem"] is None,
+                    "run %d: %s ended %s (complete %s, problem %s)" % (i, f, r["end_reason"], r["complete"],
+                                                                     r["problem"]))
+    c.done()
+
+
 def record_python(c, script):
     """Debian's python3 -c script, without rhea and then recorded to
     out.rhea: it must succeed and print the same both times.  Returns
@@ -1783,6 +1816,7 @@ def all_tests():
     t.append(Test("debian/sqlite3", t_sqlite3, timeout=120))
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
     t.append(Test("debian/python3-subprocess", t_python_subprocess, timeout=120))
+    t.append(Test("debian/python3-multiprocessing", t_python_multiprocessing, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
