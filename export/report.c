@@ -183,6 +183,10 @@ static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 		ts->first_ns = t->start_ns;
 	if (t->exit_ns > ts->last_ns)
 		ts->last_ns = t->exit_ns;
+	/* A thread seen start but never captured (registered as the process
+	 * ended): no span, not a negative one. */
+	if (ts->last_ns < ts->first_ns)
+		ts->last_ns = ts->first_ns;
 }
 
 struct trow {

@@ -10,6 +10,9 @@
  * for WAIT_MS.  Prints "<who>: none" for each wait that timed out, or
  * "<who>: signal <n>" for a signal it received; exits 0 when none came.
  *
+ * A third thread, the dozer, only sleeps, in the raw system call (no
+ * hooked function, no CPU to sample), until the process ends.
+ *
  * Expected under a tracer: the same output as without it.  A sampler that
  * fires its real-time signal at a thread that blocks it leaves it pending,
  * and the program's own wait then took it ("signal 63").
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,13 +78,23 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void *dozer(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {10, 0};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	return NULL;
+}
+
 int main(void)
 {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_t th;
-	if (pthread_create(&th, NULL, worker, NULL) != 0)
+	pthread_t th, dz;
+	if (pthread_create(&th, NULL, worker, NULL) != 0 || pthread_create(&dz, NULL, dozer, NULL) != 0)
 		return 1;
 	compute();
 	int got = wait_any("main");
