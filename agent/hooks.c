@@ -1212,7 +1212,6 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 	return old.sa_handler;
 }
 
-/* For agent.c: the real functions it must not go through hooks for. */
 /* Waits for signals: never on the sampler's (sampler_filter_wait). */
 EXPORT int sigwait(const sigset_t *set, int *sig)
 {
@@ -1246,6 +1245,7 @@ EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
 	return real_signalfd(fd, sampler_filter_wait(mask, &copy), flags);
 }
 
+/* For agent.c: the real functions it must not go through hooks for. */
 int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	if (unlikely(!resolved))
