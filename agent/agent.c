@@ -881,13 +881,63 @@ static int is_fatal(int sig)
 	return 0;
 }
 
+/*
+ * The handler runs on the program's alternate signal stack when it has one
+ * (SA_ONSTACK: a stack overflow can only be handled there), and those are
+ * small: 8 KB is SIGSTKSZ.  Compressing and writing the last chunk needs
+ * more, and a program with such a stack that got SIGTERM died of SIGSEGV
+ * in our handler instead, its recording cut.  So the recording is ended on
+ * a stack of the agent's own, mapped at start (untouched until used), by
+ * one thread at a time.
+ */
+#define FINISH_STACK_SIZE (256u << 10)
+static char *finish_stack; /* base of the mapping, a guard page below */
+static int finish_stack_busy;
+
+static void finish_stack_map(void)
+{
+	if (finish_stack)
+		return;
+	void *p = mmap(NULL, FINISH_STACK_SIZE + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	mprotect(p, 4096, PROT_NONE);
+	finish_stack = p;
+}
+
+/* fn(arg) with the stack pointer at top (x86-64, 16-byte aligned). */
+static void call_on_stack(void (*fn)(void *), void *arg, char *top)
+{
+	__asm__ volatile("mov %%rsp, %%r12\n\t"
+			 "mov %[top], %%rsp\n\t"
+			 "call *%[fn]\n\t"
+			 "mov %%r12, %%rsp"
+			 : [fn] "+r"(fn), [top] "+r"(top), "+D"(arg)
+			 :
+			 : "r12", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0",
+			   "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+			   "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
+static void finish_for_signal(void *arg)
+{
+	agent_finish(RHEA_END_SIGNAL, (int)(intptr_t)arg);
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
 	int e = errno;
 	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
 	if (!vfork_child) {
-		agent_finish(RHEA_END_SIGNAL, sig);
+		if (finish_stack && !__atomic_exchange_n(&finish_stack_busy, 1, __ATOMIC_ACQUIRE)) {
+			call_on_stack(finish_for_signal, (void *)(intptr_t)sig,
+				      finish_stack + 4096 + FINISH_STACK_SIZE - 64);
+			__atomic_store_n(&finish_stack_busy, 0, __ATOMIC_RELEASE);
+		} else {
+			agent_finish(RHEA_END_SIGNAL, sig);
+		}
 		wait_for_finish(); /* another thread may be ending it: let it */
 	}
 	struct sigaction dfl;
@@ -1200,8 +1250,10 @@ __attribute__((constructor)) static void agent_init(void)
 	write_meta();
 	rhea_g.active = 1;
 	modules_scan();
-	if (!rhea_attached)
-		arm_fatal_signals(); /* attach mode leaves the program's signals alone */
+	if (!rhea_attached) { /* attach mode leaves the program's signals alone */
+		finish_stack_map();
+		arm_fatal_signals();
+	}
 	pthread_atfork(agent_prefork, agent_postfork_parent, agent_postfork_child);
 	on_exit(on_exit_cb, NULL);
 	if (thread_task_state((uint32_t)rhea_g.pid) == 0)

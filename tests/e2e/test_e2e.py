@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -714,6 +714,17 @@ def t_sigkill(c, variant):
                top_names(rec, 8) or "none"))
     if rec["stats"]["stacks"]:
         check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_altstack(c, variant):
+    """altstack.c: an 8 KB alternate signal stack, then SIGTERM: the process
+    must die of SIGTERM, its recording whole."""
+    rc, out, err = c.record([c.prog(variant, "altstack"), "8192"])
+    expect_status(c, rc, 128 + 15, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "signal", 15)
+    check_site(c, rec, "work", 20000, 20000 * 64)
     c.done()
 
 
@@ -1777,6 +1788,8 @@ def all_tests():
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
     t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
     t.append(Test("mainexit/gcc-O2", t_mainexit, ("gcc-O2",)))
+    t.append(Test("altstack/gcc-O2-nofp", t_altstack, ("gcc-O2-nofp",)))
+    t.append(Test("altstack/clang-O2", t_altstack, ("clang-O2",)))
     t.append(Test("mainexit/clang-O2-nofp", t_mainexit, ("clang-O2-nofp",)))
     t.append(Test("sigwaiter/clang-O2", t_sigwaiter, ("clang-O2",)))
     for mode in ("loop", "range", "from", "dup", "raw"):
