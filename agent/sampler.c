@@ -77,6 +77,26 @@ static int is_agent_tid(uint32_t tid)
 	return 0;
 }
 
+/*
+ * Room for a capture on the stack this handler runs on.  That is the
+ * thread's own stack, unless the signal came while the thread ran on an
+ * alternate stack (the program's own signal handler): then the capture
+ * needs SAMPLE_ROOM below us on it, else it is skipped.  (One system call,
+ * only then.)
+ */
+#define SAMPLE_ROOM (16u << 10)
+
+static int stack_room(const struct rhea_tstate *t)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (!t->stack_hi || (sp >= t->stack_lo && sp < t->stack_hi))
+		return 1;
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_ONSTACK))
+		return 1; /* the main thread's stack grew below what we knew */
+	return sp - (uintptr_t)cur.ss_sp >= SAMPLE_ROOM;
+}
+
 static void on_sample(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
@@ -92,6 +112,8 @@ static void on_sample(int sig, siginfo_t *si, void *uc)
 		rhea_guard--;
 	}
 	if (!t || __atomic_load_n(&t->in_capture, __ATOMIC_RELAXED))
+		goto out;
+	if (!stack_room(t))
 		goto out;
 	/* Always taken, even right after a hook's capture: the sampled captures
 	 * alone form an unbiased CPU profile (one per sample_ns of CPU), which
@@ -117,7 +139,10 @@ static int install(int sig)
 	struct sigaction act;
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = on_sample;
-	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	/* Not SA_ONSTACK: a program's alternate signal stack is small (4 KB
+	 * with the kernel's AVX-512 frame on it left too little for a capture:
+	 * the program died of SIGSEGV), and a sample needs none of it. */
+	act.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&act.sa_mask);
 	return hooks_real_sigaction(sig, &act, NULL);
 }

@@ -718,13 +718,19 @@ def t_sigkill(c, variant):
 
 
 def t_altstack(c, variant):
-    """altstack.c: an 8 KB alternate signal stack, then SIGTERM: the process
-    must die of SIGTERM, its recording whole."""
-    rc, out, err = c.record([c.prog(variant, "altstack"), "8192"])
-    expect_status(c, rc, 128 + 15, err)
-    rec = c.report(c.path("out.rhea"))
-    check_end(c, rec, "signal", 15)
-    check_site(c, rec, "work", 20000, 20000 * 64)
+    """altstack.c: a small alternate signal stack (8 KB, 4 KB), a computation
+    the sampler sees, then SIGTERM: the process must die of SIGTERM, its
+    recording whole, the computation sampled."""
+    for size in ("8192", "4096"):
+        out = "out%s.rhea" % size
+        rc, _, err = c.record([c.prog(variant, "altstack"), size], out=out, opts=["--sample", "1ms"])
+        expect_status(c, rc, 128 + 15, err)
+        rec = c.report(c.path(out))
+        check_end(c, rec, "signal", 15)
+        check_site(c, rec, "work", 20000, 20000 * 64)
+        c.check(sum(t["sampled"] for t in rec["threads"]) >= 10,
+                "stack %s: %d sampler captures, want the 300 ms computation's" % (
+                    size, sum(t["sampled"] for t in rec["threads"])))
     c.done()
 
 

@@ -4,15 +4,18 @@
  *
  * Usage: altstack SIZE.  Ground truth: the program sets an alternate
  * signal stack of SIZE bytes (8192 is the traditional SIGSTKSZ; Rust and
- * libsigsegv programs set stacks that small), makes ALLOCS allocations of
- * 64 bytes in work() over about 200 ms, then sends itself SIGTERM, which
- * it leaves at its default action: it dies of signal 15.
+ * libsigsegv programs set stacks that small, MINSIGSTKSZ-sized ones are
+ * smaller), computes for COMPUTE_S seconds of CPU without calling anything
+ * (only a sampler sees it), makes ALLOCS allocations of 64 bytes in work()
+ * over about 200 ms, then sends itself SIGTERM, which it leaves at its
+ * default action: it dies of signal 15.
  *
- * Expected under a tracer whose handler for SIGTERM runs on that stack
- * (SA_ONSTACK): the process still dies of SIGTERM (a tracer that compressed
- * its last chunk there overflowed the stack and the process died of
- * SIGSEGV instead), and the recording ends "killed by signal 15" with
- * work's allocations counted exactly.
+ * Expected under a tracer: the process still dies of SIGTERM, and the
+ * recording ends "killed by signal 15" with work's allocations counted
+ * exactly.  A tracer whose handlers ran on that stack (SA_ONSTACK) died
+ * there: its fatal-signal handler compressing the last chunk (at 16 KB and
+ * below), its sampler capturing a stack (at 4 KB, with the kernel's
+ * AVX-512 signal frame on it); the process died of SIGSEGV.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -22,7 +25,26 @@
 
 #define ALLOCS 20000
 
+#define COMPUTE_S 0.3
+
 static char altstack[1 << 16];
+volatile double sink;
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void compute(void)
+{
+	double t0 = cpu_s(), x = 1;
+	while (cpu_s() - t0 < COMPUTE_S)
+		for (int i = 0; i < 100000; i++)
+			x = x * 1.0000001 + 1e-9;
+	sink = x;
+}
 
 __attribute__((noinline)) void work(void)
 {
@@ -47,6 +69,7 @@ int main(int argc, char **argv)
 		perror("sigaltstack");
 		return 1;
 	}
+	compute();
 	work();
 	fflush(stdout);
 	kill(getpid(), SIGTERM);
