@@ -232,6 +232,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
 struct block_info {
 	uint64_t begin, end;
 	uint32_t epoch0;    /* rhea_g.epoch when the call began */
+	int timed;          /* read the end clock whatever the epoch says */
 	uint64_t cpu_begin; /* thread CPU at begin, 0 when not read */
 	int have_begin;     /* c_begin below was read at the call */
 	struct rhea_counters c_begin;

@@ -250,7 +250,10 @@ static inline uint32_t epoch_now(void)
  * server doing a read or a write every few microseconds that is one clock
  * read of two saved per call (rdtsc is ~10 ns in a VM).  The begin time
  * stays exact.  A ticker delayed by a saturated machine can hide a block
- * slightly longer than min_block that fits between two late ticks.  While
+ * slightly longer than min_block that fits between two late ticks; event
+ * loop waits and sleeps, a few thousand calls a second at most, always
+ * read the clock (b->timed): an event loop's waits bound its iterations,
+ * and a long wait hidden so would make its iteration look like a stall.  While
  * the ticker sleeps (nothing captured for a while, agent.c) the epoch does
  * not move, and the clock is read.
  */
@@ -263,7 +266,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 {
 	uint32_t e = epoch_now();
 	int blocked = 0;
-	if (!epoch_says_short(e, b->epoch0)) {
+	if (b->timed || !epoch_says_short(e, b->epoch0)) {
 		b->end = rhea_now();
 		blocked = b->end - b->begin >= rhea_g.cfg.min_block_ns;
 	}
@@ -689,6 +692,7 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 		struct block_info bi_ = {0};                                     \
 		bi_.begin = rhea_now();                                          \
 		bi_.epoch0 = epoch_now();                                        \
+		bi_.timed = 1;                                                   \
 		bi_.cpu_begin = thread_cpu_now(t, bi_.begin);                    \
 		ret r = real_##name args;                                        \
 		after_block(t, FN, &bi_);                                        \
@@ -704,10 +708,10 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 		struct rhea_tstate *t = enter(RHEA_C_WAIT);                      \
 		if (!t)                                                          \
 			return real_##name args;                                 \
-		uint64_t t0 = rhea_now();                                        \
-		uint32_t e0 = epoch_now();                                       \
+		struct block_info b_ = {.begin = rhea_now(), .epoch0 = epoch_now(), \
+					.timed = 1};                             \
 		ret r = real_##name args;                                        \
-		after_io(t, FN, t0, e0, 0);                                      \
+		after_block(t, FN, &b_);                                         \
 		t->msgid++;                                                      \
 		return r;                                                        \
 	}
