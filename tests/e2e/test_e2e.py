@@ -1747,6 +1747,25 @@ def t_attach_bad(c, variant):
         if p.poll() is None:
             p.kill()
             p.wait()
+    # A process whose main thread called pthread_exit (mainexit.c: its
+    # worker runs ~200 ms on): refused, saying why, and it runs on.
+    p = subprocess.Popen([c.prog(variant, "mainexit")], stdout=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        for _ in range(200):  # until main has left (its task a zombie)
+            with open("/proc/%d/stat" % p.pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.005)
+        rc, out, err = c.run([c.rhea, "attach", "-d", "100ms", str(p.pid)])
+        c.check(rc == 2 and "main thread has exited" in err and err.count("\n") == 1,
+                "attach after main's pthread_exit: status %d, %r" % (rc, err))
+        out, _ = p.communicate(timeout=30)
+        c.check(p.returncode == 0 and out == "worker done\n", "mainexit after the refused attach: status %d, %r"
+                % (p.returncode, out))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     # A stopped process: said at once (not after the safe-point search),
     # and it stays stopped, then runs on untouched when continued.
     p = subprocess.Popen([c.prog(variant, "attachme"), "1"], stdout=subprocess.PIPE, text=True, cwd=c.work)
