@@ -178,24 +178,22 @@ int agent_move_fd(int fd)
 {
 	lock_drain(500000000ull);
 	int r = 0;
-	if (fd >= 0 && fd == rhea_g.fd) {
-		int n = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-		if (n < 0) {
-			r = -errno;
-			rhea_g.fd = -1; /* the program's now: never written again */
-			file_failed = 1;
-			agent_disable("the program took the recording's file descriptor: ", -r);
-		} else {
-			writer.fd = n;
-			rhea_g.fd = n;
-			syscall(SYS_close, fd);
-		}
-	} else if (fd >= 0 && fd == rhea_g.control_fd) {
+	int *own = fd < 0 ? NULL : fd == rhea_g.fd ? &rhea_g.fd : fd == rhea_g.control_fd ? &rhea_g.control_fd : NULL;
+	if (own) {
 		int n = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
 		if (n < 0)
 			r = -errno;
-		rhea_g.control_fd = n; /* -1: attach's control is lost, it stops (attach.c) */
-		syscall(SYS_close, fd);
+		else
+			syscall(SYS_close, fd);
+		/* -1: the program's now, never touched again (attach's control
+		 * lost: attach.c stops) */
+		*own = n;
+		if (own == &rhea_g.fd && n >= 0)
+			writer.fd = n;
+		else if (own == &rhea_g.fd) {
+			file_failed = 1;
+			agent_disable("the program took the recording's file descriptor: ", -r);
+		}
 	}
 	unlock_drain();
 	return r;
@@ -771,12 +769,17 @@ static void wait_for_finish(void)
 	}
 }
 
-void agent_finish(unsigned reason, int status)
+/* Only one caller ends the recording: 1 for it (then it must call
+ * finish_claimed), 0 for the others. */
+static int finish_claim(void)
 {
 	if (rhea_g.finished || agent_in_vfork_child())
-		return;
-	if (__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL))
-		return;
+		return 0;
+	return !__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL);
+}
+
+static void finish_claimed(unsigned reason, int status)
+{
 	if (!rhea_g.active && rhea_g.fd < 0) {
 		finish_done = 1;
 		return;
@@ -797,6 +800,12 @@ void agent_finish(unsigned reason, int status)
 	finishing_here = 0;
 	finish_done = 1;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void agent_finish(unsigned reason, int status)
+{
+	if (finish_claim())
+		finish_claimed(reason, status);
 }
 
 /* The END entry, written with whatever is staged.  Drain lock held. */
@@ -888,11 +897,10 @@ static int is_fatal(int sig)
  * more, and a program with such a stack that got SIGTERM died of SIGSEGV
  * in our handler instead, its recording cut.  So the recording is ended on
  * a stack of the agent's own, mapped at start (untouched until used), by
- * one thread at a time.
+ * the one thread that claimed the end (finish_claim).
  */
 #define FINISH_STACK_SIZE (256u << 10)
 static char *finish_stack; /* base of the mapping, a guard page below */
-static int finish_stack_busy;
 
 static void finish_stack_map(void)
 {
@@ -922,7 +930,7 @@ static void call_on_stack(void (*fn)(void *), void *arg, char *top)
 
 static void finish_for_signal(void *arg)
 {
-	agent_finish(RHEA_END_SIGNAL, (int)(intptr_t)arg);
+	finish_claimed(RHEA_END_SIGNAL, (int)(intptr_t)arg);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
@@ -931,12 +939,12 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int e = errno;
 	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
 	if (!vfork_child) {
-		if (finish_stack && !__atomic_exchange_n(&finish_stack_busy, 1, __ATOMIC_ACQUIRE)) {
-			call_on_stack(finish_for_signal, (void *)(intptr_t)sig,
-				      finish_stack + 4096 + FINISH_STACK_SIZE - 64);
-			__atomic_store_n(&finish_stack_busy, 0, __ATOMIC_RELEASE);
-		} else {
-			agent_finish(RHEA_END_SIGNAL, sig);
+		if (finish_claim()) {
+			if (finish_stack)
+				call_on_stack(finish_for_signal, (void *)(intptr_t)sig,
+					      finish_stack + 4096 + FINISH_STACK_SIZE - 64);
+			else
+				finish_claimed(RHEA_END_SIGNAL, sig);
 		}
 		wait_for_finish(); /* another thread may be ending it: let it */
 	}

@@ -59,23 +59,6 @@ static int alive(pid_t pid)
 	return (kill(pid, 0) == 0 || errno == EPERM) && !inject_task_gone(pid, pid);
 }
 
-/* A thread other than the main one still runs (the main one called
- * pthread_exit). */
-static int other_task_alive(pid_t pid)
-{
-	char task[64];
-	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(task);
-	int any = 0;
-	for (struct dirent *de; d && !any && (de = readdir(d)) != NULL;) {
-		long t = atol(de->d_name);
-		any = t > 0 && t != pid && !inject_task_gone(pid, (pid_t)t);
-	}
-	if (d)
-		closedir(d);
-	return any;
-}
-
 static void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -403,7 +386,7 @@ int cmd_attach(int argc, char **argv)
 	pid_t pid = (pid_t)lp;
 	if (pid == getpid() || !alive(pid)) {
 		if (pid != getpid() && (kill(pid, 0) == 0 || errno == EPERM) && inject_task_state(pid, pid) == 'Z' &&
-		    other_task_alive(pid))
+		    inject_other_task_alive(pid))
 			cli_err("attach: process %d's main thread has exited (pthread_exit) while others run: "
 				"its memory map is gone from /proc and the agent cannot be loaded",
 				(int)pid);

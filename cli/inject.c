@@ -307,6 +307,23 @@ int inject_task_gone(pid_t pid, pid_t tid)
 	return st == 0 || st == 'Z' || st == 'X';
 }
 
+/* A thread other than the main one still runs (the main one called
+ * pthread_exit). */
+int inject_other_task_alive(pid_t pid)
+{
+	char task[64];
+	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(task);
+	int any = 0;
+	for (struct dirent *de; d && !any && (de = readdir(d)) != NULL;) {
+		long t = atol(de->d_name);
+		any = t > 0 && t != pid && !inject_task_gone(pid, (pid_t)t);
+	}
+	if (d)
+		closedir(d);
+	return any;
+}
+
 enum { TRY_AGAIN = 1 };
 
 /* Make the stopped thread tid call fn(a0, a1) on its stack, below the

@@ -24,5 +24,8 @@ int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 int inject_task_gone(pid_t pid, pid_t tid);
 /* The task's state letter from /proc/PID/task/TID/stat, 0 when gone. */
 char inject_task_state(pid_t pid, pid_t tid);
+/* A thread other than the main one is alive (the main one may have
+ * called pthread_exit). */
+int inject_other_task_alive(pid_t pid);
 
 #endif
