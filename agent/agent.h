@@ -379,6 +379,7 @@ const char *attach_getenv(const char *name); /* the configuration: environment, 
 int attach_patch(void);
 int attach_rescan(void);
 void *attach_real(const char *name, void *p);
+void *agent_first_definition(const char *name);
 void attach_unpatch(void);
 int attach_open_control(void);
 int attach_should_stop(void);

@@ -175,7 +175,7 @@ static void object_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_
 }
 
 struct objnames {
-	char names[64][256];
+	char names[256][256];
 	int n;
 	uintptr_t exe_base;
 };
@@ -193,9 +193,28 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 			o->exe_base = lo & ~(uintptr_t)(page_size() - 1);
 		return 0;
 	}
-	if (o->n < 64 && !strstr(info->dlpi_name, "linux-vdso"))
+	if (o->n < 256 && !strstr(info->dlpi_name, "linux-vdso"))
 		snprintf(o->names[o->n++], sizeof(o->names[0]), "%s", info->dlpi_name);
 	return 0;
+}
+
+/* The first definition of name in o's libraries (dlsym on a handle looks
+ * in that library, then in its dependencies), neither in the executable
+ * nor at self_base. */
+static void *first_definition(const struct objnames *o, const char *name, uintptr_t self_base)
+{
+	Dl_info di;
+	for (int i = 0; i < o->n; i++) {
+		void *h = dlopen(o->names[i], RTLD_NOW | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		void *q = dlsym(h, name);
+		dlclose(h);
+		if (q && dladdr(q, &di) && (uintptr_t)di.dli_fbase != o->exe_base &&
+		    (uintptr_t)di.dli_fbase != self_base)
+			return q;
+	}
+	return NULL;
 }
 
 /*
@@ -222,17 +241,28 @@ void *attach_real(const char *name, void *p)
 	if (!dladdr1(p, &di, (void **)&sym, RTLD_DL_SYMENT) || (uintptr_t)di.dli_fbase != o.exe_base ||
 	    (sym && sym->st_shndx != SHN_UNDEF))
 		return p;
-	for (int i = 0; i < o.n; i++) {
-		void *h = dlopen(o.names[i], RTLD_NOW | RTLD_NOLOAD);
-		if (!h)
-			continue;
-		void *q = dlsym(h, name);
-		dlclose(h);
-		if (q && dladdr(q, &di) && (uintptr_t)di.dli_fbase != o.exe_base &&
-		    (uintptr_t)di.dli_fbase != attach_self_base)
-			return q;
-	}
-	return NULL;
+	return first_definition(&o, name, attach_self_base);
+}
+
+/*
+ * The first definition of `name` in the libraries loaded now, in load
+ * order, not counting the executable and this agent; NULL when there is
+ * none.  For a hook whose real function arrived after the agent started
+ * (hooks.c, late_real): the list is taken afresh, into a mapping of its
+ * own (rare, and any thread may ask).
+ */
+void *agent_first_definition(const char *name)
+{
+	struct objnames *o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (o == MAP_FAILED)
+		return NULL;
+	dl_iterate_phdr(collect, o);
+	Dl_info self;
+	void *q = NULL;
+	if (dladdr((void *)agent_first_definition, &self))
+		q = first_definition(o, name, (uintptr_t)self.dli_fbase);
+	munmap(o, sizeof(*o));
+	return q;
 }
 
 /* ---- import slots ------------------------------------------------------------ */

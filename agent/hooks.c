@@ -511,6 +511,25 @@ EXPORT void *memalign(size_t align, size_t n)
 	return p;
 }
 
+/*
+ * operator new is libstdc++'s (or libc++'s), and a C program has one only
+ * once it loads C++ code with dlopen, after resolve() looked for it: the
+ * JVM's launcher is such a program (libjvm is C++), and its first new
+ * jumped to address 0.  So a new whose real function is unknown looks
+ * again, each time until found: dlsym(RTLD_NEXT) finds a library loaded
+ * RTLD_GLOBAL, and agent_first_definition one loaded RTLD_LOCAL (whose
+ * calls still bind to the agent's export, which comes first).  Found
+ * nowhere (only a program calling new through dlsym could get here), the
+ * allocation is made by malloc.
+ */
+static void *late_real(const char *name)
+{
+	void *f = dlsym(resolve_from, name);
+	if (!f)
+		f = agent_first_definition(name);
+	return f ? real_of(name, f) : NULL;
+}
+
 /* operator new: counted once, at the caller of new (the malloc it makes
  * inside libstdc++ runs under the guard). */
 #define NEW_HOOK(sym, params, args)                                              \
@@ -519,7 +538,9 @@ EXPORT void *memalign(size_t align, size_t n)
 		if (unlikely(!real_##sym))                                       \
 			resolve();                                               \
 		rhea_guard++;                                                    \
-		void *p = real_##sym args;                                       \
+		if (unlikely(!real_##sym))                                       \
+			real_##sym = (void *(*)params)late_real(#sym);           \
+		void *p = real_##sym ? real_##sym args : real_malloc(n ? n : 1); \
 		rhea_guard--;                                                    \
 		struct rhea_tstate *t = enter(RHEA_C_ALLOC);                     \
 		if (t && p)                                                      \

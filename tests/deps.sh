@@ -3,7 +3,7 @@
 # missing.  Idempotent; prints nothing when all is there.  (make bench
 # installs what only the benchmarks use - heaptrack, gperftools - itself.)
 set -e
-PKGS="gcc clang make pkg-config libdw-dev libelf-dev libzstd-dev zlib1g-dev
+PKGS="gcc g++ clang make pkg-config libdw-dev libelf-dev libzstd-dev zlib1g-dev
 libcriterion-dev protobuf-compiler golang-go python3 sqlite3 gzip
 redis-server redis-tools linux-perf"
 missing=""

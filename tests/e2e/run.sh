@@ -57,6 +57,9 @@ echo "$variants" | while IFS=: read -r name cc flags; do
 	for prog in $scenarios; do
 		echo "$cc $flags -g -Wall -Wextra -pthread -o '$build/$name/$prog' '$root/tests/scenarios/$prog.c'" >>"$cmds"
 	done
+	# the C++ library dlopencxx loads
+	case $cc in gcc) cxx=g++ ;; *) cxx=clang++ ;; esac
+	echo "$cxx $flags -g -Wall -Wextra -shared -fPIC -o '$build/$name/libcxxnew.so' '$root/tests/scenarios/cxxnew.cc'" >>"$cmds"
 done
 tr '\n' '\0' <"$cmds" | xargs -0 -P 2 -n 1 sh -c 'eval "$1" || echo "e2e: build failed: $1" >&2' build
 

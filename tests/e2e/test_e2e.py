@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme"]
+             "stalls", "attachme", "dlopencxx"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -765,6 +765,25 @@ SELECT sum(length(a.s)) FROM t AS a JOIN t AS b ON a.id = b.id WHERE a.k % 3 = 0
 """
 
 
+def t_dlopencxx(c, variant, mode):
+    """dlopencxx.c: a C program dlopens a C++ library (RTLD_LOCAL or
+    RTLD_GLOBAL) whose cxx_make(3000) makes exactly 3000 x new (40 B), 3000
+    x new[] (40 B) and 3000 x nothrow new[] (24 B).  The agent's operator
+    new hooks found no libstdc++ at start: they must find it when called
+    (they called address 0: the JVM died so), and count every one."""
+    lib = os.path.join(c.build, variant, "libcxxnew.so")
+    if not os.access(lib, os.R_OK):
+        raise Fail("%s was not built" % lib)
+    rc, out, err = c.record([c.prog(variant, "dlopencxx"), lib, mode, "3000"])
+    expect_status(c, rc, 0, err)
+    c.check(out == "dlopencxx done\n", "stdout %r, want 'dlopencxx done'" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    check_site(c, rec, "cxx_make", 9000, 3000 * (40 + 40 + 24))
+    check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
 def need_program(path):
     if not os.access(path, os.X_OK):
         raise Fail("%s is not installed (tests/deps.sh installs it)" % path)
@@ -966,6 +985,90 @@ def t_gzip(c):
             % top_names(rec, 40))
     check_roots(c, rec, ROOT_MIN_DEBIAN)
     check_timeline_unbiased(c, rec, "gzip")
+    c.done()
+
+
+JAVA_SRC = r"""
+import java.util.*;
+public class Busy {
+    static int depth(int n) { return n == 0 ? 0 : 1 + depth(n - 1); }
+    public static void main(String[] a) throws Exception {
+        // implicit null checks (SIGSEGV in compiled code, caught by the
+        // JVM's own handler), allocation, a lock contended by 3 threads
+        final Object lock = new Object();
+        final long[] total = new long[1];
+        Thread[] ts = new Thread[3];
+        for (int t = 0; t < ts.length; t++) {
+            ts[t] = new Thread(() -> {
+                Object o = null;
+                long s = 0;
+                List<String> l = new ArrayList<>();
+                for (int i = 0; i < 300000; i++) {
+                    try { s += o.hashCode(); } catch (NullPointerException e) { s++; }
+                    if (i % 10 == 0) l.add("x" + i);
+                    if (i % 1000 == 0) synchronized (lock) { total[0] += depth(50); }
+                }
+                synchronized (lock) { total[0] += s + l.size(); }
+            });
+            ts[t].start();
+        }
+        for (Thread t : ts) t.join();
+        System.out.println("busy " + total[0]);
+    }
+}
+"""
+
+
+def t_java(c):
+    """OpenJDK's java (when installed: a C launcher that dlopens the C++
+    libjvm, ~20 threads, SIGSEGV as the JVM's own null check, JIT code):
+    the same output under rhea, a complete recording of its threads."""
+    java, javac = "/usr/bin/java", "/usr/bin/javac"
+    if not (os.access(java, os.X_OK) and os.access(javac, os.X_OK)):
+        raise Skip("no Java here (/usr/bin/java and javac; not one of tests/deps.sh's packages)")
+    with open(c.path("Busy.java"), "w") as f:
+        f.write(JAVA_SRC)
+    rc, out, err = c.run([javac, "-d", c.work, c.path("Busy.java")], timeout=120)
+    if rc != 0:
+        raise Fail("javac failed: %s" % one_line(err))
+    argv = [java, "-Xss1m", "-cp", c.work, "Busy"]
+    rc0, out0, err0 = c.run(argv, timeout=120)
+    if rc0 != 0:
+        raise Fail("java without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record(argv, timeout=120)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    names = {t["name"] for t in rec["threads"]}
+    c.check(any(n.startswith("C2 Compiler") for n in names) and any(n.startswith("GC Thread") for n in names),
+            "the JVM's threads are not named as it named them: %s" % sorted(names))
+    c.check(incl(rec, "JNI_CreateJavaVM") > 0, "no time under JNI_CreateJavaVM (libjvm, C++); functions: %s"
+            % top_names(rec, 40))
+    c.done()
+
+
+def t_node(c):
+    """Node.js (when installed: V8's JIT code has no CFI, the walk must
+    get through it) computing, allocating and waiting on its worker pool:
+    the same output under rhea."""
+    node = "/usr/bin/node"
+    if not os.access(node, os.X_OK):
+        raise Skip("no Node.js here (/usr/bin/node; not one of tests/deps.sh's packages)")
+    script = ("const zlib = require('zlib'); let s = 0; const a = [];"
+              "for (let i = 0; i < 2e6; i++) { s += Math.sqrt(i); if (i % 20 == 0) a.push({i, t: 'x' + i}); }"
+              "const buf = Buffer.alloc(1 << 20, 'abc');"
+              "zlib.gzip(buf, (e, z) => { console.log(Math.round(s), a.length, e ? 'err' : z.length > 0); });")
+    argv = [node, "-e", script]
+    rc0, out0, err0 = c.run(argv, timeout=60)
+    if rc0 != 0:
+        raise Fail("node without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record(argv, timeout=90)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["stats"]["samples"] > 20, "only %d samples" % rec["stats"]["samples"])
     c.done()
 
 
@@ -1824,6 +1927,9 @@ def all_tests():
         t.append(Test("segv/%s" % v, t_segv, (v,)))
         t.append(Test("sigkill/%s" % v, t_sigkill, (v,)))
         t.append(Test("segv-recover/%s" % v, t_segv_recover, (v,)))
+    for v in VARIANTS:
+        t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))
+    t.append(Test("dlopencxx/gcc-O2/global", t_dlopencxx, ("gcc-O2", "global")))
     for v in FP_VARIANTS:
         t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
         t.append(Test("twins/%s/unwind-fp" % v, t_twins, (v, "fp")))
@@ -1861,6 +1967,8 @@ def all_tests():
     t.append(Test("debian/python3-subprocess", t_python_subprocess, timeout=120))
     t.append(Test("debian/python3-multiprocessing", t_python_multiprocessing, timeout=120))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
+    t.append(Test("real/java", t_java, timeout=300))
+    t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
