@@ -37,8 +37,11 @@
  * Limits.  The pc of interrupted code is stored as is; a symbolizer that
  * subtracts one from every frame but the first will be one byte off there
  * (harmless unless the instruction is the first of a function).  Code with
- * no CFI is walked by one frame-pointer guess per frame (see step_guess_fp),
- * JIT code without a table stops the walk.  process_vm_readv may be denied
+ * no CFI is walked by one frame-pointer guess per frame (see step_guess_fp).
+ * So is JIT code, which no module claims (V8 keeps frame pointers, so does
+ * HotSpot's interpreter, not its compiled code): the guesses through it
+ * are kept only when they lead back to code a module claims, so that a
+ * garbage rbp adds no invented frames at the end of a stack.  process_vm_readv may be denied
  * by a seccomp policy; reads outside the stack range then fail and the walk
  * just stops earlier (signal frames are no longer crossed).  The address of
  * the last trampoline seen is cached: a libc unmapped and replaced by other
@@ -244,8 +247,10 @@ static inline uint32_t cache_slot(uint64_t pc)
 	return (uint32_t)((pc ^ (pc >> 9)) * 0x9e3779b1u >> 24) & (UNWIND_CACHE_SIZE - 1);
 }
 
+/* One step from frame f to its caller.  *claimed: some module's table
+ * covers f's pc (else it is code no module claims: JIT code). */
 static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *arg,
-		    struct unwind_cache *c, struct frame *f)
+		    struct unwind_cache *c, struct frame *f, int *claimed)
 {
 	uint64_t lpc = f->exact ? f->pc : f->pc - 1, bias = 0, cfa, ra, bp = f->bp;
 	const struct cfi_row *row;
@@ -264,12 +269,15 @@ static int step_cfi(const struct unwind_stack *st, unwind_find_fn find, void *ar
 		}
 	}
 
+	*claimed = known;
 	if (!row || row->kind == CFI_NONE) {
 		if (!known && st->trace)
 			st->trace->outside = 1; /* code no module claims (JIT?) may change */
-		if (is_sigreturn(f->pc))
+		if (is_sigreturn(f->pc)) {
+			*claimed = 1; /* the kernel's frame: no guess */
 			return step_sigframe(st, f);
-		return known ? step_guess_fp(st, f) : -1;
+		}
+		return step_guess_fp(st, f);
 	}
 	switch (row->kind) {
 	case CFI_RSP:
@@ -327,20 +335,32 @@ int unwind_cfi_cached(const struct unwind_regs *r, const struct unwind_stack *st
 	struct unwind_stack s = narrow(st, r->sp);
 	struct frame f = {r->ip, r->sp, r->bp, 1, 1};
 	out[n++] = f.pc;
+	/* Frames out[guessed..] were found by frame-pointer guesses from code no
+	 * module claims; -1: none since the last claimed pc. */
+	int guessed = -1;
 	for (;;) {
 		uint64_t prev_sp = f.sp;
-		if (step_cfi(&s, find, arg, c, &f) < 0 || f.pc == 0)
+		int claimed = 1;
+		int step = step_cfi(&s, find, arg, c, &f, &claimed);
+		if (claimed)
+			guessed = -1; /* a claimed pc: the guesses that led to it hold */
+		if (step < 0 || f.pc == 0)
 			break;
 		if (f.sp <= prev_sp && !f.exact) /* only a signal frame may change stacks */
 			break;
 		if (n >= max) {
 			if (truncated)
 				*truncated = 1;
+			guessed = -1; /* a chain that long is no accident */
 			break;
 		}
+		if (!claimed && guessed < 0)
+			guessed = n;
 		out[n++] = f.pc;
 	}
-	return n;
+	/* A walk that ends in unclaimed code keeps its first unclaimed pc (the
+	 * caller's CFI led there) but none of the guesses after it. */
+	return guessed >= 0 ? guessed : n;
 }
 
 int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64_t *out, int max,

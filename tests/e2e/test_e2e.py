@@ -1069,6 +1069,8 @@ def t_node(c):
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     c.check(rec["stats"]["samples"] > 20, "only %d samples" % rec["stats"]["samples"])
+    # through the JIT code by frame pointers (60 % of them stopped there)
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
     c.done()
 
 

@@ -625,6 +625,89 @@ static uint64_t libc_row_pc(int kind, const struct cfi_row **rowp)
 	return 0;
 }
 
+/* JIT code: two functions in an anonymous executable mapping no module
+ * claims, with frame pointers as V8 keeps them.  outer(arg, cb) calls
+ * inner(arg, cb), which calls cb(arg). */
+static const uint8_t jit_code[] = {
+	/* outer, at 0 */
+	0x55,                         /* push %rbp */
+	0x48, 0x89, 0xe5,             /* mov %rsp,%rbp */
+	0xe8, 0x17, 0x00, 0x00, 0x00, /* call inner (32 - 9) */
+	0x5d,                         /* pop %rbp */
+	0xc3,                         /* ret */
+	0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+	0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+	/* inner, at 32 */
+	0x55,             /* push %rbp */
+	0x48, 0x89, 0xe5, /* mov %rsp,%rbp */
+	0xff, 0xd6,       /* call *%rsi */
+	0x5d,             /* pop %rbp */
+	0xc3,             /* ret */
+};
+
+static uint8_t *jit_map(void)
+{
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert(p != MAP_FAILED);
+	memcpy(p, jit_code, sizeof(jit_code));
+	cr_assert_eq(mprotect(p, 4096, PROT_READ | PROT_EXEC), 0);
+	return p;
+}
+
+Test(unwind, cfi_walks_jit_code_by_its_frame_pointers)
+{
+	struct capture c = {.max = MAXF};
+	char names[MAXF][NAMELEN], joined[4096];
+
+	modules_reload();
+	uint8_t *jit = jit_map();
+	uint64_t base = (uint64_t)(uintptr_t)jit;
+	uint64_t bias;
+	cr_assert_null(find_table(base + 32, &bias, NULL)); /* premise: no module claims it */
+	run_asm((asm_fn)(uintptr_t)jit, capture_then_return, &c);
+	names_of(c.pc, c.n, names, joined, sizeof(joined));
+	cr_assert_geq(c.n, 5, "%s", joined);
+	cr_assert_str_eq(names[0], "capture_then_return", "%s", joined);
+	cr_assert(c.pc[1] > base + 32 && c.pc[1] <= base + 40, "inner's return address: %s", joined);
+	cr_assert(c.pc[2] > base && c.pc[2] <= base + 9, "outer's return address: %s", joined);
+	cr_assert_str_eq(names[3], "run_asm", "%s", joined);
+	assert_reaches_start(names, c.n, c.truncated, joined);
+	munmap(jit, 4096);
+}
+
+/* Frame-pointer guesses through unclaimed code that never get back to a
+ * claimed pc are garbage for all the walk knows: the stack ends at the
+ * first unclaimed pc, as when nothing was guessed. */
+Test(unwind, cfi_drops_guesses_that_end_in_unclaimed_code)
+{
+	uint64_t fake[16], out[64];
+	int tr;
+
+	modules_reload();
+	uint8_t *jit = jit_map();
+	uint64_t base = (uint64_t)(uintptr_t)jit;
+	struct unwind_stack st = stack_of(fake);
+	/* pc in the JIT page; rbp -> {rbp2, unclaimed ra}; rbp2 -> {0, unclaimed ra} */
+	fake[4] = (uint64_t)(uintptr_t)&fake[8];
+	fake[5] = base + 100;
+	fake[8] = 0;
+	fake[9] = base + 200;
+	struct unwind_regs r = {base + 34, (uint64_t)(uintptr_t)fake, (uint64_t)(uintptr_t)&fake[4]};
+	int n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_eq(n, 1, "%d frames", n);
+	cr_assert_eq(out[0], base + 34);
+
+	/* The same chain ending at a libc return address: every frame holds. */
+	const struct cfi_row *row;
+	uint64_t libc_pc = libc_row_pc(CFI_RSP, &row);
+	fake[9] = libc_pc + 1;
+	n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_geq(n, 3, "%d frames", n);
+	cr_assert_eq(out[1], base + 100);
+	cr_assert_eq(out[2], libc_pc + 1);
+	munmap(jit, 4096);
+}
+
 Test(unwind, cfi_plt_entry_before_and_after_its_push)
 {
 	const struct cfi_row *row;
