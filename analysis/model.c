@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_FRAMES MODEL_MAX_FRAMES
 
@@ -129,6 +130,34 @@ uint32_t model_func_intern(struct model *m, const char *name, const char *module
 	return id;
 }
 
+/*
+ * JIT code's names: the perf map the process wrote (/tmp/perf-PID.map, see
+ * sym_add_perf_map), when that file was written since the recording began
+ * (a map left by an older process of the same pid is not ours), or the
+ * file RHEA_PERF_MAP names ("none": no map).
+ */
+static void add_perf_map(struct model *m, const struct recording *r)
+{
+	const char *env = getenv("RHEA_PERF_MAP");
+	if (env && strcmp(env, "none") == 0)
+		return;
+	char path[64];
+	if (!env || !*env) {
+		snprintf(path, sizeof(path), "/tmp/perf-%u.map", r->hdr.pid);
+		struct stat st;
+		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec + 1000000000ull <
+			    r->hdr.start_realtime_ns)
+			return;
+		env = path;
+	}
+	int err = sym_add_perf_map(m->sym, env);
+	if (err == 0)
+		m->perf_map = strdup(env);
+	else if (err != -ENOENT || env != path)
+		fprintf(stderr, "rhea: perf map %s: %s (JIT code stays unnamed)\n", env, strerror(-err));
+}
+
 int model_build(struct model *m, struct recording *r, int policy)
 {
 	memset(m, 0, sizeof(*m));
@@ -144,6 +173,7 @@ int model_build(struct model *m, struct recording *r, int policy)
 		struct sym_module sm = {rm->path, rm->bias, rm->lo, rm->hi, rm->build_id, rm->build_id_len};
 		sym_add_module(m->sym, &sm);
 	}
+	add_perf_map(m, r);
 	m->node_func = calloc(r->nnodes ? r->nnodes : 1, sizeof(uint32_t));
 	if (!m->node_func)
 		return -ENOMEM;
@@ -181,6 +211,7 @@ void model_free(struct model *m)
 	}
 	free(m->funcs);
 	free(m->node_func);
+	free(m->perf_map);
 	if (m->index) {
 		free(((struct index *)m->index)->slots);
 		free(m->index);

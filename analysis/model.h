@@ -37,6 +37,7 @@ enum model_end_policy { /* the values --end next|last parses to */
 struct model {
 	struct recording *rec;
 	struct symbolizer *sym;
+	char *perf_map; /* the perf map JIT code was named from, NULL none */
 	struct model_func *funcs; /* funcs[0] = [unknown] */
 	uint32_t nfuncs, cap;
 	uint32_t *node_func; /* node id -> func id */

@@ -998,6 +998,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "interval_ns", r->hdr.interval_ns);
 		json_str(&j, "unwind", recording_meta(r, "unwind"));
 		json_str(&j, "hooks", recording_meta(r, "hooks"));
+		json_str(&j, "perf_map", m->perf_map);
 		json_obj_end(&j);
 		json_obj_begin(&j, "stats");
 		json_u64(&j, "samples", r->nsamples);
@@ -1165,6 +1166,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
+	if (m->perf_map)
+		fprintf(out, "  jit:      code named from %s\n", m->perf_map);
 	if (r->problem[0])
 		fprintf(out, "  warning:  %s (the report shows what precedes it)\n", r->problem);
 	const char *w;

@@ -167,6 +167,13 @@ struct dmentry {
 	char *val;       /* demangled, NULL when demangling failed */
 };
 
+/* A function of JIT code, from a perf map: [lo, hi) is name. */
+struct jitsym {
+	uint64_t lo, hi;
+	char *name;
+	size_t line; /* in the file: a later line wins where two overlap */
+};
+
 struct symbolizer {
 	Dwfl_Callbacks cb; /* must outlive dwfl */
 	Dwfl *dwfl;
@@ -187,6 +194,9 @@ struct symbolizer {
 	size_t nwarn, capwarn;
 
 	size_t lookups, hits;
+
+	struct jitsym *jit; /* from a perf map, sorted by lo (sym_add_perf_map) */
+	size_t njit;
 };
 
 static uint64_t hash64(uint64_t x)
@@ -907,13 +917,40 @@ static void dwarf_info(struct mod *md, uint64_t a, struct sym_frame *f,
 	}
 }
 
+/* The perf map's function at addr: of those covering it, the one its
+ * file names last (JIT code is freed and its addresses reused). */
+static const struct jitsym *find_jit(const struct symbolizer *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->njit;
+	while (lo < hi) { /* first entry starting above addr */
+		size_t mid = (lo + hi) / 2;
+		if (s->jit[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct jitsym *best = NULL;
+	/* entries are short and rarely overlap: look back a little */
+	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
+		const struct jitsym *j = &s->jit[i - 1];
+		if (addr < j->hi && (!best || j->line > best->line))
+			best = j;
+	}
+	return best;
+}
+
 static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 {
 	memset(f, 0, sizeof(*f));
 	struct mod *md = find_mod(s, addr);
 	if (!md) {
-		f->module = "?";
+		const struct jitsym *j = s->njit ? find_jit(s, addr) : NULL;
+		f->module = j ? "[jit]" : "?";
 		f->module_off = addr;
+		if (j) {
+			f->func = j->name;
+			f->resolved = 1;
+		}
 		return;
 	}
 	f->module = md->name;
@@ -1013,6 +1050,65 @@ int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 	return cache_put(s, addr, out);
 }
 
+static int jit_cmp(const void *a, const void *b)
+{
+	const struct jitsym *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+int sym_add_perf_map(struct symbolizer *s, const char *path)
+{
+	if (!s || !path)
+		return -EINVAL;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	char *line = NULL;
+	size_t cap = 0, n = 0, lines = 0, bad = 0;
+	ssize_t len;
+	int err = 0;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		lines++;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		char *end;
+		uint64_t lo = strtoull(line, &end, 16);
+		char *p = end;
+		uint64_t size = end != line && *end == ' ' ? strtoull(end + 1, &p, 16) : 0;
+		if (p == end + 1 || *p != ' ' || !p[1] || size == 0 || lo + size < lo) {
+			bad++;
+			continue;
+		}
+		if (s->njit == n) {
+			size_t ncap = n ? 2 * n : 256;
+			struct jitsym *nj = realloc(s->jit, ncap * sizeof(*nj));
+			if (!nj) {
+				err = -ENOMEM;
+				break;
+			}
+			s->jit = nj;
+			n = ncap;
+		}
+		char *name = strdup(p + 1);
+		if (!name) {
+			err = -ENOMEM;
+			break;
+		}
+		s->jit[s->njit++] = (struct jitsym){lo, lo + size, name, lines};
+	}
+	free(line);
+	fclose(f);
+	qsort(s->jit, s->njit, sizeof(*s->jit), jit_cmp);
+	if (bad)
+		add_warning(s, "%s: %zu of %zu lines are not \"START SIZE name\" (ignored)", path, bad, lines);
+	s->tabn = 0; /* addresses cached before now may have names now */
+	if (s->tab)
+		memset(s->tab, 0, s->tabcap * sizeof(*s->tab));
+	return err;
+}
+
 const char *sym_warning(struct symbolizer *s, size_t i)
 {
 	return s && i < s->nwarn ? s->warn[i] : NULL;
@@ -1047,6 +1143,9 @@ void sym_free(struct symbolizer *s)
 		free(s->mods[i].fdes);
 	}
 	free(s->mods);
+	for (size_t i = 0; i < s->njit; i++)
+		free(s->jit[i].name);
+	free(s->jit);
 	free(s->maxhi);
 	free(s->tab);
 	for (size_t i = 0; i < s->dmcap; i++)

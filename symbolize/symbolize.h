@@ -44,7 +44,8 @@ struct sym_frame {
 	const char *func;    /* demangled function name, NULL if unknown */
 	const char *file;    /* source file (full path as in DWARF) or NULL */
 	int line;            /* 0 if unknown */
-	const char *module;  /* module basename ("libc.so.6"), "?" if no module covers addr */
+	const char *module;  /* module basename ("libc.so.6"); "[jit]" for a perf map's
+	                      * function, "?" if nothing covers addr */
 	uint64_t module_off; /* addr - module's load bias (the ELF vaddr); addr itself for "?" */
 	int resolved;        /* 1 when func is known */
 	int inlined_depth;   /* inlined calls at addr (file:line is then the outermost call site) */
@@ -66,6 +67,17 @@ struct symbolizer *sym_new(void);
  * Returns 0, -EINVAL on bad arguments, -ENOMEM.
  */
 int sym_add_module(struct symbolizer *s, const struct sym_module *m);
+
+/*
+ * Names for JIT code, from a perf map: the text file of "START SIZE name"
+ * lines (hexadecimal START and SIZE) that perf reads from
+ * /tmp/perf-PID.map, written by node --perf-basic-prof, the JVM's perf-map
+ * agents, python3.12 -X perf, LuaJIT...  Addresses that no module covers
+ * are looked up there; where entries overlap, the file's later line wins.
+ * Malformed lines are skipped (one warning).  Returns 0, -errno when the
+ * file cannot be read, -ENOMEM.
+ */
+int sym_add_perf_map(struct symbolizer *s, const char *path);
 
 /*
  * Resolve a code address (already "return address - 1" for call sites) into

@@ -1071,6 +1071,23 @@ def t_node(c):
     c.check(rec["stats"]["samples"] > 20, "only %d samples" % rec["stats"]["samples"])
     # through the JIT code by frame pointers (60 % of them stopped there)
     check_roots(c, rec, ROOT_MIN_DEBIAN)
+    # --perf-basic-prof: V8 names its code in /tmp/perf-PID.map, the report too
+    script = ("function hotLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i); return s; }"
+              "let t = 0; for (let k = 0; k < 60; k++) t += hotLoop(1e6); console.log(Math.round(t));")
+    rc, out, err = c.record([node, "--perf-basic-prof", "-e", script], out="map.rhea", timeout=90)
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("map.rhea"))
+    pmap = "/tmp/perf-%d.map" % rec["recording"]["pid"]
+    try:
+        c.check(rec["recording"]["perf_map"] == pmap, "perf map used: %r, want %s" % (rec["recording"]["perf_map"], pmap))
+        hot = [f for f in rec["functions"] if "hotLoop" in f["name"] and f["module"] == "[jit]"]
+        c.check(hot and sum(f["self_cpu_ns"] for f in hot) > 0,
+                "no CPU in JIT function hotLoop; functions: %s" % top_names(rec, 30))
+    finally:
+        try:
+            os.unlink(pmap)
+        except OSError:
+            pass
     c.done()
 
 

@@ -1047,3 +1047,42 @@ Test(symbolize, stripped_functions_named_by_fde)
 	free(fdes);
 	sym_free(s);
 }
+
+/* A perf map names addresses no module covers; of overlapping entries the
+ * file's later one wins; malformed lines are skipped with one warning. */
+Test(symbolize, perf_map_names_jit_code)
+{
+	char path[] = "/tmp/rhea-perfmap-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	const char *text = "7f0000001000 100 JS:*hot app.js:1\n"
+			   "7f0000002000 40 LazyCompile:~cold app.js:9\n"
+			   "not a line\n"
+			   "7f0000001080 20 JS:*inner app.js:3\n"
+			   "7f0000003000 0 zero-sized\n";
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	struct symbolizer *s = sym_new();
+	struct sym_frame f;
+	cr_assert_eq(sym_resolve(s, 0x7f0000001010, &f), 0); /* cached before the map */
+	cr_assert_str_eq(f.module, "?");
+	cr_assert_eq(sym_add_perf_map(s, path), 0);
+	unlink(path);
+	cr_assert_eq(sym_resolve(s, 0x7f0000001010, &f), 0);
+	cr_assert_str_eq(f.func, "JS:*hot app.js:1");
+	cr_assert_str_eq(f.module, "[jit]");
+	cr_assert_eq(f.resolved, 1);
+	cr_assert_eq(sym_resolve(s, 0x7f0000001090, &f), 0); /* inside both: the later line */
+	cr_assert_str_eq(f.func, "JS:*inner app.js:3");
+	cr_assert_eq(sym_resolve(s, 0x7f00000010a0, &f), 0); /* past inner, still in hot */
+	cr_assert_str_eq(f.func, "JS:*hot app.js:1");
+	cr_assert_eq(sym_resolve(s, 0x7f000000203f, &f), 0);
+	cr_assert_str_eq(f.func, "LazyCompile:~cold app.js:9");
+	cr_assert_eq(sym_resolve(s, 0x7f0000002040, &f), 0); /* one past its end */
+	cr_assert_null(f.func);
+	cr_assert_eq(sym_resolve(s, 0x7f0000003000, &f), 0);
+	cr_assert_null(f.func);
+	cr_assert(has_warning(s, "2 of 5 lines", NULL), "warnings: %zu", count_warnings(s));
+	cr_assert_eq(sym_add_perf_map(s, "/nonexistent/perf-1.map"), -ENOENT);
+	sym_free(s);
+}
