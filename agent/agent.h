@@ -85,6 +85,7 @@ struct rhea_tstate {
 	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
 	uint32_t nsite_used;
 	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
+	uint32_t populated; /* the slot's pages were made writable (thread.c) */
 };
 
 /* Synthetic addresses in the stack table (never code addresses). */

@@ -208,7 +208,12 @@ void sampler_arm(struct rhea_tstate *t)
 		return;
 	int id = -1, e = arm_timer(t->tid, &id);
 	if (e != 0) {
-		/* a seccomp filter failing timer_create, a timer limit */
+		/* A thread that ended meanwhile (the sampler's scan arms the
+		 * threads it finds, and a short one may be gone) fails with
+		 * EINVAL: nothing to say.  Else a seccomp filter failing
+		 * timer_create, a timer limit. */
+		if (syscall(SYS_tgkill, rhea_g.pid, t->tid, 0) != 0 && errno == ESRCH)
+			return;
 		agent_warn("cannot arm a thread's sampling timer: threads that hit no hook are not sampled; errno", e);
 		return;
 	}

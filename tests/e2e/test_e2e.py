@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx"]
+             "stalls", "attachme", "dlopencxx", "threadstorm"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -781,6 +781,24 @@ def t_dlopencxx(c, variant, mode):
     check_end(c, rec, "exit", 0)
     check_site(c, rec, "cxx_make", 9000, 3000 * (40 + 40 + 24))
     check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_threadstorm(c, variant):
+    """threadstorm.c: 3000 short threads, each exactly 2000 x malloc(64).
+    Every thread is in the recording with its allocations, and the agent
+    says nothing (it warned about the timers of threads that had ended
+    before its scan armed them)."""
+    rc, out, err = c.record([c.prog(variant, "threadstorm"), "3000"], timeout=120)
+    expect_status(c, rc, 0, err)
+    c.check(out == "threadstorm 3000 total 6000000\n", "stdout %r" % out)
+    c.check("rhea: recorded" in err and len(err.strip().splitlines()) == 1, "rhea said more: %s" % one_line(err, 600))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    workers = [t for t in rec["threads"] if t["tid"] != rec["recording"]["pid"]]
+    c.check(len(workers) == 3000, "%d threads besides main, want 3000" % len(workers))
+    c.check(rec["stats"]["dropped"] == 0, "%d samples dropped" % rec["stats"]["dropped"])
+    check_site(c, rec, "work", 3000 * 2000, 3000 * 2000 * 64)
     c.done()
 
 
@@ -1949,6 +1967,8 @@ def all_tests():
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))
     t.append(Test("dlopencxx/gcc-O2/global", t_dlopencxx, ("gcc-O2", "global")))
+    t.append(Test("threadstorm/gcc-O2", t_threadstorm, ("gcc-O2",), timeout=150))
+    t.append(Test("threadstorm/clang-O2-nofp", t_threadstorm, ("clang-O2-nofp",), timeout=150))
     for v in FP_VARIANTS:
         t.append(Test("allocs/%s/unwind-fp" % v, t_allocs, (v, "fp")))
         t.append(Test("twins/%s/unwind-fp" % v, t_twins, (v, "fp")))
