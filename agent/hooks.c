@@ -1217,8 +1217,9 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 	if (agent_in_vfork_child()) /* the child's handlers are its own */
 		return real_sigaction(sig, act, old);
 	int handled = 0;
-	sampler_filter_sigaction(sig, act, old, &handled);
-	int r = agent_sigaction_filter(sig, act, old, &handled);
+	int r = sampler_filter_sigaction(sig, act, old, &handled);
+	if (!handled)
+		r = agent_sigaction_filter(sig, act, old, &handled);
 	if (handled)
 		return r;
 	return real_sigaction(sig, act, old);

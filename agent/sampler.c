@@ -97,9 +97,51 @@ static int stack_room(const struct rhea_tstate *t)
 	return sp - (uintptr_t)cur.ss_sp >= SAMPLE_ROOM;
 }
 
+/*
+ * Sharing the signal.  A Go program's runtime installs its handler on
+ * every signal, the real-time ones included, so there is no free one to
+ * move to: sampling went off, and a Go program's goroutines call nothing
+ * hooked.  Then the sampler keeps the signal and the program's action is
+ * kept aside: our timers' signals (SI_TIMER, with our cookie) are samples,
+ * any other is passed to that action as the kernel would have, on the
+ * alternate stack when the action asks for it (Go's handler insists).
+ * sigaction on the signal reads and sets the action kept aside.
+ */
+#define TIMER_COOKIE 0x72686561 /* "rhea" */
+static volatile int shared;
+static struct sigaction prog_act; /* the program's action while shared */
+
+static int ours(const siginfo_t *si)
+{
+	return si && si->si_code == SI_TIMER && si->si_value.sival_int == TIMER_COOKIE;
+}
+
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction a = prog_act;
+	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_IGN)
+		return;
+	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) {
+		/* a real-time signal's default action: the process ends */
+		hooks_real_sigaction(sig, &a, NULL);
+		syscall(SYS_tgkill, rhea_g.pid, thread_gettid(), sig); /* delivered on return */
+		return;
+	}
+	sigset_t old;
+	pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
+	if (a.sa_flags & SA_SIGINFO)
+		a.sa_sigaction(sig, si, uc);
+	else
+		a.sa_handler(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void on_sample(int sig, siginfo_t *si, void *uc)
 {
-	(void)sig;
+	if (shared && !ours(si)) {
+		forward(sig, si, uc);
+		return;
+	}
 	int e = errno;
 	if (rhea_guard || !rhea_g.active || rhea_g.finished)
 		goto out;
@@ -134,17 +176,23 @@ static int sig_is_free(int sig)
 	return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
 }
 
-static int install(int sig)
+static int install_flags(int sig, int flags)
 {
 	struct sigaction act;
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = on_sample;
-	/* Not SA_ONSTACK: a program's alternate signal stack is small (4 KB
-	 * with the kernel's AVX-512 frame on it left too little for a capture:
-	 * the program died of SIGSEGV), and a sample needs none of it. */
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | flags;
 	sigemptyset(&act.sa_mask);
 	return hooks_real_sigaction(sig, &act, NULL);
+}
+
+/* Not SA_ONSTACK: a program's alternate signal stack is small (4 KB with
+ * the kernel's AVX-512 frame on it left too little for a capture: the
+ * program died of SIGSEGV), and a sample needs none of it.  (Shared with
+ * an action that wants it, it is: stack_room then guards the capture.) */
+static int install(int sig)
+{
+	return install_flags(sig, 0);
 }
 
 /* A free signal other than avoid and the members of avoid_set (may be
@@ -171,6 +219,7 @@ static int arm_timer(uint32_t tid, int *id)
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = sample_sig;
+	sev.sigev_value.sival_int = TIMER_COOKIE;
 	sev._sigev_un._tid = (int)tid;
 	int kid;
 	if (syscall(SYS_timer_create, rhea_thread_clock(tid), &sev, &kid) != 0)
@@ -425,7 +474,12 @@ void sampler_stop(void)
 		sampler_running = 0;
 	}
 	thread_foreach(disarm_one, NULL);
-	if (sig) {
+	if (sig && shared) {
+		/* the program's own action back (a signal of ours still
+		 * pending goes to it: SI_TIMER, which Go ignores) */
+		shared = 0;
+		hooks_real_sigaction(sig, &prog_act, NULL);
+	} else if (sig) {
 		struct sigaction ign;
 		memset(&ign, 0, sizeof(ign));
 		ign.sa_handler = SIG_IGN;
@@ -479,16 +533,37 @@ const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy)
 	return set;
 }
 
-/* The program wants our sampling signal: move to another one first. */
+/* The program wants our sampling signal: move to another one first, or
+ * share it when none is free (see on_sample).  *handled = 1 when the
+ * call was answered here. */
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled)
 {
 	*handled = 0;
-	if (!sample_sig || sig != sample_sig || !act)
+	if (!sample_sig || sig != sample_sig)
 		return 0;
-	/* Timers still aimed at the old signal may fire before the sampler
-	 * thread re-creates them (within 100 ms): the program's new handler
-	 * could see one such signal.  Documented in the README's limits. */
-	move_to(pick_signal(sig), sig);
-	(void)old;
-	return 0; /* the hook then installs the program's action */
+	if (!shared && !act)
+		return 0;
+	if (!shared) {
+		int next = pick_signal(sig);
+		if (next) {
+			/* Timers still aimed at the old signal may fire before the
+			 * sampler thread re-creates them (within 100 ms): the
+			 * program's new handler could see one such signal.
+			 * Documented in the README's limits. */
+			move_to(next, sig);
+			return 0; /* the hook then installs the program's action */
+		}
+		memset(&prog_act, 0, sizeof(prog_act)); /* what it had: SIG_DFL */
+		prog_act.sa_handler = SIG_DFL;
+	}
+	*handled = 1;
+	struct sigaction was = prog_act;
+	if (act) {
+		prog_act = *act;
+		if (install_flags(sig, act->sa_flags & SA_ONSTACK) == 0)
+			__atomic_store_n(&shared, 1, __ATOMIC_RELEASE);
+	}
+	if (old)
+		*old = was;
+	return 0;
 }

@@ -219,6 +219,11 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 	case RHEA_E_END:
 		if (e->size < sizeof(struct rhea_end))
 			return -1;
+		if (e->flags & RHEA_END_F_OUTSIDE) {
+			memcpy(&r->oend, p, sizeof(r->oend));
+			r->end_outside = 1;
+			break;
+		}
 		memcpy(&r->end, p, sizeof(r->end));
 		r->have_end = 1;
 		break;

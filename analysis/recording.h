@@ -56,6 +56,8 @@ struct recording {
 	int have_stats;
 	struct rhea_end end;
 	int have_end;       /* 0: the recording was cut short */
+	int end_outside;    /* cut short, but rhea record saw the end: oend */
+	struct rhea_end oend;
 	int salvaged;       /* stopped at a bad chunk (salvage mode) */
 	char problem[512];  /* what stopped the reading early, if anything */
 	uint64_t nsamples, nmerged, nchunks, file_bytes;

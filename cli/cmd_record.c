@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "hookfn.h"
 #include "recording.h"
+#include "rfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -217,6 +218,65 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
+/*
+ * The agent writes the END entry when the program exits through libc or
+ * dies of a signal it can catch.  A program that leaves by a raw
+ * exit_group (Go's runtime always does) or is killed with SIGKILL leaves
+ * a recording without one, which read as "still running, or killed".  So
+ * rhea record adds the end waitpid told it, marked as seen from outside
+ * (RHEA_END_F_OUTSIDE: the agent's last records are missing all the same).
+ * Only when no END follows the last image's start (an exec writes END and
+ * the new image its META), and only to a file whose chunks all read: a
+ * last chunk cut short by SIGKILL in the middle of a write is cut off
+ * first (nothing readable is lost), a corrupt file is left alone.
+ */
+static void append_outside_end(const char *path, int status)
+{
+	struct rfile_reader *rd = NULL;
+	int st = rfile_open(path, &rd);
+	const void *pl;
+	size_t len;
+	int ended = 0, exec_end = 0;
+	while (st == RFILE_OK && (st = rfile_next_chunk(rd, &pl, &len)) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *e;
+		while (rfile_next_entry(pl, len, &off, &e) == 1) {
+			if (e->kind == RHEA_E_END && e->size >= sizeof(struct rhea_end)) {
+				ended = 1;
+				exec_end = ((const struct rhea_end *)e)->reason == RHEA_END_EXEC;
+			} else if (e->kind == RHEA_E_META && exec_end) {
+				ended = exec_end = 0; /* the image after the exec */
+			}
+		}
+	}
+	uint64_t at = rd ? rfile_offset(rd) : 0, seq = rd ? rfile_chunk_index(rd) : 0;
+	rfile_close(rd);
+	if (ended || (st != RFILE_END_OF_FILE && st != RFILE_ERR_TRUNCATED))
+		return;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct rfile_writer w;
+	if ((st == RFILE_OK || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
+	    rfile_writer_init(&w, fd, 0, 4096) == 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct rhea_end end;
+		memset(&end, 0, sizeof(end));
+		end.h.kind = RHEA_E_END;
+		end.h.flags = RHEA_END_F_OUTSIDE;
+		end.h.size = sizeof(end);
+		end.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+		end.reason = WIFSIGNALED(status) ? RHEA_END_SIGNAL : RHEA_END_EXIT;
+		end.status = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+		w.seq = seq;
+		if (rfile_write_chunk(&w, &end, sizeof(end), 0) != 0)
+			cli_err("%s: could not add the end of the program to the recording", path);
+	}
+	rfile_writer_destroy(&w);
+	close(fd);
+}
+
 /* One summary line for a recording. */
 void cli_summarize(const char *path, int child)
 {
@@ -234,7 +294,9 @@ void cli_summarize(const char *path, int child)
 	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s\n",
 		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
 		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped,
-		r.have_end ? "" : ", cut short");
+		r.have_end	    ? ""
+		: r.end_outside ? ", cut short (the agent did not see the program end)"
+				: ", cut short");
 	recording_free(&r);
 }
 
@@ -386,6 +448,8 @@ int cmd_record(int argc, char **argv)
 	char path[PATH_MAX + 64];
 	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (access(path, F_OK) == 0)
+		append_outside_end(path, status);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),

@@ -249,6 +249,15 @@ enum rhea_end_reason {
 	RHEA_END_DISABLED = 5, /* agent switched itself off; status = errno */
 };
 
+/* END entry flags */
+enum rhea_end_flags {
+	/* Written by rhea record, not by the agent: the process ended without
+	 * the agent seeing it (a raw exit_group, as Go's runtime makes, or
+	 * SIGKILL), so what the agent had not written yet is missing; the
+	 * reason and status are what waitpid said. */
+	RHEA_END_F_OUTSIDE = 1,
+};
+
 struct rhea_end {
 	struct rhea_entry h;
 	uint64_t time_ns;

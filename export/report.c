@@ -266,16 +266,25 @@ static void print_sites(FILE *out, const char *title, const struct site_row *sit
 	}
 }
 
-static const char *end_text(const struct recording *r, char *buf)
+/* The end as the agent wrote it, or as rhea record saw it, or NULL. */
+static const struct rhea_end *end_of(const struct recording *r)
 {
-	if (!r->have_end)
+	return r->have_end ? &r->end : r->end_outside ? &r->oend : NULL;
+}
+
+#define END_TEXT_MAX 256
+static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
+{
+	const struct rhea_end *e = end_of(r);
+	if (!e)
 		return "cut short: no end marker (the program was killed, the disk filled up, or it is still running)";
-	switch (r->end.reason) {
+	const char *outside = r->have_end ? "" : " (as rhea record saw it)";
+	switch (e->reason) {
 	case RHEA_END_EXIT:
-		sprintf(buf, "exit, status %d", r->end.status);
+		snprintf(buf, END_TEXT_MAX, "exit, status %d%s", e->status, outside);
 		return buf;
 	case RHEA_END_SIGNAL:
-		sprintf(buf, "killed by signal %d (%s)", r->end.status, strsignal(r->end.status));
+		snprintf(buf, END_TEXT_MAX, "killed by signal %d (%s)%s", e->status, strsignal(e->status), outside);
 		return buf;
 	case RHEA_END_EXEC:
 		return "exec (the process went on as another program)";
@@ -289,9 +298,10 @@ static const char *end_text(const struct recording *r, char *buf)
 
 static const char *end_reason_key(const struct recording *r)
 {
-	if (!r->have_end)
+	const struct rhea_end *e = end_of(r);
+	if (!e)
 		return NULL;
-	switch (r->end.reason) {
+	switch (e->reason) {
 	case RHEA_END_EXIT: return "exit";
 	case RHEA_END_SIGNAL: return "signal";
 	case RHEA_END_EXEC: return "exec";
@@ -973,7 +983,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	int cutnoted = model_cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
-	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[128];
+	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[END_TEXT_MAX];
 	uint64_t nodes = 0;
 	for (uint32_t i = 0; i < r->nnodes; i++)
 		nodes += r->nodes_known[i];
@@ -992,7 +1002,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_bool(&j, "cut_short", !r->have_end);
 		json_str(&j, "problem", r->problem[0] ? r->problem : NULL);
 		json_str(&j, "end_reason", end_reason_key(r));
-		json_i64(&j, "end_status", r->have_end ? r->end.status : 0);
+		json_i64(&j, "end_status", end_of(r) ? end_of(r)->status : 0);
+		json_str(&j, "end_seen_by", r->have_end ? "agent" : r->end_outside ? "rhea record" : NULL);
 		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);
 		json_u64(&j, "duration_ns", duration);
 		json_u64(&j, "interval_ns", r->hdr.interval_ns);
@@ -1166,6 +1177,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
+	if (!r->have_end && r->end_outside)
+		fprintf(out, "  warning:  the agent did not see the end (a raw exit_group, as Go's runtime\n"
+			     "            makes, or SIGKILL): its last records, 100 ms at most, are missing\n");
 	if (m->perf_map)
 		fprintf(out, "  jit:      code named from %s\n", m->perf_map);
 	if (r->problem[0])

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -706,6 +706,10 @@ def t_sigkill(c, variant):
     r = rec["recording"]
     c.check(r["cut_short"] is True, "cut_short %r, want true" % r["cut_short"])
     c.check(r["complete"] is False, "complete %r, want false" % r["complete"])
+    # the agent cannot see SIGKILL; rhea record adds the end it saw
+    c.check(r["end_reason"] == "signal" and r["end_status"] == 9 and r["end_seen_by"] == "rhea record",
+            "end %r %r seen by %r, want signal 9 seen by rhea record"
+            % (r["end_reason"], r["end_status"], r["end_seen_by"]))
     w = incl(rec, "work_before_kill")
     c.check(w >= SIGKILL_MIN_WORK,
             "work_before_kill has %s of inclusive time, want >= 20 ms of its 300 ms "
@@ -799,6 +803,109 @@ def t_threadstorm(c, variant):
     c.check(len(workers) == 3000, "%d threads besides main, want 3000" % len(workers))
     c.check(rec["stats"]["dropped"] == 0, "%d samples dropped" % rec["stats"]["dropped"])
     check_site(c, rec, "work", 3000 * 2000, 3000 * 2000 * 64)
+    c.done()
+
+
+def t_allsigs(c, variant):
+    """allsigs.c: the program takes every real-time signal (as Go's runtime
+    does) and raises each 3 times: its handler gets exactly those (none of
+    the sampler's), and the sampler, sharing its signal, still samples
+    spin() (it used to switch itself off: no signal left to move to)."""
+    argv = [c.prog(variant, "allsigs"), "400"]
+    rc0, out0, err0 = c.run(argv)
+    if rc0 != 0:
+        raise Fail("allsigs without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record(argv)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0 and " other 0 " in out, "stdout under rhea %r, without %r" % (out, out0))
+    c.check("sampling is off" not in err, "rhea: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    prof = rec["cpu_profile"]
+    spin = [f for f in prof["functions"] if f["name"].startswith("spin")]
+    c.check(prof["samples"] >= 10 and spin and spin[0]["self"] >= 0.8 * prof["samples"],
+            "CPU profile: %d periods, spin %s" % (prof["samples"], spin[:1]))
+    c.done()
+
+
+GO_SRC = r"""
+package main
+
+/*
+#include <stdlib.h>
+static long cwork(int n) { long s = 0; for (int i = 0; i < n; i++) { void *p = malloc(32 + i % 64); s += (long)(i % 7); free(p); } return s; }
+*/
+import "C"
+import (
+	"fmt"
+	"sync"
+)
+
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
+
+func main() {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := fib(36) + int(C.cwork(100000))
+			mu.Lock()
+			total += s
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	fmt.Println("go total", total)
+}
+"""
+
+
+def t_go(c):
+    """A Go program with cgo (Debian's golang-go, a tests/deps.sh package):
+    its runtime takes every signal (the sampler shares its own, else it
+    went off and the goroutines were never seen) and leaves by a raw
+    exit_group that the agent never sees (rhea record writes the end it
+    saw, marked so).  Its goroutines' CPU must be in the CPU profile."""
+    go = "/usr/bin/go"
+    need_program(go)
+    src = os.path.join(c.work, "gocgo")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "main.go"), "w") as f:
+        f.write(GO_SRC)
+    with open(os.path.join(src, "go.mod"), "w") as f:
+        f.write("module gocgo\ngo 1.19\n")
+    env = dict(os.environ)
+    env.setdefault("HOME", c.work)
+    env.setdefault("GOCACHE", os.path.join(env["HOME"], ".cache", "go-build"))
+    env["GOFLAGS"] = "-mod=mod"
+    p = subprocess.run([go, "build", "-o", "gocgo", "."], cwd=src, env=env, capture_output=True, timeout=240)
+    if p.returncode != 0:
+        raise Fail("go build failed: %s" % one_line(p.stderr.decode("utf-8", "replace")))
+    exe = os.path.join(src, "gocgo")
+    rc0, out0, err0 = c.run([exe])
+    if rc0 != 0:
+        raise Fail("the Go program without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.record([exe], timeout=90)
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    c.check("sampling is off" not in err, "rhea: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    r = rec["recording"]
+    c.check(r["end_reason"] == "exit" and r["end_status"] == 0 and r["end_seen_by"] == "rhea record",
+            "end %r %r seen by %r, want exit 0 seen by rhea record" % (r["end_reason"], r["end_status"], r["end_seen_by"]))
+    prof = rec["cpu_profile"]
+    fib = [f for f in prof["functions"] if f["name"] == "main.fib"]
+    c.check(prof["samples"] >= 5 and fib and fib[0]["self"] >= 0.4 * prof["samples"],
+            "CPU profile: %d periods, main.fib %s (functions: %s)"
+            % (prof["samples"], fib[:1], [f["name"] for f in prof["functions"][:8]]))
     c.done()
 
 
@@ -1967,6 +2074,9 @@ def all_tests():
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))
     t.append(Test("dlopencxx/gcc-O2/global", t_dlopencxx, ("gcc-O2", "global")))
+    t.append(Test("allsigs/gcc-O2", t_allsigs, ("gcc-O2",)))
+    t.append(Test("allsigs/clang-O2-nofp", t_allsigs, ("clang-O2-nofp",)))
+    t.append(Test("real/go-cgo", t_go, timeout=300))
     t.append(Test("threadstorm/gcc-O2", t_threadstorm, ("gcc-O2",), timeout=150))
     t.append(Test("threadstorm/clang-O2-nofp", t_threadstorm, ("clang-O2-nofp",), timeout=150))
     for v in FP_VARIANTS:
