@@ -295,7 +295,7 @@ void cli_summarize(const char *path, int child)
 		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
 		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped,
 		r.have_end	    ? ""
-		: r.end_outside ? ", cut short (the agent did not see the program end)"
+		: r.end_outside ? ", cut short (the agent did not write the end)"
 				: ", cut short");
 	recording_free(&r);
 }

@@ -1178,8 +1178,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
 	if (!r->have_end && r->end_outside)
-		fprintf(out, "  warning:  the agent did not see the end (a raw exit_group, as Go's runtime\n"
-			     "            makes, or SIGKILL): its last records, 100 ms at most, are missing\n");
+		fprintf(out, "  warning:  the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
+			     "            as Go's runtime makes, or the disk filled up): the records it had\n"
+			     "            not written yet are missing (its last 100 ms, or since the disk filled)\n");
 	if (m->perf_map)
 		fprintf(out, "  jit:      code named from %s\n", m->perf_map);
 	if (r->problem[0])
