@@ -969,7 +969,11 @@ static void arm(int sig)
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = on_fatal;
 	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigemptyset(&act.sa_mask);
+	/* Nothing else while it runs: on a 4 KB alternate stack the kernel's
+	 * frame for this signal leaves no room for a second one (the sampler's
+	 * timer firing then killed the process with SIGSEGV, now and then,
+	 * before the handler could move to its own stack). */
+	sigfillset(&act.sa_mask);
 	if (hooks_real_sigaction(sig, &act, NULL) == 0)
 		armed[sig] = 1;
 }
