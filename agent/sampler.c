@@ -111,6 +111,8 @@ static int stack_room(const struct rhea_tstate *t)
 static volatile int shared;
 static struct sigaction prog_act; /* the program's action while shared */
 
+static void on_sample(int sig, siginfo_t *si, void *uc);
+
 static int ours(const siginfo_t *si)
 {
 	return si && si->si_code == SI_TIMER && si->si_value.sival_int == TIMER_COOKIE;
@@ -121,6 +123,8 @@ static void forward(int sig, siginfo_t *si, void *uc)
 	struct sigaction a = prog_act;
 	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_IGN)
 		return;
+	if ((a.sa_flags & SA_SIGINFO) && a.sa_sigaction == on_sample)
+		return; /* never: the program's action is not ours */
 	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) {
 		/* a real-time signal's default action: the process ends */
 		hooks_real_sigaction(sig, &a, NULL);
@@ -427,10 +431,21 @@ int sampler_start(void)
 	}
 	ntimed = 0;
 	stop = 0;
+	/* a forked child keeps the signal its parent shared, and its action */
+	int inherited = shared ? sample_sig : 0;
 	sample_sig = 0;
 	if (rhea_g.cfg.sample_ns) {
-		sample_sig = pick_signal(0);
-		if (!sample_sig || install(sample_sig) != 0) {
+		sample_sig = inherited ? inherited : pick_signal(0);
+		if (!sample_sig) {
+			/* every one taken (rhea attach to a Go program): share */
+			int sig = rhea_g.cfg.signal > 0 ? rhea_g.cfg.signal : SIGRTMAX - 1;
+			if (hooks_real_sigaction(sig, NULL, &prog_act) == 0 &&
+			    install_flags(sig, prog_act.sa_flags & SA_ONSTACK) == 0) {
+				shared = 1;
+				sample_sig = sig;
+			}
+		}
+		if (!sample_sig || install_flags(sample_sig, shared ? prog_act.sa_flags & SA_ONSTACK : 0) != 0) {
 			agent_warn("no free real-time signal: sampling of threads that hit no hook is off", 0);
 			sample_sig = 0;
 		}

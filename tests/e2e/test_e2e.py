@@ -838,7 +838,10 @@ static long cwork(int n) { long s = 0; for (int i = 0; i < n; i++) { void *p = m
 import "C"
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
+	"time"
 )
 
 func fib(n int) int {
@@ -849,6 +852,16 @@ func fib(n int) int {
 }
 
 func main() {
+	if len(os.Args) > 1 { // "gocgo SECONDS": compute that long, for rhea attach
+		secs, _ := strconv.Atoi(os.Args[1])
+		fmt.Println("ready", os.Getpid())
+		n, end := 0, time.Now().Add(time.Duration(secs)*time.Second)
+		for time.Now().Before(end) {
+			n += fib(24)
+		}
+		fmt.Println("go loop done", n > 0)
+		return
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	total := 0
@@ -906,6 +919,13 @@ def t_go(c):
     c.check(prof["samples"] >= 5 and fib and fib[0]["self"] >= 0.4 * prof["samples"],
             "CPU profile: %d periods, main.fib %s (functions: %s)"
             % (prof["samples"], fib[:1], [f["name"] for f in prof["functions"][:8]]))
+    # rhea attach: the runtime holds every signal before the agent comes
+    p, pid = start_ready(c, [exe, "3"])
+    rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), want_out="go loop done true")
+    prof = rec["cpu_profile"]
+    fib = [f for f in prof["functions"] if f["name"] == "main.fib"]
+    c.check(prof["samples"] >= 20 and fib and fib[0]["self"] >= 0.8 * prof["samples"],
+            "attached: CPU profile: %d periods, main.fib %s" % (prof["samples"], fib[:1]))
     c.done()
 
 
