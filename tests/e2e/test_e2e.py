@@ -811,13 +811,8 @@ def t_allsigs(c, variant):
     does) and raises each 3 times: its handler gets exactly those (none of
     the sampler's), and the sampler, sharing its signal, still samples
     spin() (it used to switch itself off: no signal left to move to)."""
-    argv = [c.prog(variant, "allsigs"), "400"]
-    rc0, out0, err0 = c.run(argv)
-    if rc0 != 0:
-        raise Fail("allsigs without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record(argv)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0 and " other 0 " in out, "stdout under rhea %r, without %r" % (out, out0))
+    out, err = record_like_bare(c, [c.prog(variant, "allsigs"), "400"], "allsigs")
+    c.check(" other 0 " in out, "the program's handler got other signals: %r" % out)
     c.check("sampling is off" not in err, "rhea: %s" % one_line(err))
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
@@ -903,12 +898,7 @@ def t_go(c):
     if p.returncode != 0:
         raise Fail("go build failed: %s" % one_line(p.stderr.decode("utf-8", "replace")))
     exe = os.path.join(src, "gocgo")
-    rc0, out0, err0 = c.run([exe])
-    if rc0 != 0:
-        raise Fail("the Go program without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record([exe], timeout=90)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    _, err = record_like_bare(c, [exe], "the Go program")
     c.check("sampling is off" not in err, "rhea: %s" % one_line(err))
     rec = c.report(c.path("out.rhea"))
     r = rec["recording"]
@@ -1003,19 +993,23 @@ def t_python_multiprocessing(c):
     c.done()
 
 
+def record_like_bare(c, argv, what, timeout=90, out="out.rhea"):
+    """argv without rhea, then recorded to `out`: both must succeed and
+    print the same.  Returns (stdout, rhea's stderr)."""
+    rc0, out0, err0 = c.run(argv, timeout=timeout)
+    if rc0 != 0:
+        raise Fail("%s without rhea failed: %s" % (what, one_line(err0)))
+    rc, got, err = c.record(argv, out=out, timeout=timeout)
+    expect_status(c, rc, 0, err)
+    c.check(got == out0, "stdout under rhea %r, without %r" % (got, out0))
+    return got, err
+
+
 def record_python(c, script):
-    """Debian's python3 -c script, without rhea and then recorded to
-    out.rhea: it must succeed and print the same both times.  Returns
-    rhea's stderr."""
+    """Debian's python3 -c script (record_like_bare)."""
     exe = "/usr/bin/python3"
     need_program(exe)
-    rc0, out0, err0 = c.run([exe, "-c", script], timeout=60)
-    if rc0 != 0:
-        raise Fail("python3 without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record([exe, "-c", script], timeout=90)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
-    return err
+    return record_like_bare(c, [exe, "-c", script], "python3")[1]
 
 
 def t_python_zlib(c):
@@ -1176,13 +1170,7 @@ def t_java(c):
     rc, out, err = c.run([javac, "-d", c.work, c.path("Busy.java")], timeout=120)
     if rc != 0:
         raise Fail("javac failed: %s" % one_line(err))
-    argv = [java, "-Xss1m", "-cp", c.work, "Busy"]
-    rc0, out0, err0 = c.run(argv, timeout=120)
-    if rc0 != 0:
-        raise Fail("java without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record(argv, timeout=120)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    record_like_bare(c, [java, "-Xss1m", "-cp", c.work, "Busy"], "java", timeout=120)
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     names = {t["name"] for t in rec["threads"]}
@@ -1204,13 +1192,7 @@ def t_node(c):
               "for (let i = 0; i < 2e6; i++) { s += Math.sqrt(i); if (i % 20 == 0) a.push({i, t: 'x' + i}); }"
               "const buf = Buffer.alloc(1 << 20, 'abc');"
               "zlib.gzip(buf, (e, z) => { console.log(Math.round(s), a.length, e ? 'err' : z.length > 0); });")
-    argv = [node, "-e", script]
-    rc0, out0, err0 = c.run(argv, timeout=60)
-    if rc0 != 0:
-        raise Fail("node without rhea failed: %s" % one_line(err0))
-    rc, out, err = c.record(argv, timeout=90)
-    expect_status(c, rc, 0, err)
-    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    record_like_bare(c, [node, "-e", script], "node")
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     c.check(rec["stats"]["samples"] > 20, "only %d samples" % rec["stats"]["samples"])
