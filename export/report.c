@@ -825,6 +825,28 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
  *
  * with 50 sampling periods at least.  0, or 1 with the note in buf.
  */
+/*
+ * Code that no module claims and no perf map names (JIT code) shows as
+ * one "?+0x..." function per address.  When the CPU profile spends a
+ * tenth or more there, say how to get names.  0, or 1 with the note.
+ */
+static int jit_note(const struct model *m, const struct cpuprof *cp, char *buf, size_t len)
+{
+	uint64_t unk = 0;
+	for (uint32_t i = 0; i < m->nfuncs; i++)
+		if (cp->self[i] && m->funcs[i].module && strcmp(m->funcs[i].module, "?") == 0)
+			unk += cp->self[i];
+	if (cp->total < 10 || unk * 10 < cp->total)
+		return 0;
+	snprintf(buf, len,
+		 "%.0f%% of the CPU profile is in code no module claims, shown as ?+address: JIT "
+		 "code, most likely. node --perf-basic-prof, python3.12 -X perf and the JVM's "
+		 "perf-map agents write /tmp/perf-PID.map, which names it here%s",
+		 100.0 * (double)unk / (double)cp->total,
+		 m->perf_map ? " (this one's map did not cover it)" : "");
+	return 1;
+}
+
 static int timeline_note(const struct model *m, const struct fstat *f, const struct cpuprof *cp,
 			 uint64_t cpu_total, char *buf, size_t len)
 {
@@ -978,8 +1000,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		thread_stats(&r->threads[i], &rows[i].ts);
 		cpu_total += rows[i].ts.cpu_ns;
 	}
-	char note[512], cutnote[1024];
+	char note[512], cutnote[1024], jitnote[512];
 	int noted = timeline_note(m, a.f, &cp, cpu_total, note, sizeof(note));
+	int jitnoted = jit_note(m, &cp, jitnote, sizeof(jitnote));
 	int cutnoted = model_cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
 	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
@@ -1150,6 +1173,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_str(&j, NULL, cutnote);
 		if (noted)
 			json_str(&j, NULL, note);
+		if (jitnoted)
+			json_str(&j, NULL, jitnote);
 		json_arr_end(&j);
 		json_obj_end(&j);
 		goto out;
@@ -1247,6 +1272,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		print_wrapped(out, "  note: ", cutnote, W);
 	if (noted)
 		print_wrapped(out, "  note: ", note, W);
+	if (jitnoted)
+		print_wrapped(out, "  note: ", jitnote, W);
 
 	if (cp.total) {
 		fprintf(out, "\nCPU profile (%s sampling periods of threads' CPU)\n"

@@ -1198,6 +1198,11 @@ def t_node(c):
     c.check(rec["stats"]["samples"] > 20, "only %d samples" % rec["stats"]["samples"])
     # through the JIT code by frame pointers (60 % of them stopped there)
     check_roots(c, rec, ROOT_MIN_DEBIAN)
+    prof = rec["cpu_profile"]
+    unk = sum(f["self"] for f in prof["functions"] if f["module"] == "?")
+    said = any("perf-PID.map" in n for n in rec["notes"])
+    c.check(said == (prof["samples"] >= 10 and unk * 10 >= prof["samples"]),
+            "JIT note %s with %d of %d CPU periods in unclaimed code" % (said, unk, prof["samples"]))
     # --perf-basic-prof: V8 names its code in /tmp/perf-PID.map, the report too
     script = ("function hotLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i); return s; }"
               "let t = 0; for (let k = 0; k < 60; k++) t += hotLoop(1e6); console.log(Math.round(t));")
