@@ -381,6 +381,7 @@ int attach_patch(void);
 int attach_rescan(void);
 void *attach_real(const char *name, void *p);
 void *agent_first_definition(const char *name);
+const pthread_attr_t *agent_thread_attr(void);
 void attach_unpatch(void);
 int attach_open_control(void);
 int attach_should_stop(void);

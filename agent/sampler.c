@@ -456,7 +456,7 @@ int sampler_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rhea_guard++;
-	int r = pthread_create(&sampler_th, NULL, sampler_main, NULL);
+	int r = pthread_create(&sampler_th, agent_thread_attr(), sampler_main, NULL);
 	rhea_guard--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {

@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@ __thread struct rhea_hot rhea_hot __attribute__((aligned(64)));
 static __thread int tls_dead; /* the thread is past its exit: pass through */
 
 static struct rhea_tstate *slots;
+static uint32_t max_slots;   /* slots mapped: MAX_THREADS, fewer under RLIMIT_AS */
 static uint32_t nslots_used; /* atomic: high-water mark */
 
 /* tid -> slot index + 1, 0 none, TID_PENDING while someone claims a slot
@@ -69,13 +71,29 @@ void thread_registry_init(void)
 {
 	if (slots)
 		return;
-	void *m = mmap(NULL, (size_t)MAX_THREADS * sizeof(struct rhea_tstate),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* 46 KB a slot, 376 MB of address space for all of them, touched
+	 * only as threads come.  A process under an address-space limit
+	 * (ulimit -v) has no room for that: then a sixty-fourth of the
+	 * limit, at least 64 threads, and fewer if even that fails. */
+	uint32_t n = MAX_THREADS;
+	struct rlimit as;
+	if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+		uint64_t fit = as.rlim_cur / 64 / sizeof(struct rhea_tstate);
+		n = fit < 64 ? 64 : fit < MAX_THREADS ? (uint32_t)fit : MAX_THREADS;
+	}
+	void *m = MAP_FAILED;
+	for (; n >= 8; n /= 2) {
+		m = mmap(NULL, (size_t)n * sizeof(struct rhea_tstate), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED)
+			break;
+	}
 	if (m == MAP_FAILED) {
 		agent_disable("cannot map the thread registry", errno);
 		return;
 	}
 	slots = m;
+	max_slots = n;
 	m = mmap(NULL, (size_t)TID_MAP_SIZE * sizeof(*tid_map), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	tid_map = m == MAP_FAILED ? NULL : m; /* without it: scans, as a fallback */
@@ -240,7 +258,7 @@ static void populate(struct rhea_tstate *t)
 static struct rhea_tstate *claim_slot(uint32_t tid)
 {
 	struct rhea_tstate *t = NULL;
-	for (uint32_t i = 0; i < MAX_THREADS; i++) {
+	for (uint32_t i = 0; i < max_slots; i++) {
 		uint32_t expected = TS_FREE;
 		if (__atomic_compare_exchange_n(&slots[i].state, &expected, TS_INIT, 0,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -253,7 +271,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 		}
 	}
 	if (!t) {
-		agent_warn("thread registry full; threads beyond it are not traced", MAX_THREADS);
+		agent_warn("thread registry full; threads beyond it are not traced", max_slots);
 		return NULL;
 	}
 	_Static_assert(offsetof(struct rhea_tstate, state) == 0, "state must come first");

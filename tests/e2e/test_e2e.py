@@ -973,6 +973,30 @@ if __name__ == "__main__":
 """
 
 
+def t_python_ulimit(c):
+    """python3 under an address-space limit (ulimit -v 150 MB) making a
+    60 MB buffer: it fits without rhea and must fit with it (the agent's
+    thread registry alone reserved 376 MB of address space: the agent
+    switched itself off; then its threads' 8 MB stacks made python fail
+    with MemoryError)."""
+    exe = "/usr/bin/python3"
+    need_program(exe)
+    script = "x = bytearray(60 << 20); print('ok', len(x))"
+    limited = "ulimit -v 150000 && exec \"$@\""
+    rc0, out0, err0 = c.run(["sh", "-c", limited, "sh", exe, "-c", script])
+    if rc0 != 0:
+        raise Fail("python3 under ulimit -v without rhea failed: %s" % one_line(err0))
+    rc, out, err = c.run(["sh", "-c", limited, "sh", c.rhea, "record", "-o", c.path("out.rhea"), "--",
+                          exe, "-c", script])
+    expect_status(c, rc, 0, err)
+    c.check(out == out0, "stdout under rhea %r, without %r" % (out, out0))
+    c.check("switched off" not in err and len(err.strip().splitlines()) == 1, "rhea said: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["alloc_totals"]["count"] > 100, "%d allocations counted" % rec["alloc_totals"]["count"])
+    c.done()
+
+
 def t_python_multiprocessing(c):
     """Debian's python3 with a multiprocessing pool: forked workers that
     the pool ends with SIGTERM as they exit.  Every recording must be
@@ -2122,6 +2146,7 @@ def all_tests():
     t.append(Test("debian/python3-zlib", t_python_zlib, timeout=120))
     t.append(Test("debian/python3-subprocess", t_python_subprocess, timeout=120))
     t.append(Test("debian/python3-multiprocessing", t_python_multiprocessing, timeout=120))
+    t.append(Test("debian/python3-ulimit", t_python_ulimit))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
     t.append(Test("real/java", t_java, timeout=300))
     t.append(Test("real/node", t_node, timeout=120))
