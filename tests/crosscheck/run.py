@@ -58,8 +58,30 @@ def rhea_shares(tmp):
     total = cp["samples"]
     return {f["name"]: 100.0 * f["self"] / total for f in cp["functions"]}, total
 
+def pooled(a, b):
+    """The mean share per function of two runs (0 where a run lacks it)."""
+    return {k: (a.get(k, 0.0) + b.get(k, 0.0)) / 2 for k in set(a) | set(b)}
+
+
+def judge(perf, mine, quiet):
+    """The 10 most sampled named functions of perf against rhea: the
+    failures, printing each line unless quiet."""
+    named = [(s, p) for s, p in sorted(perf.items(), key=lambda kv: -kv[1])
+             if not re.match(r"0x[0-9a-f]+$", s)][:10]
+    lines = []
+    for sym, p in named:
+        # perf may name a libc variant (__memcmp_evex_movbe) as rhea does.
+        q = mine.get(sym, 0.0)
+        ok = abs(p - q) <= TOL
+        lines.append((ok, "%s crosscheck %-40s perf %5.1f%%  rhea %5.1f%%  (within %.0f points)" %
+                      ("ok" if ok else "FAIL", sym[:40], p, q, TOL)))
+    if not quiet:
+        for _, l in lines:
+            print(l)
+    return lines
+
+
 def main():
-    passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         perf, why = perf_shares(tmp)
         if perf is None:
@@ -67,17 +89,27 @@ def main():
             print("crosscheck: 1 passed, 0 failed")
             return 0
         mine, periods = rhea_shares(tmp)
-        named = [(s, p) for s, p in sorted(perf.items(), key=lambda kv: -kv[1])
-                 if not re.match(r"0x[0-9a-f]+$", s)][:10]
-        print("# rhea: %d sampling periods; perf user-space shares vs rhea self shares:" % periods)
-        for sym, p in named:
-            # perf may name a libc variant (__memcmp_evex_movbe) as rhea does.
-            q = mine.get(sym, 0.0)
-            ok = abs(p - q) <= TOL
-            print("%s crosscheck %-40s perf %5.1f%%  rhea %5.1f%%  (within %.0f points)" %
-                  ("ok" if ok else "FAIL", sym[:40], p, q, TOL))
-            passed += ok
-            failed += not ok
+        lines = judge(perf, mine, quiet=True)
+        if all(ok for ok, _ in lines):
+            print("# rhea: %d sampling periods; perf user-space shares vs rhea self shares:" % periods)
+        else:
+            # Both profiles of one run each move by a few points on this
+            # shared machine (rhea's share of the interpreter loop: 35 to
+            # 44% over 9 runs, perf's 36 to 40%).  Before failing, a second
+            # pair of runs, judged on the means of the two: a real bias
+            # stays, a noisy run is halved.
+            print("# first runs: %s; judged on the means of two runs each" %
+                  "; ".join(l.split(" crosscheck ")[1].strip() for ok, l in lines if not ok))
+            perf2, why = perf_shares(tmp)
+            if perf2 is None:
+                raise SystemExit("perf failed on its second run: " + "; ".join(why))
+            mine2, periods2 = rhea_shares(tmp)
+            perf, mine = pooled(perf, perf2), pooled(mine, mine2)
+            print("# rhea: %d + %d sampling periods; perf user-space shares vs rhea self shares (means):"
+                  % (periods, periods2))
+        lines = judge(perf, mine, quiet=False)
+    passed = sum(ok for ok, _ in lines)
+    failed = len(lines) - passed
     print("crosscheck: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
