@@ -840,8 +840,8 @@ static int jit_note(const struct model *m, const struct cpuprof *cp, char *buf, 
 		return 0;
 	snprintf(buf, len,
 		 "%.0f%% of the CPU profile is in code no module claims, shown as ?+address: JIT "
-		 "code, most likely. node --perf-basic-prof, python3.12 -X perf and the JVM's "
-		 "perf-map agents write /tmp/perf-PID.map, which names it here%s",
+		 "code, most likely. node --perf-basic-prof, python3.12 -X perf and, for a "
+		 "running JVM, jcmd PID Compiler.perfmap write /tmp/perf-PID.map, which names it here%s",
 		 100.0 * (double)unk / (double)cp->total,
 		 m->perf_map ? " (this one's map did not cover it)" : "");
 	return 1;

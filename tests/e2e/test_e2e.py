@@ -1202,6 +1202,10 @@ def t_java(c):
             "the JVM's threads are not named as it named them: %s" % sorted(names))
     c.check(incl(rec, "JNI_CreateJavaVM") > 0, "no time under JNI_CreateJavaVM (libjvm, C++); functions: %s"
             % top_names(rec, 40))
+    # compiled Java keeping its frame pointers: walked through to the roots
+    record_like_bare(c, [java, "-XX:+PreserveFramePointer", "-Xss1m", "-cp", c.work, "Busy"], "java",
+                     timeout=120, out="fp.rhea")
+    check_roots(c, c.report(c.path("fp.rhea")), ROOT_MIN_DEBIAN, "java -XX:+PreserveFramePointer")
     c.done()
 
 
