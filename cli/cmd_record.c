@@ -450,6 +450,23 @@ int cmd_record(int argc, char **argv)
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	if (access(path, F_OK) == 0)
 		append_outside_end(path, status);
+	/* the programs it exec'ed into: <base>.<pid>[.<n>].rhea (agent.c,
+	 * derived_name); the last one's end is the process's */
+	for (int n = 0; n < 1000; n++) {
+		char img[PATH_MAX + 96];
+		size_t bl = strlen(path);
+		if (bl > 5 && strcmp(path + bl - 5, ".rhea") == 0)
+			bl -= 5;
+		if (n == 0)
+			snprintf(img, sizeof(img), "%.*s.%d.rhea", (int)bl, path, (int)pid);
+		else
+			snprintf(img, sizeof(img), "%.*s.%d.%d.rhea", (int)bl, path, (int)pid, n);
+		struct stat st;
+		if (stat(img, &st) != 0)
+			break;
+		if (st.st_mtim.tv_sec >= started.tv_sec)
+			append_outside_end(img, status);
+	}
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),

@@ -909,6 +909,14 @@ def t_go(c):
     c.check(prof["samples"] >= 5 and fib and fib[0]["self"] >= 0.4 * prof["samples"],
             "CPU profile: %d periods, main.fib %s (functions: %s)"
             % (prof["samples"], fib[:1], [f["name"] for f in prof["functions"][:8]]))
+    # exec'ed into by a shell: the image's own recording gets the end
+    rc, _, err = c.record(["sh", "-c", "exec \"$0\"", exe], out="ex.rhea", timeout=90)
+    expect_status(c, rc, 0, err)
+    imgs = [f for f in os.listdir(c.work) if re.match(r"ex\.\d+\.rhea$", f)]
+    if c.check(len(imgs) == 1, "recordings of the exec'ed image: %s" % imgs):
+        r = c.report(c.path(imgs[0]))["recording"]
+        c.check(r["end_reason"] == "exit" and r["end_seen_by"] == "rhea record",
+                "exec'ed Go program: end %r seen by %r" % (r["end_reason"], r["end_seen_by"]))
     # rhea attach: the runtime holds every signal before the agent comes
     p, pid = start_ready(c, [exe, "3"])
     rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), want_out="go loop done true")
