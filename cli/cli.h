@@ -23,6 +23,10 @@ void cli_summarize(const char *path, int child);
  * quiet).  0, or -1 with one line said. */
 int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
+/* cfiprune.c: the cache of compiled CFI tables back under
+ * RHEA_CFI_CACHE_MAX (default 1G), least recently used first. */
+void cli_prune_cfi_cache(void);
+
 /* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
 int64_t cli_parse_duration(const char *s);
 /* An option's value that is one of two words: 0 for first, 1 for second,

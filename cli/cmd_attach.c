@@ -435,6 +435,7 @@ int cmd_attach(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 	char agent[PATH_MAX];
+	cli_prune_cfi_cache();
 	if (cli_find_agent(agent, sizeof(agent)) < 0)
 		return 1;
 	char comm[64] = "prog", path[PATH_MAX];

@@ -397,6 +397,7 @@ int cmd_record(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 
+	cli_prune_cfi_cache();
 	char preload[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
 	snprintf(preload, sizeof(preload), "%s%s%s", agent, old && *old ? ":" : "", old ? old : "");

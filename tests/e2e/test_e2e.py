@@ -1424,6 +1424,30 @@ def t_bad_full_disk(c):
     c.done()
 
 
+def t_cfi_cache_cap(c):
+    """The cache of compiled CFI tables stays under RHEA_CFI_CACHE_MAX: five
+    1 MB tables (dated January 1 to 5) against a 3 MB cap, rhea record
+    removes the three least recently used (down to 3/4 of the cap) before
+    the program starts, and the program's own tables are written after."""
+    cache = c.path("cache")
+    os.makedirs(os.path.join(cache, "cfi"))
+    for i in range(1, 6):
+        f = os.path.join(cache, "cfi", "old%d.cfi" % i)
+        with open(f, "wb") as fh:
+            fh.write(os.urandom(1 << 20))
+        t = time.mktime((2026, 1, i, 12, 0, 0, 0, 0, -1))
+        os.utime(f, (t, t))
+    env = dict(os.environ, RHEA_CACHE_DIR=cache, RHEA_CFI_CACHE_MAX="3M")
+    p = subprocess.run([c.rhea, "record", "-q", "-o", c.path("out.rhea"), "--", c.prog("gcc-O2", "allocs")],
+                       env=env, capture_output=True, text=True, timeout=60)
+    expect_status(c, p.returncode, 0, p.stderr)
+    left = sorted(os.listdir(os.path.join(cache, "cfi")))
+    old = [f for f in left if f.startswith("old")]
+    c.check(old == ["old4.cfi", "old5.cfi"], "old tables left: %s" % old)
+    c.check(len(left) > len(old), "the program's own tables were not cached: %s" % left)
+    c.done()
+
+
 def t_bad_record_missing_prog(c):
     expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--", "/nonexistent/prog"],
                "record -- /nonexistent/prog")
@@ -2170,6 +2194,7 @@ def all_tests():
     t.append(Test("bad-input/missing-file", t_bad_missing))
     t.append(Test("bad-input/truncated-recording", t_bad_truncated))
     t.append(Test("bad-input/record-missing-program", t_bad_record_missing_prog))
+    t.append(Test("cache/cfi-cap", t_cfi_cache_cap))
     t.append(Test("bad-input/record-bad-interval", t_bad_interval))
     return t
 
