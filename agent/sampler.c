@@ -254,8 +254,63 @@ static int arm_timer(uint32_t tid, int *id)
  */
 uint32_t sampler_hold_tid;
 
+/*
+ * A debugger.  A process that gdb runs or attaches to is ptraced, and the
+ * tracer sees each signal before the program: gdb stopped the program at
+ * every sampler signal ("received signal SIG63"), and `rhea record -- gdb
+ * ./prog` never got to the program's end.  So while a tracer is attached
+ * (TracerPid in /proc/self/status, read at start and at each scan) no
+ * timer is armed: the sampler pauses, the hooks' captures (no signal) go
+ * on.  strace is a tracer too.
+ */
+static volatile int paused;
+
+static uint32_t tracer_pid(void)
+{
+	char buf[2048];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *p = strstr(buf, "\nTracerPid:");
+	if (!p)
+		return 0;
+	p += sizeof("\nTracerPid:") - 1;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	uint32_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint32_t)(*p++ - '0');
+	return v;
+}
+
+static void disarm_one(struct rhea_tstate *t, void *arg);
+
+/* Pause or resume the sampler as a tracer comes or goes (sampler thread). */
+static void follow_tracer(void)
+{
+	uint32_t tracer = tracer_pid();
+	if (!tracer == !paused)
+		return;
+	paused = tracer != 0;
+	if (paused) {
+		agent_warn("a debugger traces the process, which would stop at each sampler signal: "
+			   "sampling pauses while it does; tracer pid",
+			   tracer);
+		thread_foreach(disarm_one, NULL);
+	} else {
+		rearm = 1;
+	}
+}
+
 void sampler_arm(struct rhea_tstate *t)
 {
+	if (paused)
+		return;
 	if (!sample_sig || !rhea_g.cfg.sample_ns || __atomic_load_n(&t->timer_id, __ATOMIC_RELAXED) >= 0 ||
 	    t->tid == __atomic_load_n(&sampler_hold_tid, __ATOMIC_ACQUIRE))
 		return;
@@ -411,6 +466,7 @@ static void *sampler_main(void *arg)
 				sampler_arm(t);
 			}
 		}
+		follow_tracer();
 		scan(++gen);
 		if (rhea_g.cfg.force_ns)
 			force_blocked();
@@ -431,6 +487,8 @@ int sampler_start(void)
 	}
 	ntimed = 0;
 	stop = 0;
+	paused = 0;
+	follow_tracer(); /* gdb's program is traced from its exec */
 	/* a forked child keeps the signal its parent shared, and its action */
 	int inherited = shared ? sample_sig : 0;
 	sample_sig = 0;

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -785,6 +785,19 @@ def t_dlopencxx(c, variant, mode):
     check_end(c, rec, "exit", 0)
     check_site(c, rec, "cxx_make", 9000, 3000 * (40 + 40 + 24))
     check_roots(c, rec, ROOT_MIN_SCENARIO)
+    c.done()
+
+
+def t_tracer(c, variant):
+    """tracer.c: a program run under a ptrace tracer (as by gdb, which stops
+    it at each signal).  Its agent pauses the sampler while traced: the
+    tracer sees no signal (it saw the sampler's, each a stop under gdb),
+    and says so once."""
+    rc, out, err = c.record([c.prog(variant, "tracer")])
+    expect_status(c, rc, 0, err)
+    c.check("work done 1" in out and "tracer: work exited 0, signals seen 0 (none)" in out,
+            "stdout %r" % out)
+    c.check("a debugger traces the process" in err, "rhea did not say it paused: %s" % one_line(err))
     c.done()
 
 
@@ -2145,6 +2158,8 @@ def all_tests():
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))
     t.append(Test("dlopencxx/gcc-O2/global", t_dlopencxx, ("gcc-O2", "global")))
+    t.append(Test("tracer/gcc-O2", t_tracer, ("gcc-O2",)))
+    t.append(Test("tracer/clang-O2-nofp", t_tracer, ("clang-O2-nofp",)))
     t.append(Test("allsigs/gcc-O2", t_allsigs, ("gcc-O2",)))
     t.append(Test("allsigs/clang-O2-nofp", t_allsigs, ("clang-O2-nofp",)))
     t.append(Test("real/go-cgo", t_go, timeout=300))
