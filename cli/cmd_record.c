@@ -257,7 +257,8 @@ static void append_outside_end(const char *path, int status)
 	if (fd < 0)
 		return;
 	struct rfile_writer w;
-	if ((st == RFILE_OK || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
+	memset(&w, 0, sizeof(w)); /* rfile_writer_destroy is safe on it */
+	if ((st == RFILE_END_OF_FILE || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
 	    rfile_writer_init(&w, fd, 0, 4096) == 0) {
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
