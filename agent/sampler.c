@@ -264,6 +264,7 @@ uint32_t sampler_hold_tid;
  * on.  strace is a tracer too.
  */
 static volatile int paused;
+static uint32_t attach_tracer; /* rhea attach itself, while it loads us */
 
 static uint32_t tracer_pid(void)
 {
@@ -294,6 +295,8 @@ static void disarm_one(struct rhea_tstate *t, void *arg);
 static void follow_tracer(void)
 {
 	uint32_t tracer = tracer_pid();
+	if (tracer == attach_tracer)
+		tracer = 0;
 	if (!tracer == !paused)
 		return;
 	paused = tracer != 0;
@@ -488,6 +491,8 @@ int sampler_start(void)
 	ntimed = 0;
 	stop = 0;
 	paused = 0;
+	const char *at = rhea_attached ? attach_getenv("RHEA_ATTACH_TRACER") : NULL;
+	attach_tracer = at ? (uint32_t)strtoul(at, NULL, 10) : 0;
 	follow_tracer(); /* gdb's program is traced from its exec */
 	/* a forked child keeps the signal its parent shared, and its action */
 	int inherited = shared ? sample_sig : 0;

@@ -490,6 +490,10 @@ int cmd_attach(int argc, char **argv)
 	}
 	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", foreign ? tout : out, pid_inside(pid),
 		agent);
+	/* we trace the process while we load the agent: no debugger to it
+	 * (from another pid namespace it sees no tracer at all) */
+	if (!foreign)
+		fprintf(conf, "RHEA_ATTACH_TRACER=%ld\n", (long)getpid());
 	/* compiled CFI: our cache (the process's HOME is left alone), none in
 	 * a container, whose files are not the ones our cache names */
 	char cache[PATH_MAX];
