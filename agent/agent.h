@@ -268,6 +268,11 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
 void capture_flush_pending(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);
 void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent);
+/* The same with the time and name given: a START is dated before the name
+ * was read from /proc, so that a rename the thread makes meanwhile, dated
+ * after it, wins (thread.c, claim_slot). */
+void capture_emit_thread_at(struct rhea_tstate *t, unsigned event, uint32_t parent, uint64_t time_ns,
+			    const char *name);
 
 struct cfi_table;
 /* cficache.c: compiled CFI tables on disk, by build-id */

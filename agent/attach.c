@@ -282,7 +282,7 @@ static const char *const hooked[] = {
 	"epoll_wait", "epoll_pwait", "nanosleep", "clock_nanosleep", "usleep", "sleep", "mmap", "mmap64",
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
-	"pthread_setname_np", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd",
+	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

@@ -608,7 +608,8 @@ void capture_emit_sites(struct rhea_tstate *t)
 	}
 }
 
-void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
+void capture_emit_thread_at(struct rhea_tstate *t, unsigned event, uint32_t parent, uint64_t time_ns,
+			    const char *name)
 {
 	struct rhea_thread e;
 	memset(&e, 0, sizeof(e));
@@ -617,8 +618,15 @@ void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
 	e.h.size = sizeof(e);
 	e.tid = t->tid;
 	e.parent_tid = parent;
-	e.time_ns = rhea_now();
-	memcpy(e.name, t->name, sizeof(e.name));
+	e.time_ns = time_ns;
+	memcpy(e.name, name, sizeof(e.name));
 	e.name[15] = 0;
 	emit(t, &e, sizeof(e));
+}
+
+void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
+{
+	char name[16];
+	memcpy(name, t->name, sizeof(name));
+	capture_emit_thread_at(t, event, parent, rhea_now(), name);
 }

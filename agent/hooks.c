@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -132,6 +133,7 @@
 	X(__openat_2, int, (int, const char *, int))                             \
 	X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	X(pthread_setname_np, int, (pthread_t, const char *))                    \
+	X(prctl, int, (int, unsigned long, unsigned long, unsigned long, unsigned long)) \
 	X(pthread_join, int, (pthread_t, void **))                               \
 	X(waitpid, pid_t, (pid_t, int *, int))                                   \
 	X(dlopen, void *, (const char *, int))                                   \
@@ -1066,6 +1068,36 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 		rhea_guard++;
 		real_free(a);
 		rhea_guard--;
+	}
+	return r;
+}
+
+/* prctl(PR_SET_NAME) names the calling thread too: the way a program's
+ * main thread usually takes a name of its own.  Without this hook the name
+ * reached the recording only when the thread ended (read back from /proc),
+ * never for a process killed with SIGKILL. */
+EXPORT int prctl(int option, ...)
+{
+	if (unlikely(!resolved))
+		resolve();
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	int r = real_prctl ? real_prctl(option, a2, a3, a4, a5) : (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
+	if (r == 0 && option == PR_SET_NAME && a2 && !rhea_guard && rhea_g.active) {
+		int e = errno;
+		struct rhea_tstate *t = thread_self();
+		if (t) {
+			char name[16];
+			strncpy(name, (const char *)a2, 15);
+			name[15] = 0;
+			rhea_guard++;
+			thread_set_name(t, name);
+			rhea_guard--;
+		}
+		errno = e;
 	}
 	return r;
 }

@@ -287,10 +287,17 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 		t->stack_lo = rhea_main_stack_lo;
 		t->stack_hi = rhea_main_stack_hi;
 	}
-	read_comm(tid, t->name);
+	/* The START is dated before the name is read: the sampler's scan may
+	 * claim a thread that renames itself meanwhile, and its NAME, dated
+	 * after, must win (a thread named "loop" showed as its program's
+	 * name now and then). */
+	uint64_t seen = t->last_capture_ns;
+	char name[16] = {0};
+	read_comm(tid, name);
+	memcpy(t->name, name, sizeof(name));
 	__atomic_fetch_add(&rhea_g.threads_seen, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->state, TS_LIVE, __ATOMIC_RELEASE);
-	capture_emit_thread(t, RHEA_T_START, 0);
+	capture_emit_thread_at(t, RHEA_T_START, 0, seen, name);
 	return t;
 }
 

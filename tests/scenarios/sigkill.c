@@ -6,12 +6,17 @@
  * the agent captures it, then the process sends itself SIGKILL, which no
  * handler can catch (status 128 + 9 = 137 through rhea record).
  *
+ * The main thread first sleeps 2 ms (a hooked call: the agent registers it
+ * under the program's name), then names itself "killme" with
+ * prctl(PR_SET_NAME), the way programs usually name their main thread.
+ *
  * Expected: the recording is readable but cut short (no end marker); since
  * the agent's writer flushes every 100 ms, work_before_kill appears with at
  * least 100 ms of inclusive time (300 ms of work minus at most ~100 ms
  * unflushed, minus 100 ms of allowance for a slow writer on a busy machine).
  */
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +52,8 @@ __attribute__((noinline)) void work_before_kill(void)
 
 int main(void)
 {
+	usleep(2000); /* a hooked call first: the agent knows the thread by then */
+	prctl(PR_SET_NAME, "killme");
 	work_before_kill();
 	fflush(stdout);
 	kill(getpid(), SIGKILL);
