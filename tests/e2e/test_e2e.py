@@ -2110,6 +2110,12 @@ def t_attach_bad(c, variant):
         line = p.stdout.readline()
         pid = int(line.split()[1]) if line.startswith("ready ") else 0
         os.kill(pid, signal.SIGSTOP)
+        # the stop is delivered asynchronously: attach once it has landed
+        for _ in range(200):
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.01)
         t0 = time.monotonic()
         rc, out, err = c.run([c.rhea, "attach", "-d", "100ms", str(pid)])
         c.check(rc == 2 and "is stopped" in err and "kill -CONT %d" % pid in err and err.count("\n") == 1,
