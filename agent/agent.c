@@ -35,6 +35,7 @@
  * stderr and records why; it never exits or aborts the program.
  */
 #include "agent.h"
+#include "paths.h"
 #include "packed.h"
 #include "rfile.h"
 
@@ -449,25 +450,6 @@ static void stage_meta(const char *key, const char *value)
 	memcpy((char *)(m + 1) + kl, value, vl);
 }
 
-/* Build "<base minus .rhea>.<pid>[.<n>].rhea" into out. */
-static void derived_name(char *out, size_t cap, int n)
-{
-	size_t bl = strlen(output_base);
-	if (bl > 5 && strcmp(output_base + bl - 5, ".rhea") == 0)
-		bl -= 5;
-	if (bl + 48 > cap)
-		bl = cap - 48;
-	memcpy(out, output_base, bl);
-	size_t i = bl;
-	out[i++] = '.';
-	i += u64_to_str((uint64_t)rhea_g.pid, out + i);
-	if (n > 0) {
-		out[i++] = '.';
-		i += u64_to_str((uint64_t)n, out + i);
-	}
-	memcpy(out + i, ".rhea", 6);
-}
-
 static int open_output(void)
 {
 	int fd = -1;
@@ -477,7 +459,8 @@ static int open_output(void)
 				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	}
 	for (int n = 0; fd < 0 && n < 1000; n++) {
-		derived_name(rhea_g.path, sizeof(rhea_g.path), n);
+		rhea_derived_name(rhea_g.path, sizeof(rhea_g.path), output_base, (unsigned long)rhea_g.pid,
+				  (unsigned)n);
 		fd = (int)syscall(SYS_openat, AT_FDCWD, rhea_g.path,
 				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd < 0 && errno != EEXIST)

@@ -518,41 +518,53 @@ EXPORT void *memalign(size_t align, size_t n)
  * once it loads C++ code with dlopen, after resolve() looked for it: the
  * JVM's launcher is such a program (libjvm is C++), and its first new
  * jumped to address 0.  So a new whose real function is unknown looks
- * again, each time until found: dlsym(RTLD_NEXT) finds a library loaded
+ * again: dlsym(RTLD_NEXT) finds a library loaded
  * RTLD_GLOBAL, and agent_first_definition one loaded RTLD_LOCAL (whose
  * calls still bind to the agent's export, which comes first).  Found
- * nowhere (only a program calling new through dlsym could get here), the
- * allocation is made by malloc.
+ * nowhere (only a program calling new through dlsym could get here), new
+ * is malloc from then on.
  */
-static void *late_real(const char *name)
+static void *late_real(const char *name, void *fallback)
 {
 	void *f = dlsym(resolve_from, name);
 	if (!f)
 		f = agent_first_definition(name);
-	return f ? real_of(name, f) : NULL;
+	return f ? real_of(name, f) : fallback;
+}
+
+static void *new_by_malloc(size_t n)
+{
+	return real_malloc(n ? n : 1);
+}
+
+static void *new_nothrow_by_malloc(size_t n, const void *tag)
+{
+	(void)tag;
+	return real_malloc(n ? n : 1);
 }
 
 /* operator new: counted once, at the caller of new (the malloc it makes
  * inside libstdc++ runs under the guard). */
-#define NEW_HOOK(sym, params, args)                                              \
+#define NEW_HOOK(sym, params, args, fallback)                                    \
 	EXPORT void *sym params                                                  \
 	{                                                                        \
-		if (unlikely(!real_##sym))                                       \
-			resolve();                                               \
 		rhea_guard++;                                                    \
-		if (unlikely(!real_##sym))                                       \
-			real_##sym = (void *(*)params)late_real(#sym);           \
-		void *p = real_##sym ? real_##sym args : real_malloc(n ? n : 1); \
+		if (unlikely(!real_##sym)) {                                     \
+			resolve();                                               \
+			if (!real_##sym)                                         \
+				real_##sym = (void *(*)params)late_real(#sym, (void *)fallback); \
+		}                                                                \
+		void *p = real_##sym args;                                       \
 		rhea_guard--;                                                    \
 		struct rhea_tstate *t = enter(RHEA_C_ALLOC);                     \
 		if (t && p)                                                      \
 			alloc_done(t, RHEA_FN_OPERATOR_NEW, RET, n);             \
 		return p;                                                        \
 	}
-NEW_HOOK(_Znwm, (size_t n), (n))
-NEW_HOOK(_Znam, (size_t n), (n))
-NEW_HOOK(_ZnwmRKSt9nothrow_t, (size_t n, const void *tag), (n, tag))
-NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag))
+NEW_HOOK(_Znwm, (size_t n), (n), new_by_malloc)
+NEW_HOOK(_Znam, (size_t n), (n), new_by_malloc)
+NEW_HOOK(_ZnwmRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow_by_malloc)
+NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow_by_malloc)
 
 /* ---- locks --------------------------------------------------------------- */
 
@@ -1072,6 +1084,21 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 	return r;
 }
 
+/* The calling thread took a name: into the recording now (errno kept). */
+static void named_self(const char *name)
+{
+	if (rhea_guard || !rhea_g.active)
+		return;
+	int e = errno;
+	struct rhea_tstate *t = thread_self();
+	if (t) {
+		rhea_guard++;
+		thread_set_name(t, name);
+		rhea_guard--;
+	}
+	errno = e;
+}
+
 /* prctl(PR_SET_NAME) names the calling thread too: the way a program's
  * main thread usually takes a name of its own.  Without this hook the name
  * reached the recording only when the thread ended (read back from /proc),
@@ -1085,20 +1112,9 @@ EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	int r = real_prctl ? real_prctl(option, a2, a3, a4, a5) : (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
-	if (r == 0 && option == PR_SET_NAME && a2 && !rhea_guard && rhea_g.active) {
-		int e = errno;
-		struct rhea_tstate *t = thread_self();
-		if (t) {
-			char name[16];
-			strncpy(name, (const char *)a2, 15);
-			name[15] = 0;
-			rhea_guard++;
-			thread_set_name(t, name);
-			rhea_guard--;
-		}
-		errno = e;
-	}
+	int r = real_prctl(option, a2, a3, a4, a5);
+	if (r == 0 && option == PR_SET_NAME && a2)
+		named_self((const char *)a2); /* thread_set_name takes 15 bytes at most */
 	return r;
 }
 
@@ -1107,14 +1123,8 @@ EXPORT int pthread_setname_np(pthread_t th, const char *name)
 	if (unlikely(!resolved))
 		resolve();
 	int r = real_pthread_setname_np(th, name);
-	if (r == 0 && !rhea_guard && rhea_g.active && pthread_equal(th, pthread_self())) {
-		struct rhea_tstate *t = thread_self();
-		if (t) {
-			rhea_guard++;
-			thread_set_name(t, name);
-			rhea_guard--;
-		}
-	}
+	if (r == 0 && pthread_equal(th, pthread_self()))
+		named_self(name);
 	/* Other threads' names are read from /proc when they exit. */
 	return r;
 }

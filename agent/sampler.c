@@ -180,7 +180,12 @@ static int sig_is_free(int sig)
 	return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
 }
 
-static int install_flags(int sig, int flags)
+/* Our handler on sig.  Not SA_ONSTACK unless flags say so: a program's
+ * alternate signal stack is small (4 KB with the kernel's AVX-512 frame on
+ * it left too little for a capture: the program died of SIGSEGV), and a
+ * sample needs none of it.  Shared with an action that wants it (Go's),
+ * it is: stack_room then guards the capture. */
+static int install(int sig, int flags)
 {
 	struct sigaction act;
 	memset(&act, 0, sizeof(act));
@@ -188,15 +193,6 @@ static int install_flags(int sig, int flags)
 	act.sa_flags = SA_SIGINFO | SA_RESTART | flags;
 	sigemptyset(&act.sa_mask);
 	return hooks_real_sigaction(sig, &act, NULL);
-}
-
-/* Not SA_ONSTACK: a program's alternate signal stack is small (4 KB with
- * the kernel's AVX-512 frame on it left too little for a capture: the
- * program died of SIGSEGV), and a sample needs none of it.  (Shared with
- * an action that wants it, it is: stack_room then guards the capture.) */
-static int install(int sig)
-{
-	return install_flags(sig, 0);
 }
 
 /* A free signal other than avoid and the members of avoid_set (may be
@@ -502,13 +498,13 @@ int sampler_start(void)
 		if (!sample_sig) {
 			/* every one taken (rhea attach to a Go program): share */
 			int sig = rhea_g.cfg.signal > 0 ? rhea_g.cfg.signal : SIGRTMAX - 1;
-			if (hooks_real_sigaction(sig, NULL, &prog_act) == 0 &&
-			    install_flags(sig, prog_act.sa_flags & SA_ONSTACK) == 0) {
+			if (hooks_real_sigaction(sig, NULL, &prog_act) == 0) {
 				shared = 1;
 				sample_sig = sig;
 			}
 		}
-		if (!sample_sig || install_flags(sample_sig, shared ? prog_act.sa_flags & SA_ONSTACK : 0) != 0) {
+		if (!sample_sig || install(sample_sig, shared ? prog_act.sa_flags & SA_ONSTACK : 0) != 0) {
+			shared = 0;
 			agent_warn("no free real-time signal: sampling of threads that hit no hook is off", 0);
 			sample_sig = 0;
 		}
@@ -574,7 +570,7 @@ void sampler_after_fork(void)
 /* Sample with next from now on (0: no free signal left). */
 static void move_to(int next, int old)
 {
-	if (next && install(next) == 0) {
+	if (next && install(next, 0) == 0) {
 		sample_sig = next;
 		rearm = 1;
 	} else {
@@ -638,7 +634,7 @@ int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigact
 	struct sigaction was = prog_act;
 	if (act) {
 		prog_act = *act;
-		if (install_flags(sig, act->sa_flags & SA_ONSTACK) == 0)
+		if (install(sig, act->sa_flags & SA_ONSTACK) == 0)
 			__atomic_store_n(&shared, 1, __ATOMIC_RELEASE);
 	}
 	if (old)

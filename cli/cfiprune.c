@@ -34,11 +34,6 @@ static int by_use(const void *a, const void *b)
 	return x->used < y->used ? -1 : x->used > y->used;
 }
 
-static const char *env(const char *name)
-{
-	return getenv(name);
-}
-
 void cli_prune_cfi_cache(void)
 {
 	const char *off = getenv("RHEA_CFI_CACHE");
@@ -49,7 +44,7 @@ void cli_prune_cfi_cache(void)
 	if (m && *m && (max = cli_parse_size(m)) < 0)
 		max = 1ll << 30;
 	char dir[4096];
-	if (rhea_cache_base(env, dir, sizeof(dir) - 8) != 0)
+	if (rhea_cache_base(cli_getenv, dir, sizeof(dir) - 8) != 0)
 		return;
 	strcat(dir, "/cfi");
 	DIR *dp = opendir(dir);

@@ -95,3 +95,8 @@ int cli_load(const char *path, struct recording *r, int salvage)
 	}
 	return 0;
 }
+
+const char *cli_getenv(const char *name)
+{
+	return getenv(name);
+}

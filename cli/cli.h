@@ -23,6 +23,8 @@ void cli_summarize(const char *path, int child);
  * quiet).  0, or -1 with one line said. */
 int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
+/* getenv as the settings getter core/paths.h's rhea_cache_base takes. */
+const char *cli_getenv(const char *name);
 /* cfiprune.c: the cache of compiled CFI tables back under
  * RHEA_CFI_CACHE_MAX (default 1G), least recently used first. */
 void cli_prune_cfi_cache(void);

@@ -224,11 +224,6 @@ static int copy_file(int in, const char *dst, mode_t mode)
 	return r;
 }
 
-static const char *env(const char *name)
-{
-	return getenv(name);
-}
-
 /*
  * Memory the process may still take before its memory cgroup's limit (the
  * smallest room of its cgroup and every parent), bytes; UINT64_MAX when
@@ -497,7 +492,7 @@ int cmd_attach(int argc, char **argv)
 	/* compiled CFI: our cache (the process's HOME is left alone), none in
 	 * a container, whose files are not the ones our cache names */
 	char cache[PATH_MAX];
-	if (foreign || rhea_cache_base(env, cache, sizeof(cache)) != 0)
+	if (foreign || rhea_cache_base(cli_getenv, cache, sizeof(cache)) != 0)
 		fprintf(conf, "RHEA_CFI_CACHE=0\n");
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);

@@ -12,6 +12,7 @@
 #include "agentopts.h"
 #include "cli.h"
 #include "hookfn.h"
+#include "paths.h"
 #include "recording.h"
 #include "rfile.h"
 
@@ -453,16 +454,10 @@ int cmd_record(int argc, char **argv)
 	if (access(path, F_OK) == 0)
 		append_outside_end(path, status);
 	/* the programs it exec'ed into: <base>.<pid>[.<n>].rhea (agent.c,
-	 * derived_name); the last one's end is the process's */
-	for (int n = 0; n < 1000; n++) {
+	 * rhea_derived_name); the last one's end is the process's */
+	for (unsigned n = 0; n < 1000; n++) {
 		char img[PATH_MAX + 96];
-		size_t bl = strlen(path);
-		if (bl > 5 && strcmp(path + bl - 5, ".rhea") == 0)
-			bl -= 5;
-		if (n == 0)
-			snprintf(img, sizeof(img), "%.*s.%d.rhea", (int)bl, path, (int)pid);
-		else
-			snprintf(img, sizeof(img), "%.*s.%d.%d.rhea", (int)bl, path, (int)pid, n);
+		rhea_derived_name(img, sizeof(img), path, (unsigned long)pid, n);
 		struct stat st;
 		if (stat(img, &st) != 0)
 			break;

@@ -40,4 +40,41 @@ static inline int rhea_cache_base(const char *(*get)(const char *), char *buf, s
 	return 0;
 }
 
+/*
+ * The recording of a process other than rhea record's own child (a forked
+ * child, or the program that child exec'ed into): "<base minus .rhea>.
+ * <pid>[.<n>].rhea" into out (cap bytes, at least 64), n > 0 when the name
+ * with a smaller n was taken.  The agent creates these, rhea record looks
+ * for them.  No stdio: the agent calls it in a forked child.
+ */
+static inline void rhea_derived_name(char *out, size_t cap, const char *base, unsigned long pid, unsigned n)
+{
+	size_t bl = 0;
+	while (base[bl])
+		bl++;
+	if (bl > 5 && base[bl - 5] == '.' && base[bl - 4] == 'r' && base[bl - 3] == 'h' && base[bl - 2] == 'e' &&
+	    base[bl - 1] == 'a')
+		bl -= 5;
+	if (bl + 48 > cap)
+		bl = cap - 48;
+	size_t i = 0;
+	for (; i < bl; i++)
+		out[i] = base[i];
+	unsigned long nums[2] = {pid, n};
+	for (int k = 0; k < (n ? 2 : 1); k++) {
+		char tmp[24];
+		int d = 0;
+		unsigned long v = nums[k];
+		do
+			tmp[d++] = (char)('0' + v % 10);
+		while ((v /= 10) != 0);
+		out[i++] = '.';
+		while (d)
+			out[i++] = tmp[--d];
+	}
+	const char *ext = ".rhea";
+	for (int k = 0; k <= 5; k++)
+		out[i++] = ext[k];
+}
+
 #endif
