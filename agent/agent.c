@@ -225,6 +225,8 @@ static int write_staging(void)
 	int r = rfile_write_chunk(&writer, staging, staging_used, 1);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	staging_used = 0;
+	if (r == 0)
+		salvage_nodes_in_file(rhea_g.st.written); /* every node staged was in it */
 	if (r == -EBUSY) {
 		/* Another path (the writer thread, interrupted by a crash) is in
 		 * the middle of a chunk: this one is lost, the file stays whole. */
@@ -517,7 +519,7 @@ static int open_output(void)
 static void flush_old_pending(struct rhea_tstate *t, void *arg)
 {
 	uint64_t now = *(uint64_t *)arg;
-	if (t->has_pending && now - t->pending.begin_ns > FLUSH_PERIOD_NS)
+	if (t->pend->valid && now - t->pend->s.begin_ns > FLUSH_PERIOD_NS)
 		capture_flush_pending(t);
 }
 
@@ -543,6 +545,7 @@ static void flush_round(int seal_spin_ns)
 		}
 	}
 	uint64_t now = rhea_now();
+	salvage_round(1, writer.offset);
 	thread_foreach(flush_old_pending, &now);
 	buf_seal_all(&rhea_g.buf, (uint64_t)seal_spin_ns);
 	stage_nodes();
@@ -555,6 +558,8 @@ static void flush_round(int seal_spin_ns)
 		stage_stats();
 	}
 	write_staging();
+	buf_release_drained(&rhea_g.buf);
+	salvage_round(0, 0);
 }
 
 /*
@@ -821,7 +826,8 @@ static void write_end(unsigned reason, int status)
 		e->reason = reason;
 		e->status = status;
 	}
-	write_staging();
+	if (write_staging() == 0 && e)
+		salvage_set_state(RHEA_SALVAGE_DONE); /* rhea record has nothing to add */
 }
 
 static void on_exit_cb(int status, void *arg)
@@ -869,8 +875,18 @@ void agent_before_exec(void)
 	flush_round(10000000);
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
+	salvage_before_exec(); /* the next image takes the memfd over */
 	rhea_guard--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The exec failed: this image goes on recording (after its END). */
+void agent_after_exec(void)
+{
+	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
+		return;
+	salvage_after_exec();
+	salvage_set_state(RHEA_SALVAGE_ACTIVE);
 }
 
 /* ---- fatal signals --------------------------------------------------------- */
@@ -1026,8 +1042,12 @@ static void write_meta(void);
 
 /* ---- fork ---------------------------------------------------------------- */
 
+/* From the prepare handler to the parent's and the child's, the forking
+ * thread is not traced: in the child nothing may touch the buffers before
+ * they are its own (salvage_after_fork). */
 void agent_prefork(void)
 {
+	rhea_guard++;
 	if (rhea_g.active)
 		lock_drain(UINT64_MAX);
 }
@@ -1036,14 +1056,26 @@ void agent_postfork_parent(void)
 {
 	if (rhea_g.active)
 		unlock_drain();
+	rhea_guard--;
 }
 
 void agent_postfork_child(void)
 {
+	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
-	if (!rhea_g.active)
+	if (salvage_after_fork(rhea_g.st.next_id) < 0) {
+		for (int c = 0; c < RHEA_C_COUNT; c++)
+			rhea_g.on[c] = 0;
+		rhea_g.active = 0;
+		rhea_g.fd = -1; /* the parent's: never written from here */
+		rhea_guard--;
+		agent_disable("cannot copy the buffers in a forked child", errno);
 		return;
-	rhea_guard++;
+	}
+	if (!rhea_g.active) {
+		rhea_guard--;
+		return;
+	}
 	if (rhea_g.fd >= 0)
 		syscall(SYS_close, rhea_g.fd);
 	rhea_g.fd = -1;
@@ -1076,7 +1108,7 @@ void agent_postfork_child(void)
 		capture_emit_thread(t, RHEA_T_START, 0);
 	if (start_threads() < 0)
 		agent_disable("cannot start the agent's threads in a forked child", 0);
-	rhea_guard--;
+	rhea_guard--; /* agent_prefork's, held through here */
 }
 
 /* ---- start --------------------------------------------------------------- */
@@ -1247,17 +1279,29 @@ __attribute__((constructor)) static void agent_init(void)
 		hold_ix = (uint32_t *)(hm + hold_cap * sizeof(*hold));
 		pack_buf = (uint8_t *)(hold_ix + hold_cap);
 	}
-	if ((r = buf_init(&rhea_g.buf, nchunks, chunk, 8)) < 0) {
-		agent_disable("cannot map the buffers: ", -r);
+	void *bm, *nm;
+	struct rhea_salvage_pend *pm;
+	if (!salvage_region(buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
+			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
+		agent_disable("cannot map the buffers: ", errno);
 		goto out;
 	}
-	if ((r = stacktab_init(&rhea_g.st, rhea_g.cfg.max_nodes)) < 0) {
+	if ((r = buf_init_at(&rhea_g.buf, bm, nchunks, chunk, 8)) < 0) {
+		agent_disable("cannot set up the buffers: ", -r);
+		goto out;
+	}
+	rhea_g.buf.keep_drained = (uint8_t)salvage_shared();
+	if ((r = stacktab_init_at(&rhea_g.st, nm, rhea_g.cfg.max_nodes)) < 0) {
 		agent_disable("cannot map the stack table: ", -r);
 		goto out;
 	}
+	rhea_pends = pm;
+	rhea_npends = RHEA_MAX_THREADS;
 	thread_registry_init();
 	if (is_root && open_output() < 0)
 		goto out;
+	if (is_root)
+		salvage_publish(&rhea_g.buf, rhea_g.path, rhea_g.cfg.max_nodes);
 	write_meta();
 	rhea_g.active = 1;
 	modules_scan();

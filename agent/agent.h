@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "format.h"
 #include "hookfn.h"
+#include "salvage.h"
 #include "stacktab.h"
 #include "unwind.h"
 
@@ -52,12 +53,13 @@ struct rhea_tstate {
 	uint32_t tid;
 	uint32_t serial;     /* unique per thread instance */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
-	uint32_t pending_busy; /* atomic: owner vs. exit flusher */
 	/* the release path: in the line of tid, which it reads too */
 	uint32_t rel_seq;   /* releases recorded in the wait table (waits.c) */
 	uint64_t releasing; /* atomic: object this thread is releasing, 0 none */
-	int has_pending;
-	struct rhea_sample pending;
+	/* The pending (merged) sample: busy (atomic: owner vs. exit flusher),
+	 * valid, the sample.  In the salvage region when there is one (a
+	 * SIGKILL leaves it to rhea record, core/salvage.h), else own_pend. */
+	struct rhea_salvage_pend *pend;
 	uint64_t stack_lo, stack_hi;
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
 	uint32_t long_waits; /* recent sync waits that lasted >= min_block (decays) */
@@ -86,6 +88,7 @@ struct rhea_tstate {
 	uint32_t nsite_used;
 	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
 	uint32_t populated; /* the slot's pages were made writable (thread.c) */
+	struct rhea_salvage_pend own_pend; /* when there is no salvage region */
 };
 
 /* Synthetic addresses in the stack table (never code addresses). */
@@ -213,6 +216,9 @@ static inline struct rhea_tstate *thread_self(void)
 void thread_set_name(struct rhea_tstate *t, const char *name);
 void thread_exit_current(void);
 void thread_registry_init(void);
+#define RHEA_MAX_THREADS 8192 /* registry slots at most */
+extern struct rhea_salvage_pend *rhea_pends; /* per slot (salvage.c's region), or NULL */
+extern uint32_t rhea_npends;
 /* Claim a slot for a thread that is not the caller (sampler) or from a
  * signal handler: no stack bounds, no exit destructor. */
 struct rhea_tstate *thread_register_tid(uint32_t tid, int self);
@@ -394,6 +400,21 @@ void attach_status(const char *msg);
 void attach_note(const char *const *parts, int n);
 void attach_cleanup(void);
 
+/* salvage.c: the buffers in memory rhea record can read after a SIGKILL */
+extern struct rhea_salvage *rhea_salvage;
+/* Map the region: header, buffers (buf_bytes), nodes, npend pending
+ * samples; *buf, *nodes, *pend point into it.  NULL when nothing maps. */
+void *salvage_region(size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+		     struct rhea_salvage_pend **pend);
+void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
+int salvage_shared(void); /* the region is rhea record's memfd */
+void salvage_set_state(uint32_t state);
+void salvage_round(int begin, uint64_t file_offset);
+void salvage_nodes_in_file(uint32_t written);
+void salvage_before_exec(void);
+void salvage_after_exec(void);
+int salvage_after_fork(uint32_t next_id); /* 0, or -1: the agent must stop */
+
 /* agent.c */
 void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);
@@ -412,6 +433,7 @@ int agent_move_fd(int fd);
 int agent_fd_high(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
+void agent_after_exec(void); /* the exec failed */
 void agent_prefork(void);
 void agent_postfork_parent(void);
 void agent_postfork_child(void);

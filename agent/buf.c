@@ -21,6 +21,7 @@
  * period.
  */
 #include "buf.h"
+#include "salvage.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -30,19 +31,34 @@
 #include <time.h>
 #include <unistd.h>
 
-int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards)
+_Static_assert(sizeof(struct buf_chunk) == sizeof(struct rhea_salvage_chunk) &&
+		       __builtin_offsetof(struct buf_chunk, used) == __builtin_offsetof(struct rhea_salvage_chunk, used) &&
+		       __builtin_offsetof(struct buf_chunk, data) == __builtin_offsetof(struct rhea_salvage_chunk, data),
+	       "a chunk is what rhea record salvages");
+_Static_assert((int)BUF_DRAINED == (int)RHEA_SALVAGE_CHUNK_DRAINED &&
+		       (int)BUF_WRITING == (int)RHEA_SALVAGE_CHUNK_WRITING &&
+		       (int)BUF_FULL == (int)RHEA_SALVAGE_CHUNK_FULL && (int)BUF_FILLING == (int)RHEA_SALVAGE_CHUNK_FILLING,
+	       "chunk states are what rhea record salvages");
+
+static size_t meta_bytes(uint32_t nchunks)
+{
+	return ((size_t)nchunks * sizeof(struct buf_chunk) + 4095) & ~(size_t)4095;
+}
+
+size_t buf_bytes(uint32_t nchunks, uint32_t chunk_size)
+{
+	return meta_bytes(nchunks) + (size_t)nchunks * chunk_size;
+}
+
+int buf_init_at(struct buf *b, void *mem, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards)
 {
 	memset(b, 0, sizeof(*b));
-	if (nchunks < 2 || chunk_size < 4096 || (chunk_size & 7) || nshards < 1)
+	if (nchunks < 2 || chunk_size < 4096 || (chunk_size & 7) || nshards < 1 || !mem)
 		return -EINVAL;
 	if (nshards > BUF_MAX_SHARDS)
 		nshards = BUF_MAX_SHARDS;
-	size_t meta = ((size_t)nchunks * sizeof(struct buf_chunk) + 4095) & ~(size_t)4095;
-	size_t total = meta + (size_t)nchunks * chunk_size;
-	char *m = mmap(NULL, total, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED)
-		return -errno;
+	char *m = mem;
+	size_t meta = meta_bytes(nchunks);
 	b->chunks = (struct buf_chunk *)m;
 	for (uint32_t i = 0; i < nchunks; i++)
 		b->chunks[i].data = m + meta + (size_t)i * chunk_size;
@@ -52,12 +68,26 @@ int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nsha
 	return 0;
 }
 
+int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards)
+{
+	memset(b, 0, sizeof(*b));
+	if (nchunks < 2 || chunk_size < 4096 || (chunk_size & 7) || nshards < 1)
+		return -EINVAL;
+	void *m = mmap(NULL, buf_bytes(nchunks, chunk_size), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	int r = buf_init_at(b, m, nchunks, chunk_size, nshards);
+	b->owned = 1;
+	return r;
+}
+
 void buf_destroy(struct buf *b)
 {
 	if (!b->chunks)
 		return;
-	size_t meta = ((size_t)b->nchunks * sizeof(struct buf_chunk) + 4095) & ~(size_t)4095;
-	munmap(b->chunks, meta + (size_t)b->nchunks * b->chunk_size);
+	if (b->owned)
+		munmap(b->chunks, buf_bytes(b->nchunks, b->chunk_size));
 	b->chunks = NULL;
 }
 
@@ -123,7 +153,8 @@ int buf_emit(struct buf *b, uint32_t tid, const void *entry, size_t len)
 			goto drop;
 		}
 		memcpy(c->data + c->used, entry, len);
-		c->used += (uint32_t)len;
+		/* after the bytes: what a SIGKILL leaves is whole entries */
+		__atomic_store_n(&c->used, c->used + (uint32_t)len, __ATOMIC_RELEASE);
 		unlock(&s->lock);
 		__atomic_fetch_add(&b->emitted, 1, __ATOMIC_RELAXED);
 		return 0;
@@ -180,9 +211,16 @@ int buf_drain(struct buf *b, int (*fn)(void *arg, const void *data, size_t len),
 		if (ret == 0)
 			ret = fn(arg, best->data, best->used);
 		__atomic_sub_fetch(&b->nfull, 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&best->state, BUF_FREE, __ATOMIC_RELEASE);
+		__atomic_store_n(&best->state, b->keep_drained ? BUF_DRAINED : BUF_FREE, __ATOMIC_RELEASE);
 	}
 	return ret;
+}
+
+void buf_release_drained(struct buf *b)
+{
+	for (uint32_t i = 0; b->chunks && i < b->nchunks; i++)
+		if (__atomic_load_n(&b->chunks[i].state, __ATOMIC_ACQUIRE) == BUF_DRAINED)
+			__atomic_store_n(&b->chunks[i].state, BUF_FREE, __ATOMIC_RELEASE);
 }
 
 void buf_reset(struct buf *b)

@@ -8,7 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BUF_FREE = 0, BUF_FILLING = 1, BUF_FULL = 2, BUF_WRITING = 3 };
+/* The states and the chunk's bytes are also core/salvage.h's (rhea record
+ * reads them after a SIGKILL).  DRAINED: handed to the drain function but
+ * kept until buf_release_drained() (when keep_drained is set): its entries
+ * are in the file only once the writer's round has written them. */
+enum { BUF_FREE = 0, BUF_FILLING = 1, BUF_FULL = 2, BUF_WRITING = 3, BUF_DRAINED = 4 };
 
 struct buf_chunk {
 	uint32_t state; /* atomic, BUF_* */
@@ -30,7 +34,9 @@ struct buf {
 	uint32_t nchunks;
 	uint32_t chunk_size;
 	uint32_t nshards;
-	uint32_t pad;
+	uint8_t owned;        /* the mapping is buf_init's */
+	uint8_t keep_drained; /* drained chunks wait for buf_release_drained */
+	uint16_t pad;
 	uint64_t seq;     /* atomic: next seal sequence number */
 	uint64_t dropped; /* atomic: entries lost (all shards busy or no chunk) */
 	uint64_t emitted; /* atomic: entries stored */
@@ -41,6 +47,9 @@ struct buf {
 
 /* Map nchunks chunks of chunk_size bytes, fed through nshards shards. */
 int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards);
+/* The same in memory the caller provides (buf_bytes of it, zeroed). */
+size_t buf_bytes(uint32_t nchunks, uint32_t chunk_size);
+int buf_init_at(struct buf *b, void *mem, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards);
 void buf_destroy(struct buf *b);
 
 /*
@@ -61,6 +70,9 @@ void buf_seal_all(struct buf *b, uint64_t spin_ns);
  * Returns the first non-zero value fn returned, or 0.
  */
 int buf_drain(struct buf *b, int (*fn)(void *arg, const void *data, size_t len), void *arg);
+
+/* DRAINED chunks become free (keep_drained: after the writer's round). */
+void buf_release_drained(struct buf *b);
 
 /* After fork: drop everything the parent had buffered, unlock all shards. */
 void buf_reset(struct buf *b);

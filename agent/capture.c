@@ -259,12 +259,12 @@ static void fill_sample(struct rhea_sample *s, struct rhea_tstate *t, unsigned f
 
 static inline int try_own_pending(struct rhea_tstate *t)
 {
-	return __atomic_exchange_n(&t->pending_busy, 1, __ATOMIC_ACQUIRE) == 0;
+	return __atomic_exchange_n(&t->pend->busy, 1, __ATOMIC_ACQUIRE) == 0;
 }
 
 static inline void release_pending(struct rhea_tstate *t)
 {
-	__atomic_store_n(&t->pending_busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->pend->busy, 0, __ATOMIC_RELEASE);
 }
 
 /* Merge a non-blocking capture into the pending sample, or replace it. */
@@ -275,8 +275,8 @@ static void merge_or_emit(struct rhea_tstate *t, const struct rhea_sample *s)
 		emit(t, s, sizeof(*s));
 		return;
 	}
-	struct rhea_sample *p = &t->pending;
-	if (t->has_pending && p->stack == s->stack && p->trigger == s->trigger &&
+	struct rhea_sample *p = &t->pend->s;
+	if (t->pend->valid && p->stack == s->stack && p->trigger == s->trigger &&
 	    p->msgid == s->msgid && p->h.flags == s->h.flags &&
 	    s->end_ns - p->begin_ns < PENDING_MAX_AGE_NS) {
 		p->end_ns = s->end_ns;
@@ -286,10 +286,10 @@ static void merge_or_emit(struct rhea_tstate *t, const struct rhea_sample *s)
 		if (s->trigger == RHEA_FN_SAMPLER)
 			p->object += s->object; /* periods add up */
 	} else {
-		if (t->has_pending)
+		if (t->pend->valid)
 			emit(t, p, sizeof(*p));
 		*p = *s;
-		t->has_pending = 1;
+		t->pend->valid = 1;
 	}
 	release_pending(t);
 }
@@ -359,9 +359,9 @@ uint64_t thread_cpu_now(struct rhea_tstate *t, uint64_t now)
 static void emit_now(struct rhea_tstate *t, const struct rhea_sample *s)
 {
 	if (try_own_pending(t)) {
-		if (t->has_pending)
-			emit(t, &t->pending, sizeof(t->pending));
-		t->has_pending = 0;
+		if (t->pend->valid)
+			emit(t, &t->pend->s, sizeof(t->pend->s));
+		t->pend->valid = 0;
 		release_pending(t);
 	}
 	emit(t, s, sizeof(*s));
@@ -479,9 +479,9 @@ void capture_flush_pending(struct rhea_tstate *t)
 	/* From another thread this may race with the owner: bounded tries. */
 	for (int i = 0; i < 1000; i++) {
 		if (try_own_pending(t)) {
-			if (t->has_pending)
-				emit(t, &t->pending, sizeof(t->pending));
-			t->has_pending = 0;
+			if (t->pend->valid)
+				emit(t, &t->pend->s, sizeof(t->pend->s));
+			t->pend->valid = 0;
 			release_pending(t);
 			return;
 		}

@@ -1155,6 +1155,9 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execve(path, argv, envp);
+	int e = errno;
+	agent_after_exec(); /* it failed */
+	errno = e;
 	return r;
 }
 
@@ -1170,6 +1173,9 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvpe(file, argv, envp);
+	int e = errno;
+	agent_after_exec(); /* it failed */
+	errno = e;
 	return r;
 }
 
@@ -1179,6 +1185,9 @@ EXPORT int execvp(const char *file, char *const argv[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvp(file, argv);
+	int e = errno;
+	agent_after_exec(); /* it failed */
+	errno = e;
 	return r;
 }
 
@@ -1188,6 +1197,9 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_fexecve(fd, argv, envp);
+	int e = errno;
+	agent_after_exec(); /* it failed */
+	errno = e;
 	return r;
 }
 

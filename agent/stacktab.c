@@ -26,6 +26,7 @@
  * 2^31; the hash is linear probing at load factor <= 1/2.
  */
 #include "stacktab.h"
+#include "salvage.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -71,28 +72,25 @@ static inline uint32_t hash(uint32_t parent, uint64_t addr)
 	return (uint32_t)h;
 }
 
-int stacktab_init(struct stacktab *t, uint32_t max_nodes)
+_Static_assert(sizeof(struct stacktab_node) == sizeof(struct rhea_salvage_node) &&
+		       offsetof(struct stacktab_node, ready) == offsetof(struct rhea_salvage_node, ready),
+	       "a node is what rhea record salvages");
+
+int stacktab_init_at(struct stacktab *t, void *n, uint32_t max_nodes)
 {
-	if (max_nodes < 16 || max_nodes > (1u << 30))
+	memset(t, 0, sizeof(*t));
+	if (max_nodes < 16 || max_nodes > (1u << 30) || !n)
 		return -EINVAL;
 	uint32_t nslots = 1;
 	while (nslots < 2 * max_nodes)
 		nslots <<= 1;
-	size_t nbytes = (size_t)max_nodes * sizeof(struct stacktab_node);
-	void *n = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (n == MAP_FAILED)
-		return -errno;
 	/* The bits saying which pages of slots were touched (touch()) come
 	 * after the slots, written at once: 128 bytes for the default table. */
 	size_t toff, mbytes = slots_map_bytes(nslots, &toff);
 	void *s = mmap(NULL, mbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (s == MAP_FAILED) {
-		int e = -errno;
-		munmap(n, nbytes);
-		return e;
-	}
+	if (s == MAP_FAILED)
+		return -errno;
 	t->nodes = n;
 	t->slots = s;
 	t->touched = (uint64_t *)((char *)s + toff);
@@ -105,9 +103,26 @@ int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 	return 0;
 }
 
+int stacktab_init(struct stacktab *t, uint32_t max_nodes)
+{
+	if (max_nodes < 16 || max_nodes > (1u << 30))
+		return -EINVAL;
+	size_t nbytes = (size_t)max_nodes * sizeof(struct stacktab_node);
+	void *n = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (n == MAP_FAILED)
+		return -errno;
+	int r = stacktab_init_at(t, n, max_nodes);
+	if (r < 0)
+		munmap(n, nbytes);
+	else
+		t->nodes_owned = 1;
+	return r;
+}
+
 void stacktab_destroy(struct stacktab *t)
 {
-	if (t->nodes)
+	if (t->nodes && t->nodes_owned)
 		munmap(t->nodes, (size_t)t->max_nodes * sizeof(struct stacktab_node));
 	size_t toff;
 	if (t->slots)

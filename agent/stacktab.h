@@ -22,11 +22,15 @@ struct stacktab {
 	uint32_t nslots;             /* power of two, >= 2 * max_nodes */
 	uint32_t next_id;            /* atomic: next id to hand out */
 	uint32_t written;            /* writer thread: ids below are in the file */
+	int nodes_owned;             /* nodes is stacktab_init's mapping */
 	uint64_t full;               /* atomic: interning failures (table full) */
 };
 
 /* Map memory for a table of max_nodes nodes (lazily touched). 0 or -errno. */
 int stacktab_init(struct stacktab *t, uint32_t max_nodes);
+/* The same with the nodes in memory the caller provides (zeroed, max_nodes
+ * nodes: the salvage region, core/salvage.h). */
+int stacktab_init_at(struct stacktab *t, void *nodes, uint32_t max_nodes);
 void stacktab_destroy(struct stacktab *t);
 
 /*

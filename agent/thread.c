@@ -36,12 +36,14 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#define MAX_THREADS 8192
+#define MAX_THREADS RHEA_MAX_THREADS
 
 __thread struct rhea_hot rhea_hot __attribute__((aligned(64)));
 static __thread int tls_dead; /* the thread is past its exit: pass through */
 
 static struct rhea_tstate *slots;
+struct rhea_salvage_pend *rhea_pends; /* one per slot, in the salvage region */
+uint32_t rhea_npends;
 static uint32_t max_slots;   /* slots mapped: MAX_THREADS, fewer under RLIMIT_AS */
 static uint32_t nslots_used; /* atomic: high-water mark */
 
@@ -278,6 +280,9 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	populate(t);
 	memset((char *)t + sizeof(t->state), 0,
 	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
+	t->pend = rhea_pends && (uint32_t)(t - slots) < rhea_npends ? &rhea_pends[t - slots] : &t->own_pend;
+	t->pend->busy = 0;
+	t->pend->valid = 0;
 	clear_sites(t);
 	t->tid = tid;
 	t->timer_id = -1;
@@ -528,8 +533,8 @@ void thread_after_fork(void)
 		/* the child's own counters start from zero */
 		memset(&self->last_c, 0, sizeof(self->last_c));
 		self->cpu_est_ns = self->cpu_est_at = self->cpu_est_sw = 0;
-		self->has_pending = 0;
-		self->pending_busy = 0;
+		self->pend->valid = 0;
+		self->pend->busy = 0;
 		self->in_capture = 0;
 		rhea_hot.folded_count = rhea_hot.folded_bytes = 0;
 		rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;

@@ -222,6 +222,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		if (e->flags & RHEA_END_F_OUTSIDE) {
 			memcpy(&r->oend, p, sizeof(r->oend));
 			r->end_outside = 1;
+			r->end_recovered = (e->flags & RHEA_END_F_SALVAGED) != 0;
 			break;
 		}
 		memcpy(&r->end, p, sizeof(r->end));

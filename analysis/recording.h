@@ -58,6 +58,8 @@ struct recording {
 	int have_end;       /* 0: the recording was cut short */
 	int end_outside;    /* cut short, but rhea record saw the end: oend */
 	struct rhea_end oend;
+	int end_recovered;  /* with end_outside: rhea record recovered the agent's
+			       unwritten buffers from its memory (RHEA_END_F_SALVAGED) */
 	int salvaged;       /* stopped at a bad chunk (salvage mode) */
 	char problem[512];  /* what stopped the reading early, if anything */
 	uint64_t nsamples, nmerged, nchunks, file_bytes;

@@ -15,6 +15,7 @@
 #include "paths.h"
 #include "recording.h"
 #include "rfile.h"
+#include "recover.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -231,7 +233,9 @@ static void forward(int sig)
  * last chunk cut short by SIGKILL in the middle of a write is cut off
  * first (nothing readable is lost), a corrupt file is left alone.
  */
-static void append_outside_end(const char *path, int status)
+static long salvaged_samples; /* samples recover_append added */
+
+static void append_outside_end(const char *path, int status, const struct recover_view *sv)
 {
 	struct rfile_reader *rd = NULL;
 	int st = rfile_open(path, &rd);
@@ -260,18 +264,26 @@ static void append_outside_end(const char *path, int status)
 	struct rfile_writer w;
 	memset(&w, 0, sizeof(w)); /* rfile_writer_destroy is safe on it */
 	if ((st == RFILE_END_OF_FILE || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
-	    rfile_writer_init(&w, fd, 0, 4096) == 0) {
+	    rfile_writer_init(&w, fd, 3, 1u << 20) == 0) {
+		w.seq = seq;
+		unsigned flags = RHEA_END_F_OUTSIDE;
+		if (sv && recover_is_for(sv, path)) {
+			long n = recover_append(sv, &w, at);
+			if (n >= 0) {
+				flags |= RHEA_END_F_SALVAGED;
+				salvaged_samples += n;
+			}
+		}
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		struct rhea_end end;
 		memset(&end, 0, sizeof(end));
 		end.h.kind = RHEA_E_END;
-		end.h.flags = RHEA_END_F_OUTSIDE;
+		end.h.flags = (uint16_t)flags;
 		end.h.size = sizeof(end);
 		end.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 		end.reason = WIFSIGNALED(status) ? RHEA_END_SIGNAL : RHEA_END_EXIT;
 		end.status = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-		w.seq = seq;
 		if (rfile_write_chunk(&w, &end, sizeof(end), 0) != 0)
 			cli_err("%s: could not add the end of the program to the recording", path);
 	}
@@ -296,9 +308,10 @@ void cli_summarize(const char *path, int child)
 	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s\n",
 		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
 		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped,
-		r.have_end	    ? ""
-		: r.end_outside ? ", cut short (the agent did not write the end)"
-				: ", cut short");
+		r.have_end		? ""
+		: r.end_outside && r.end_recovered ? ", ended by rhea record (the agent's unwritten records recovered)"
+		: r.end_outside			   ? ", cut short (the agent did not write the end)"
+						   : ", cut short");
 	recording_free(&r);
 }
 
@@ -408,6 +421,18 @@ int cmd_record(int argc, char **argv)
 	agent_opts_each(&ao, set_env, NULL);
 	unsetenv("RHEA_DISABLE");
 
+	/* The agent keeps its buffers in this memfd: what a SIGKILL leaves
+	 * unwritten is read from it afterwards (core/salvage.h).  Out of the
+	 * program's way, high; without it, recording works as before. */
+	int salvage_fd = memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
+	if (salvage_fd >= 0) {
+		int high = fcntl(salvage_fd, F_DUPFD_CLOEXEC, 900);
+		if (high >= 0) {
+			close(salvage_fd);
+			salvage_fd = high;
+		}
+	}
+
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
 	int sync_pipe[2];
@@ -426,6 +451,12 @@ int cmd_record(int argc, char **argv)
 		setenv("RHEA_OUTPUT", path, 1);
 		snprintf(buf, sizeof(buf), "%d", (int)getpid());
 		setenv("RHEA_ROOT_PID", buf, 1);
+		if (salvage_fd >= 0 && fcntl(salvage_fd, F_SETFD, 0) == 0) {
+			snprintf(buf, sizeof(buf), "%d", salvage_fd);
+			setenv(RHEA_SALVAGE_ENV, buf, 1);
+		} else {
+			unsetenv(RHEA_SALVAGE_ENV);
+		}
 		execvp(prog[0], prog);
 		int e = errno;
 		if (write(sync_pipe[1], &e, sizeof(e)) < 0)
@@ -451,8 +482,10 @@ int cmd_record(int argc, char **argv)
 	char path[PATH_MAX + 64];
 	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	struct recover_view sv;
+	int have_sv = recover_open(salvage_fd, pid, &sv) == 0;
 	if (access(path, F_OK) == 0)
-		append_outside_end(path, status);
+		append_outside_end(path, status, have_sv ? &sv : NULL);
 	/* the programs it exec'ed into: <base>.<pid>[.<n>].rhea (agent.c,
 	 * rhea_derived_name); the last one's end is the process's */
 	for (unsigned n = 0; n < 1000; n++) {
@@ -462,12 +495,19 @@ int cmd_record(int argc, char **argv)
 		if (stat(img, &st) != 0)
 			break;
 		if (st.st_mtim.tv_sec >= started.tv_sec)
-			append_outside_end(img, status);
+			append_outside_end(img, status, have_sv ? &sv : NULL);
 	}
+	if (have_sv)
+		recover_close(&sv);
+	if (salvage_fd >= 0)
+		close(salvage_fd);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
 				strsignal(WTERMSIG(status)));
+		if (salvaged_samples > 0)
+			fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n",
+				salvaged_samples);
 		if (access(path, F_OK) == 0)
 			cli_summarize(path, 0);
 		else

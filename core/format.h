@@ -256,6 +256,11 @@ enum rhea_end_flags {
 	 * SIGKILL), so what the agent had not written yet is missing; the
 	 * reason and status are what waitpid said. */
 	RHEA_END_F_OUTSIDE = 1,
+	/* With OUTSIDE: before this END rhea record appended what the agent
+	 * had not written yet, read from its buffers' memory after the
+	 * process died (core/salvage.h): nothing is missing but what a
+	 * thread was writing at that instant. */
+	RHEA_END_F_SALVAGED = 2,
 };
 
 struct rhea_end {

@@ -1027,6 +1027,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_str(&j, "end_reason", end_reason_key(r));
 		json_i64(&j, "end_status", end_of(r) ? end_of(r)->status : 0);
 		json_str(&j, "end_seen_by", r->have_end ? "agent" : r->end_outside ? "rhea record" : NULL);
+		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
+		json_u64(&j, "start_monotonic_ns", r->hdr.start_ns); /* the other *_ns count from it */
 		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);
 		json_u64(&j, "duration_ns", duration);
 		json_u64(&j, "interval_ns", r->hdr.interval_ns);
@@ -1202,7 +1204,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
-	if (!r->have_end && r->end_outside)
+	if (!r->have_end && r->end_outside && r->end_recovered)
+		fprintf(out, "  note:     the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
+			     "            as Go's runtime makes): rhea record recovered the records it had\n"
+			     "            not written yet from its buffers' memory\n");
+	else if (!r->have_end && r->end_outside)
 		fprintf(out, "  warning:  the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
 			     "            as Go's runtime makes, or the disk filled up): the records it had\n"
 			     "            not written yet are missing (its last 100 ms, or since the disk filled)\n");

@@ -1,0 +1,215 @@
+/*
+ * salvage.c - the agent's buffers in memory that outlives a SIGKILL
+ * (core/salvage.h says why and what the layout is).
+ *
+ * One region holds the header, the record buffers' chunks, the call-stack
+ * table's nodes and the pending samples.  Under `rhea record` it is a
+ * shared mapping of the memfd whose number RHEA_SALVAGE_FD names; anywhere
+ * else (rhea attach, a memfd that is not ours, no memfd at all) it is
+ * private anonymous memory, as the agent always had.  The memfd is taken
+ * only by the process rhea record started (fresh: no header yet) or by a
+ * later image of that same process after an exec (the header names its
+ * pid).  A forked child gets a private copy of the region at once
+ * (salvage_after_fork): it must never write into its parent's buffers.
+ *
+ * The descriptor stays open, close-on-exec, so that the owner's exec'ed
+ * image finds it again: the flag is cleared just around the owner's own
+ * exec (salvage_before_exec), never a child's.
+ */
+#include "agent.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "salvage.h"
+
+struct rhea_salvage *rhea_salvage; /* the region's header, NULL before set-up */
+static int salvage_fd = -1;        /* the memfd, -1: the region is private */
+static size_t region_size;
+
+#define PAGE 4096u
+static size_t page_up(size_t n)
+{
+	return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+/* The memfd rhea record handed down, if it is one and it is ours to take:
+ * its descriptor, else -1. */
+static int salvage_memfd(void)
+{
+	const char *v = getenv(RHEA_SALVAGE_ENV);
+	if (!v || !*v)
+		return -1;
+	char *end;
+	long fd = strtol(v, &end, 10);
+	if (*end || fd < 0 || fd > 1 << 30 || fcntl((int)fd, F_GETFD) < 0)
+		return -1;
+	char link[64], path[40] = "/proc/self/fd/";
+	char num[12];
+	int n = 0;
+	for (long x = fd; x || n == 0; x /= 10)
+		num[n++] = (char)('0' + x % 10);
+	size_t p = strlen(path);
+	while (n)
+		path[p++] = num[--n];
+	path[p] = 0;
+	ssize_t l = readlink(path, link, sizeof(link) - 1);
+	static const char want[] = "/memfd:" RHEA_SALVAGE_NAME " ";
+	if (l < (ssize_t)sizeof(want) - 1)
+		return -1;
+	link[l] = 0;
+	if (memcmp(link, want, sizeof(want) - 1) != 0)
+		return -1;
+	struct rhea_salvage h;
+	memset(&h, 0, sizeof(h));
+	ssize_t got = pread((int)fd, &h, sizeof(h), 0);
+	if (got < 0)
+		return -1;
+	if (got == (ssize_t)sizeof(h) && h.magic == RHEA_SALVAGE_MAGIC && h.pid != getpid())
+		return -1; /* another process's (we are a child that exec'ed) */
+	if (got == (ssize_t)sizeof(h) && h.magic != RHEA_SALVAGE_MAGIC && h.magic != 0)
+		return -1;
+	return (int)fd;
+}
+
+void *salvage_region(size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+		     struct rhea_salvage_pend **pend)
+{
+	size_t hdr = page_up(sizeof(struct rhea_salvage));
+	size_t off_buf = hdr, off_nodes = off_buf + page_up(buf_bytes);
+	size_t off_pend = off_nodes + page_up(node_bytes);
+	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
+	char *m = MAP_FAILED;
+	int fd = salvage_memfd();
+	/* zeroed: an exec'ed image finds its predecessor's bytes here */
+	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (m == MAP_FAILED) {
+		fd = -1;
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+			 0);
+		if (m == MAP_FAILED)
+			return NULL;
+	}
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	salvage_fd = fd;
+	region_size = size;
+	struct rhea_salvage *h = (struct rhea_salvage *)m;
+	h->version = RHEA_SALVAGE_VERSION;
+	h->header_size = sizeof(*h);
+	h->pid = getpid();
+	h->base = (uint64_t)(uintptr_t)m;
+	h->size = size;
+	h->nodes = (uint64_t)(uintptr_t)(m + off_nodes);
+	h->pend = (uint64_t)(uintptr_t)(m + off_pend);
+	h->npend = npend;
+	h->nodes_in_file = 1;
+	*buf = m + off_buf;
+	*nodes = m + off_nodes;
+	*pend = (struct rhea_salvage_pend *)(m + off_pend);
+	rhea_salvage = h;
+	return m;
+}
+
+/* Once the buffers and the table are set up in the region, and the file is
+ * named: what the reader needs, and then the magic that makes it count. */
+void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes)
+{
+	struct rhea_salvage *h = rhea_salvage;
+	if (!h)
+		return;
+	h->chunks = (uint64_t)(uintptr_t)b->chunks;
+	h->nchunks = b->nchunks;
+	h->chunk_size = b->chunk_size;
+	h->max_nodes = max_nodes;
+	size_t n = strlen(output);
+	if (n >= sizeof(h->output))
+		n = sizeof(h->output) - 1;
+	memcpy(h->output, output, n);
+	h->output[n] = 0;
+	__atomic_store_n(&h->state, RHEA_SALVAGE_ACTIVE, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->magic, RHEA_SALVAGE_MAGIC, __ATOMIC_RELEASE);
+}
+
+int salvage_shared(void)
+{
+	return salvage_fd >= 0;
+}
+
+void salvage_set_state(uint32_t state)
+{
+	if (rhea_salvage)
+		__atomic_store_n(&rhea_salvage->state, state, __ATOMIC_RELEASE);
+}
+
+void salvage_round(int begin, uint64_t file_offset)
+{
+	struct rhea_salvage *h = rhea_salvage;
+	if (!h)
+		return;
+	if (begin) {
+		__atomic_store_n(&h->round_start, file_offset, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->in_round, 1, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&h->in_round, 0, __ATOMIC_RELEASE);
+	}
+}
+
+void salvage_nodes_in_file(uint32_t written)
+{
+	if (rhea_salvage)
+		__atomic_store_n(&rhea_salvage->nodes_in_file, written, __ATOMIC_RELEASE);
+}
+
+/* The owner execs: the next image takes the memfd over (the old image has
+ * written its END by then).  After a failed exec, as it was. */
+void salvage_before_exec(void)
+{
+	if (salvage_fd >= 0)
+		fcntl(salvage_fd, F_SETFD, 0);
+}
+
+void salvage_after_exec(void)
+{
+	if (salvage_fd >= 0)
+		fcntl(salvage_fd, F_SETFD, FD_CLOEXEC);
+}
+
+/*
+ * In a forked child, before it writes anything: the shared region becomes
+ * a private copy.  The buffers and pending samples are reset by the child
+ * anyway; the header and the nodes the child keeps (it writes them all to
+ * its own file) are copied, nodes up to next_id.
+ */
+int salvage_after_fork(uint32_t next_id)
+{
+	struct rhea_salvage *h = rhea_salvage;
+	if (salvage_fd < 0 || !h)
+		return 0;
+	syscall(SYS_close, salvage_fd);
+	salvage_fd = -1;
+	char *old = (char *)h;
+	char *m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		return -1; /* the caller stops the agent: never the parent's buffers */
+	memcpy(m, old, page_up(sizeof(*h)));
+	size_t off = (size_t)(h->chunks - h->base);
+	memcpy(m + off, old + off, (size_t)h->nchunks * sizeof(struct rhea_salvage_chunk));
+	off = (size_t)(h->nodes - h->base);
+	if (next_id > h->max_nodes)
+		next_id = h->max_nodes;
+	memcpy(m + off, old + off, (size_t)next_id * sizeof(struct rhea_salvage_node));
+	if (mremap(m, region_size, region_size, MREMAP_MAYMOVE | MREMAP_FIXED, old) == MAP_FAILED) {
+		munmap(m, region_size);
+		return -1;
+	}
+	h->state = RHEA_SALVAGE_UNSET;
+	h->magic = 0;
+	return 0;
+}

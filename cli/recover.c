@@ -1,0 +1,200 @@
+/*
+ * recover.c - read a dead program's last buffers from the memfd it shared
+ * with rhea record, and append them to its recording (core/salvage.h).
+ *
+ * The region was written by the program, which may have scribbled on it
+ * before it died: every offset, count and entry is checked against the
+ * region's bounds, and an entry that does not check out ends its chunk.
+ *
+ * What is appended, in new chunks after the file's last whole one:
+ *  - NODES for the call-stack table's ready nodes from nodes_in_file on
+ *    (a node a thread was adding when it died is not ready: skipped);
+ *  - every entry of the chunks the writer had not written: FILLING and FULL
+ *    ones, and WRITING and DRAINED ones when the writer's round wrote
+ *    nothing of them (the file still ends where the round began);
+ *  - each thread's pending sample, unless the thread was changing it.
+ */
+#include "recover.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int recover_open(int memfd, pid_t pid, struct recover_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	struct stat st;
+	if (memfd < 0 || fstat(memfd, &st) != 0 || (uint64_t)st.st_size < sizeof(struct rhea_salvage))
+		return -1;
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, memfd, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	v->map = m;
+	v->size = (size_t)st.st_size;
+	v->h = m;
+	const struct rhea_salvage *h = v->h;
+	if (h->magic != RHEA_SALVAGE_MAGIC || h->version != RHEA_SALVAGE_VERSION ||
+	    h->header_size < sizeof(*h) || h->state != RHEA_SALVAGE_ACTIVE || h->pid != pid ||
+	    h->size != v->size || memchr(h->output, 0, sizeof(h->output)) == NULL) {
+		recover_close(v);
+		return -1;
+	}
+	return 0;
+}
+
+void recover_close(struct recover_view *v)
+{
+	if (v->map)
+		munmap((void *)v->map, v->size);
+	memset(v, 0, sizeof(*v));
+}
+
+int recover_is_for(const struct recover_view *v, const char *path)
+{
+	struct stat a, b;
+	return v->h && stat(v->h->output, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* The region's bytes at agent address addr, n of them, or NULL when they
+ * are not all inside it. */
+static const char *at_addr(const struct recover_view *v, uint64_t addr, uint64_t n)
+{
+	uint64_t base = v->h->base;
+	if (addr < base || addr - base > v->size || n > v->size - (addr - base))
+		return NULL;
+	return v->map + (addr - base);
+}
+
+/* Entries are gathered into one payload and written as a chunk when full. */
+struct out {
+	struct rfile_writer *w;
+	char *buf;
+	size_t used, cap;
+	long samples;
+	int err;
+};
+
+static void out_flush(struct out *o)
+{
+	if (o->used && !o->err && rfile_write_chunk(o->w, o->buf, o->used, 1) != 0)
+		o->err = 1;
+	o->used = 0;
+}
+
+/* Room for len bytes (len <= cap). */
+static void *out_reserve(struct out *o, size_t len)
+{
+	if (o->used + len > o->cap)
+		out_flush(o);
+	void *p = o->buf + o->used;
+	o->used += len;
+	return p;
+}
+
+static void out_entry(struct out *o, const struct rhea_entry *e)
+{
+	if (e->size > o->cap)
+		return;
+	memcpy(out_reserve(o, e->size), e, e->size);
+	if (e->kind == RHEA_E_SAMPLE)
+		o->samples++;
+}
+
+static void nodes(const struct recover_view *v, struct out *o)
+{
+	const struct rhea_salvage *h = v->h;
+	const struct rhea_salvage_node *n =
+		(const void *)at_addr(v, h->nodes, (uint64_t)h->max_nodes * sizeof(*n));
+	if (!n)
+		return;
+	enum { PER_ENTRY = 4096, GIVE_UP = 4096 };
+	uint32_t i = h->nodes_in_file ? h->nodes_in_file : 1, idle = 0;
+	while (i < h->max_nodes && idle < GIVE_UP) {
+		if (!n[i].ready) { /* being added at the end, or never handed out */
+			i++;
+			idle++;
+			continue;
+		}
+		idle = 0;
+		uint32_t first = i, count = 0;
+		while (i < h->max_nodes && n[i].ready && count < PER_ENTRY) {
+			i++;
+			count++;
+		}
+		size_t len = sizeof(struct rhea_nodes) + (size_t)count * sizeof(struct rhea_node);
+		struct rhea_nodes *e = out_reserve(o, len);
+		memset(e, 0, len);
+		e->h.kind = RHEA_E_NODES;
+		e->h.size = (uint32_t)len;
+		e->first_id = first;
+		e->count = count;
+		struct rhea_node *d = (struct rhea_node *)(e + 1);
+		for (uint32_t k = 0; k < count; k++) {
+			d[k].addr = n[first + k].addr;
+			d[k].parent = n[first + k].parent;
+		}
+	}
+}
+
+static void chunks(const struct recover_view *v, struct out *o, uint64_t at)
+{
+	const struct rhea_salvage *h = v->h;
+	const struct rhea_salvage_chunk *c =
+		(const void *)at_addr(v, h->chunks, (uint64_t)h->nchunks * sizeof(*c));
+	if (!c)
+		return;
+	/* The round in progress wrote nothing yet: what it drained is not in
+	 * the file.  Once it wrote something, its chunks count as written (a
+	 * round that needed two writes may lose a part; never duplicates). */
+	int round_unwritten = h->in_round && h->round_start == at;
+	for (uint32_t i = 0; i < h->nchunks; i++) {
+		uint32_t state = c[i].state;
+		if (state != RHEA_SALVAGE_CHUNK_FILLING && state != RHEA_SALVAGE_CHUNK_FULL &&
+		    !(round_unwritten &&
+		      (state == RHEA_SALVAGE_CHUNK_WRITING || state == RHEA_SALVAGE_CHUNK_DRAINED)))
+			continue;
+		uint32_t used = c[i].used;
+		const char *d = used <= h->chunk_size ? at_addr(v, c[i].data, used) : NULL;
+		if (!d || ((uintptr_t)d & 7))
+			continue;
+		size_t off = 0;
+		const struct rhea_entry *e;
+		while (rfile_next_entry(d, used, &off, &e) == 1 && rfile_entry_check(e) >= 0)
+			out_entry(o, e);
+	}
+}
+
+static void pending(const struct recover_view *v, struct out *o)
+{
+	const struct rhea_salvage *h = v->h;
+	const struct rhea_salvage_pend *p =
+		(const void *)at_addr(v, h->pend, (uint64_t)h->npend * sizeof(*p));
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < h->npend; i++) {
+		if (!p[i].valid || p[i].busy || p[i].s.h.kind != RHEA_E_SAMPLE ||
+		    p[i].s.h.size != sizeof(struct rhea_sample))
+			continue;
+		out_entry(o, &p[i].s.h);
+	}
+}
+
+long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64_t at)
+{
+	struct out o = {.w = w, .cap = w->max_chunk};
+	o.buf = malloc(o.cap);
+	if (!o.buf)
+		return -1;
+	/* nodes first: a reader resolves the samples' stacks whatever the
+	 * order, but a reader cut short here keeps what it read whole */
+	nodes(v, &o);
+	chunks(v, &o, at);
+	pending(v, &o);
+	out_flush(&o);
+	free(o.buf);
+	return o.err ? -1 : o.samples;
+}

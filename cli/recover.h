@@ -1,0 +1,37 @@
+/*
+ * recover.h - rhea record's side of core/salvage.h: after the program died
+ * without writing its END, read what its agent had not written yet from the
+ * memfd they shared, and append it to the recording.
+ */
+#ifndef RHEA_CLI_RECOVER_H
+#define RHEA_CLI_RECOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rfile.h"
+#include "salvage.h"
+
+struct recover_view {
+	const char *map; /* the memfd, mapped read-only */
+	size_t size;
+	const struct rhea_salvage *h;
+};
+
+/* Map and check the region of process pid.  0, or -1 when there is nothing
+ * to salvage (never set up, the agent ended the recording itself, another
+ * process's, malformed: a program can scribble on it). */
+int recover_open(int memfd, pid_t pid, struct recover_view *v);
+void recover_close(struct recover_view *v);
+
+/* Whether the region's recording is the file at path. */
+int recover_is_for(const struct recover_view *v, const char *path);
+
+/* What the file lacks, appended through w (whose file ends, whole, at byte
+ * `at`): the stack nodes past those in the file, the buffered entries, the
+ * threads' pending samples.  The number of samples added, or -1 on a write
+ * error. */
+long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64_t at);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * salvage.h - the agent's memory that outlives a SIGKILL.
+ *
+ * The agent's writer thread empties its buffers into the file every 100 ms.
+ * A program killed with SIGKILL (kill -9, the OOM killer, a supervisor's
+ * timeout) dies between two flushes: its last moments, the part most worth
+ * seeing, would be lost with its memory.  So under `rhea record` the
+ * buffers that hold them live in a memfd that rhea record created and that
+ * the program inherits: the record buffers' chunks, the call-stack table's
+ * nodes and every thread's pending (merged) sample.  The memfd's pages
+ * belong to the memfd, not to the dying process; rhea record, still holding
+ * its descriptor, reads them once the program is gone and appends what the
+ * file lacks before the end it adds (cli/cmd_record.c).
+ *
+ * Layout: this header at offset 0, then the areas it points to.  Addresses
+ * are the agent's (`base` is where the region is mapped in the program); a
+ * reader subtracts `base`.  Everything is written by the agent only; the
+ * reader reads a frozen region (the program is dead), so torn updates are
+ * the only hazard: each area says how to tell a consistent part from the
+ * rest (chunk `used` advances after its bytes are written, a pending sample
+ * being changed is marked busy, a node is marked ready last).
+ */
+#ifndef RHEA_SALVAGE_H
+#define RHEA_SALVAGE_H
+
+#include <stdint.h>
+
+#include "format.h"
+
+#define RHEA_SALVAGE_MAGIC 0x766c617361656872ull /* "rheasalv", little-endian */
+#define RHEA_SALVAGE_VERSION 1
+#define RHEA_SALVAGE_ENV "RHEA_SALVAGE_FD"
+#define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
+
+enum rhea_salvage_state {
+	RHEA_SALVAGE_UNSET = 0,  /* not (yet) set up */
+	RHEA_SALVAGE_ACTIVE = 1, /* recording: what is here may be missing from the file */
+	RHEA_SALVAGE_DONE = 2,   /* the agent wrote the end itself: nothing to add */
+};
+
+/* A record buffer chunk (agent/buf.h's struct buf_chunk, the same bytes). */
+enum { RHEA_SALVAGE_CHUNK_FREE = 0, RHEA_SALVAGE_CHUNK_FILLING = 1, RHEA_SALVAGE_CHUNK_FULL = 2,
+       RHEA_SALVAGE_CHUNK_WRITING = 3, RHEA_SALVAGE_CHUNK_DRAINED = 4 };
+struct rhea_salvage_chunk {
+	uint32_t state; /* RHEA_SALVAGE_CHUNK_* */
+	uint32_t used;  /* bytes of whole entries at data */
+	uint64_t seq;
+	uint64_t data; /* address */
+};
+
+/* A call-stack table node (agent/stacktab.h's struct stacktab_node). */
+struct rhea_salvage_node {
+	uint64_t addr;
+	uint32_t parent;
+	uint32_t ready; /* addr and parent are written */
+};
+
+/* A thread slot's pending sample: a run of identical captures that waits
+ * for the next different one (agent/capture.c). */
+struct rhea_salvage_pend {
+	uint32_t busy;  /* being changed: the sample may be half-updated */
+	uint32_t valid; /* s holds a sample not yet in the buffers */
+	struct rhea_sample s;
+};
+
+struct rhea_salvage {
+	uint64_t magic;  /* RHEA_SALVAGE_MAGIC, written last at set-up */
+	uint32_t version;
+	uint32_t state;  /* enum rhea_salvage_state */
+	int32_t pid;     /* the process the region belongs to (kept across exec) */
+	uint32_t header_size;
+	uint64_t base;   /* the region's address in that process */
+	uint64_t size;   /* bytes of the region */
+	/* the record buffers: nchunks descriptors at `chunks` */
+	uint64_t chunks;
+	uint32_t nchunks, chunk_size;
+	/* the call-stack table: max_nodes nodes at `nodes`, node 0 unused */
+	uint64_t nodes;
+	uint32_t max_nodes;
+	uint32_t nodes_in_file; /* node ids below this are in the file */
+	/* pending samples: npend at `pend` */
+	uint64_t pend;
+	uint32_t npend;
+	/* The writer's rounds: a round drains chunks (WRITING, then DRAINED)
+	 * and writes them to the file at its end.  in_round: a round began at
+	 * file offset round_start and has not finished: its DRAINED chunks are
+	 * in the file only if the file grew past round_start. */
+	uint32_t in_round;
+	uint64_t round_start;
+	char output[4096]; /* the recording these belong to */
+};
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * Unit tests of the salvage region end to end in one process: the agent's
+ * side (agent/salvage.c, buf.c, stacktab.c lay it out in a memfd named as
+ * rhea record names it) and rhea record's (cli/recover.c reads it back into
+ * a recording).  What the agent had buffered comes back exactly once;
+ * what the region says is already in the file does not; a region a program
+ * scribbled on is read up to the damage without crashing.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "recover.h"
+#include "rfile.h"
+
+struct region {
+	int memfd;
+	char path[64];
+	int fd;
+	struct rfile_writer w;
+	struct buf b;
+	struct stacktab st;
+	struct rhea_salvage_pend *pend;
+	uint64_t at; /* where the file ends */
+};
+
+/* A recording file with a header and one chunk, and a fresh region. */
+static void setup(struct region *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->memfd = memfd_create(RHEA_SALVAGE_NAME, 0);
+	cr_assert_geq(r->memfd, 0);
+	char num[16];
+	snprintf(num, sizeof(num), "%d", r->memfd);
+	setenv(RHEA_SALVAGE_ENV, num, 1);
+	void *bm, *nm;
+	cr_assert_not_null(salvage_region(buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
+					  &r->pend));
+	cr_assert(salvage_shared(), "the region is not the memfd");
+	cr_assert_eq(buf_init_at(&r->b, bm, 4, 4096, 1), 0);
+	r->b.keep_drained = 1;
+	cr_assert_eq(stacktab_init_at(&r->st, nm, 64), 0);
+	snprintf(r->path, sizeof(r->path), "/tmp/rhea-recover-XXXXXX");
+	r->fd = mkstemp(r->path);
+	cr_assert_geq(r->fd, 0);
+	cr_assert_eq(rfile_writer_init(&r->w, r->fd, 0, 1u << 20), 0);
+	struct rhea_file_header h;
+	memset(&h, 0, sizeof(h));
+	cr_assert_eq(rfile_write_header(&r->w, &h), 0);
+	struct rhea_meta m;
+	memset(&m, 0, sizeof(m));
+	m.h.kind = RHEA_E_META;
+	m.h.size = sizeof(m);
+	cr_assert_eq(rfile_write_chunk(&r->w, &m, sizeof(m), 0), 0);
+	r->at = (uint64_t)lseek(r->fd, 0, SEEK_CUR);
+	salvage_publish(&r->b, r->path, 64);
+}
+
+static void teardown(struct region *r)
+{
+	rfile_writer_destroy(&r->w);
+	close(r->fd);
+	unlink(r->path);
+	close(r->memfd);
+	unsetenv(RHEA_SALVAGE_ENV);
+}
+
+static void emit_sample(struct region *r, uint32_t tid, uint64_t t, uint32_t stack)
+{
+	struct rhea_sample s;
+	memset(&s, 0, sizeof(s));
+	s.h.kind = RHEA_E_SAMPLE;
+	s.h.size = sizeof(s);
+	s.tid = tid;
+	s.begin_ns = s.end_ns = t;
+	s.stack = stack;
+	cr_assert_eq(buf_emit(&r->b, tid, &s, sizeof(s)), 0);
+}
+
+struct counts {
+	long samples, nodes, node_entries;
+	uint64_t times; /* sum of begin_ns */
+	uint64_t node_addr_sum;
+};
+
+static int drop(void *arg, const void *data, size_t len)
+{
+	(void)arg;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+/* Recover into the file, then count what this recovery added. */
+static long recover(struct region *r, struct counts *c)
+{
+	struct recover_view v;
+	cr_assert_eq(recover_open(r->memfd, getpid(), &v), 0);
+	cr_assert(recover_is_for(&v, r->path));
+	uint64_t from = r->at;
+	lseek(r->fd, (off_t)from, SEEK_SET);
+	long n = recover_append(&v, &r->w, from);
+	recover_close(&v);
+	memset(c, 0, sizeof(*c));
+	struct rfile_reader *rd;
+	cr_assert_eq(rfile_open(r->path, &rd), RFILE_OK);
+	const void *p;
+	size_t len;
+	for (;;) {
+		uint64_t off_chunk = rfile_offset(rd);
+		if (rfile_next_chunk(rd, &p, &len) != RFILE_OK)
+			break;
+		if (off_chunk < from)
+			continue;
+		size_t off = 0;
+		const struct rhea_entry *e;
+		while (rfile_next_entry(p, len, &off, &e) == 1) {
+			if (e->kind == RHEA_E_SAMPLE) {
+				c->samples++;
+				c->times += ((const struct rhea_sample *)e)->begin_ns;
+			} else if (e->kind == RHEA_E_NODES) {
+				const struct rhea_nodes *ns = (const void *)e;
+				const struct rhea_node *nd = (const void *)(ns + 1);
+				c->node_entries++;
+				c->nodes += ns->count;
+				for (uint32_t i = 0; i < ns->count; i++)
+					c->node_addr_sum += nd[i].addr;
+			}
+		}
+	}
+	rfile_close(rd);
+	/* the next recovery appends after this one */
+	r->at = (uint64_t)lseek(r->fd, 0, SEEK_END);
+	return n;
+}
+
+Test(recover, buffered_nodes_and_pending_once)
+{
+	struct region r;
+	setup(&r);
+	uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
+	uint32_t ids[3];
+	uint32_t leaf = stacktab_intern(&r.st, 0, addrs, 3, ids);
+	cr_assert_neq(leaf, 0);
+	for (uint64_t t = 1; t <= 5; t++)
+		emit_sample(&r, 7, t, leaf);
+	/* a pending sample, and one being changed when the thread died */
+	r.pend[0].s.h.kind = RHEA_E_SAMPLE;
+	r.pend[0].s.h.size = sizeof(struct rhea_sample);
+	r.pend[0].s.begin_ns = 100;
+	r.pend[0].valid = 1;
+	r.pend[1] = r.pend[0];
+	r.pend[1].busy = 1;
+	struct counts c;
+	cr_assert_eq(recover(&r, &c), 6);
+	cr_assert_eq(c.samples, 6);
+	cr_assert_eq(c.times, 1 + 2 + 3 + 4 + 5 + 100);
+	cr_assert_eq(c.nodes, 3);
+	cr_assert_eq(c.node_addr_sum, 0x6000);
+	teardown(&r);
+}
+
+Test(recover, nodes_already_in_the_file_are_not_repeated)
+{
+	struct region r;
+	setup(&r);
+	uint64_t a[2] = {0x10, 0x20};
+	uint32_t ids[2];
+	stacktab_intern(&r.st, 0, a, 2, ids);
+	salvage_nodes_in_file(3); /* nodes 1 and 2 written */
+	uint64_t b[1] = {0x30};
+	stacktab_intern(&r.st, ids[1], b, 1, ids);
+	struct counts c;
+	cr_assert_eq(recover(&r, &c), 0);
+	cr_assert_eq(c.nodes, 1);
+	cr_assert_eq(c.node_addr_sum, 0x30);
+	teardown(&r);
+}
+
+Test(recover, drained_chunks_only_when_the_round_wrote_nothing)
+{
+	struct region r;
+	setup(&r);
+	emit_sample(&r, 1, 10, 0);
+	buf_seal_all(&r.b, 0);
+	salvage_round(1, r.at); /* a round begins where the file ends... */
+	buf_drain(&r.b, drop, NULL);
+	emit_sample(&r, 1, 20, 0); /* ...and the thread goes on meanwhile */
+	struct counts c;
+	cr_assert_eq(recover(&r, &c), 2, "the round had written nothing: both samples");
+	cr_assert_eq(c.times, 30);
+	/* the same state, but the round's write reached the file: only the
+	 * sample that came after the drain */
+	salvage_round(1, r.at - 1);
+	cr_assert_eq(recover(&r, &c), 1);
+	cr_assert_eq(c.times, 20);
+	/* the round ended: what it drained is in the file */
+	salvage_round(0, 0);
+	cr_assert_eq(recover(&r, &c), 1);
+	buf_release_drained(&r.b);
+	cr_assert_eq(recover(&r, &c), 1);
+	teardown(&r);
+}
+
+Test(recover, scribbled_region)
+{
+	struct region r;
+	setup(&r);
+	emit_sample(&r, 1, 10, 0);
+	emit_sample(&r, 1, 20, 0);
+	struct rhea_salvage *h = rhea_salvage;
+	/* a chunk that claims more than it holds: skipped */
+	struct buf_chunk *ch = &r.b.chunks[0];
+	uint32_t used = ch->used;
+	ch->used = 1u << 30;
+	struct counts c;
+	cr_assert_eq(recover(&r, &c), 0);
+	/* an entry whose size runs past the data: the chunk ends before it */
+	ch->used = used;
+	((struct rhea_entry *)(ch->data + sizeof(struct rhea_sample)))->size = 4096;
+	cr_assert_eq(recover(&r, &c), 1);
+	/* descriptors and nodes pointing outside the region: nothing from them */
+	uint64_t chunks = h->chunks, nodes = h->nodes;
+	h->chunks = h->base + h->size - 8;
+	h->nodes = 12;
+	cr_assert_eq(recover(&r, &c), 0);
+	h->chunks = chunks;
+	h->nodes = nodes;
+	/* not this process's, or ended by the agent: not opened */
+	struct recover_view v;
+	cr_assert_neq(recover_open(r.memfd, getpid() + 1, &v), 0);
+	salvage_set_state(RHEA_SALVAGE_DONE);
+	cr_assert_neq(recover_open(r.memfd, getpid(), &v), 0);
+	salvage_set_state(RHEA_SALVAGE_ACTIVE);
+	h->magic ^= 1;
+	cr_assert_neq(recover_open(r.memfd, getpid(), &v), 0);
+	h->magic ^= 1;
+	cr_assert_eq(recover_open(r.memfd, getpid(), &v), 0);
+	recover_close(&v);
+	teardown(&r);
+}
