@@ -119,6 +119,9 @@ void agent_disable(const char *why, int err)
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
 	rhea_g.active = 0;
+	/* Switched off, it records no more: rhea record must not claim the
+	 * recording whole (what its buffers hold stays unwritten). */
+	salvage_set_state(RHEA_SALVAGE_DONE);
 	if (!rhea_g.cfg.quiet && why[0]) /* "": a deliberate stop (--no-follow) */
 		say("agent switched off: ", why, err ? ": " : NULL, err ? strerror(err) : NULL);
 }
