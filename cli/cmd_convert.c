@@ -338,7 +338,10 @@ int cmd_convert(int argc, char **argv)
 			goto close_ctx;
 		}
 	}
-	if (!r.have_end && !r.salvaged)
+	if (!r.have_end && !r.salvaged && r.end_outside && !r.end_recovered)
+		cli_err("warning: %s: the agent did not write the end (SIGKILL, a raw exit_group or a full "
+			"disk): its last records are missing", in);
+	else if (!r.have_end && !r.salvaged && !r.end_outside)
 		cli_err("warning: %s was cut short (no end marker: killed, disk full, or still running): "
 			"converting what it holds", in);
 	else if (r.salvaged)
