@@ -1066,7 +1066,7 @@ void agent_postfork_child(void)
 {
 	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
-	if (salvage_after_fork(rhea_g.st.next_id) < 0) {
+	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id) < 0) {
 		for (int c = 0; c < RHEA_C_COUNT; c++)
 			rhea_g.on[c] = 0;
 		rhea_g.active = 0;
@@ -1284,7 +1284,7 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
-	if (!salvage_region(buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
+	if (!salvage_region(!rhea_attached, buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
 			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
 		agent_disable("cannot map the buffers: ", errno);
 		goto out;

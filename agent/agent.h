@@ -403,8 +403,9 @@ void attach_cleanup(void);
 /* salvage.c: the buffers in memory rhea record can read after a SIGKILL */
 extern struct rhea_salvage *rhea_salvage;
 /* Map the region: header, buffers (buf_bytes), nodes, npend pending
- * samples; *buf, *nodes, *pend point into it.  NULL when nothing maps. */
-void *salvage_region(size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+ * samples; *buf, *nodes, *pend point into it.  NULL when nothing maps.
+ * may_share: rhea record's memfd may be taken (not under rhea attach). */
+void *salvage_region(int may_share, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend);
 void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
 int salvage_shared(void); /* the region is rhea record's memfd */
@@ -413,7 +414,7 @@ void salvage_round(int begin, uint64_t file_offset);
 void salvage_nodes_in_file(uint32_t written);
 void salvage_before_exec(void);
 void salvage_after_exec(void);
-int salvage_after_fork(uint32_t next_id); /* 0, or -1: the agent must stop */
+int salvage_after_fork(const struct buf *b, uint32_t next_id); /* 0, or -1: the agent must stop */
 
 /* agent.c */
 void agent_warn(const char *msg, long value);

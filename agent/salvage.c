@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,7 +30,25 @@
 
 struct rhea_salvage *rhea_salvage; /* the region's header, NULL before set-up */
 static int salvage_fd = -1;        /* the memfd, -1: the region is private */
+static dev_t memfd_dev;            /* what salvage_fd was opened on */
+static ino_t memfd_ino;
 static size_t region_size;
+static int region_shared;          /* the region maps the memfd */
+static size_t off_nodes;           /* where the nodes begin in it */
+
+/* salvage_fd still names the memfd: a program that closed every
+ * descriptor may since have got that number for a file of its own, which
+ * the agent must then never touch. */
+static int fd_still_ours(void)
+{
+	struct stat st;
+	if (salvage_fd < 0)
+		return 0;
+	if (fstat(salvage_fd, &st) == 0 && st.st_dev == memfd_dev && st.st_ino == memfd_ino)
+		return 1;
+	salvage_fd = -1;
+	return 0;
+}
 
 #define PAGE 4096u
 static size_t page_up(size_t n)
@@ -76,15 +95,15 @@ static int salvage_memfd(void)
 	return (int)fd;
 }
 
-void *salvage_region(size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+void *salvage_region(int may_share, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend)
 {
 	size_t hdr = page_up(sizeof(struct rhea_salvage));
-	size_t off_buf = hdr, off_nodes = off_buf + page_up(buf_bytes);
-	size_t off_pend = off_nodes + page_up(node_bytes);
+	size_t off_buf = hdr, nodes_at = off_buf + page_up(buf_bytes);
+	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
 	char *m = MAP_FAILED;
-	int fd = salvage_memfd();
+	int fd = may_share ? salvage_memfd() : -1;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
 	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -95,22 +114,30 @@ void *salvage_region(size_t buf_bytes, size_t node_bytes, uint32_t npend, void *
 		if (m == MAP_FAILED)
 			return NULL;
 	}
-	if (fd >= 0)
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		memfd_dev = st.st_dev;
+		memfd_ino = st.st_ino;
+	} else {
+		fd = -1;
+	}
 	salvage_fd = fd;
+	region_shared = fd >= 0;
 	region_size = size;
+	off_nodes = nodes_at;
 	struct rhea_salvage *h = (struct rhea_salvage *)m;
 	h->version = RHEA_SALVAGE_VERSION;
 	h->header_size = sizeof(*h);
 	h->pid = getpid();
 	h->base = (uint64_t)(uintptr_t)m;
 	h->size = size;
-	h->nodes = (uint64_t)(uintptr_t)(m + off_nodes);
+	h->nodes = (uint64_t)(uintptr_t)(m + nodes_at);
 	h->pend = (uint64_t)(uintptr_t)(m + off_pend);
 	h->npend = npend;
 	h->nodes_in_file = 1;
 	*buf = m + off_buf;
-	*nodes = m + off_nodes;
+	*nodes = m + nodes_at;
 	*pend = (struct rhea_salvage_pend *)(m + off_pend);
 	rhea_salvage = h;
 	return m;
@@ -138,7 +165,7 @@ void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes
 
 int salvage_shared(void)
 {
-	return salvage_fd >= 0;
+	return region_shared;
 }
 
 void salvage_set_state(uint32_t state)
@@ -170,13 +197,13 @@ void salvage_nodes_in_file(uint32_t written)
  * written its END by then).  After a failed exec, as it was. */
 void salvage_before_exec(void)
 {
-	if (salvage_fd >= 0)
+	if (fd_still_ours())
 		fcntl(salvage_fd, F_SETFD, 0);
 }
 
 void salvage_after_exec(void)
 {
-	if (salvage_fd >= 0)
+	if (fd_still_ours())
 		fcntl(salvage_fd, F_SETFD, FD_CLOEXEC);
 }
 
@@ -186,12 +213,13 @@ void salvage_after_exec(void)
  * anyway; the header and the nodes the child keeps (it writes them all to
  * its own file) are copied, nodes up to next_id.
  */
-int salvage_after_fork(uint32_t next_id)
+int salvage_after_fork(const struct buf *b, uint32_t next_id)
 {
 	struct rhea_salvage *h = rhea_salvage;
-	if (salvage_fd < 0 || !h)
-		return 0;
-	syscall(SYS_close, salvage_fd);
+	if (!region_shared || !h)
+		return 0; /* private already */
+	if (fd_still_ours())
+		syscall(SYS_close, salvage_fd);
 	salvage_fd = -1;
 	char *old = (char *)h;
 	char *m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -199,16 +227,19 @@ int salvage_after_fork(uint32_t next_id)
 	if (m == MAP_FAILED)
 		return -1; /* the caller stops the agent: never the parent's buffers */
 	memcpy(m, old, page_up(sizeof(*h)));
-	size_t off = (size_t)(h->chunks - h->base);
-	memcpy(m + off, old + off, (size_t)h->nchunks * sizeof(struct rhea_salvage_chunk));
-	off = (size_t)(h->nodes - h->base);
-	if (next_id > h->max_nodes)
-		next_id = h->max_nodes;
-	memcpy(m + off, old + off, (size_t)next_id * sizeof(struct rhea_salvage_node));
+	if (b->chunks) {
+		size_t off = (size_t)((char *)b->chunks - old);
+		memcpy(m + off, old + off, (size_t)b->nchunks * sizeof(*b->chunks));
+	}
+	uint64_t nodes_max = (region_size - off_nodes) / sizeof(struct rhea_salvage_node);
+	if (next_id > nodes_max)
+		next_id = (uint32_t)nodes_max;
+	memcpy(m + off_nodes, old + off_nodes, (size_t)next_id * sizeof(struct rhea_salvage_node));
 	if (mremap(m, region_size, region_size, MREMAP_MAYMOVE | MREMAP_FIXED, old) == MAP_FAILED) {
 		munmap(m, region_size);
 		return -1;
 	}
+	region_shared = 0;
 	h->state = RHEA_SALVAGE_UNSET;
 	h->magic = 0;
 	return 0;

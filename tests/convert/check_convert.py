@@ -968,19 +968,22 @@ def t_sigkill(ctx):
     salvage = rc == 2 and "truncated" in se
     if salvage:  # SIGKILL in the middle of the writer's write(): doc/format.md
         rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "--salvage", "-o", pf, rec])
+    # rhea record recovered what the agent had not written and ended the
+    # recording: it converts as a whole one, without a warning
     lines = se.splitlines()
-    if rc != 0 or len(lines) != 1 or not lines[0].startswith("rhea: warning: "):
-        raise Fail("convert of a SIGKILLed recording: status %d, stderr %r: want 0 and one warning line"
+    if rc != 0 or lines:
+        raise Fail("convert of a SIGKILLed recording: status %d, stderr %r: want 0 and no warning"
                    % (rc, se[:300]))
     protoc_check(pf)
     with open(pf, "rb") as f:
         tr = decode_perfetto(f.read())
     busy = [s for s in tr.slices if s["name"] == "busy_before_kill"]
-    if not busy or sum(s["end"] - s["begin"] for s in busy) < 50 * MS:
-        raise Fail("busy_before_kill has %d slices, %.1f ms; want >= 50 ms of its 250 ms"
+    if not busy or sum(s["end"] - s["begin"] for s in busy) < 200 * MS:
+        raise Fail("busy_before_kill has %d slices, %.1f ms; want >= 200 ms of its 250 ms"
                    % (len(busy), sum(s["end"] - s["begin"] for s in busy) / MS))
     tp = tp_check(ctx, pf, tr)
-    return "%s%s; tp %s" % ("(salvaged) " if salvage else "", lines[0][:60], tp)
+    return "%s%.0f ms of busy_before_kill; tp %s" % ("(salvaged) " if salvage else "",
+                                                   sum(s["end"] - s["begin"] for s in busy) / MS, tp)
 
 
 def t_wakeup(ctx):

@@ -4,9 +4,10 @@
  *
  * Ground truth: busy_before_kill() computes for 250 ms, calling malloc/free
  * every 256 iterations, then the process sends itself SIGKILL (status 137
- * through rhea record).  The recording has no end marker; `rhea convert`
- * must write what it holds (busy_before_kill among the slices) and say so
- * in one warning line.
+ * through rhea record).  The agent writes no end marker; rhea record
+ * recovers what it had not written from its memory and ends the recording:
+ * `rhea convert` converts it as a whole one (busy_before_kill nearly all of
+ * its 250 ms), without a warning.
  */
 #include <signal.h>
 #include <stdint.h>

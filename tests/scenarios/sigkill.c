@@ -131,8 +131,7 @@ int main(int argc, char **argv)
 	usleep(2000); /* a hooked call first: the agent knows the thread by then */
 	prctl(PR_SET_NAME, "killme");
 	int threads = argc > 1 ? atoi(argv[1]) : 0;
-	if (threads > 0)
-		progress_open(threads);
+	progress_open(threads);
 	my_slot = 0;
 	for (int i = 0; i < threads; i++) {
 		pthread_t th;

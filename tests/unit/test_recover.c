@@ -39,7 +39,7 @@ static void setup(struct region *r)
 	snprintf(num, sizeof(num), "%d", r->memfd);
 	setenv(RHEA_SALVAGE_ENV, num, 1);
 	void *bm, *nm;
-	cr_assert_not_null(salvage_region(buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
+	cr_assert_not_null(salvage_region(1, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
 					  &r->pend));
 	cr_assert(salvage_shared(), "the region is not the memfd");
 	cr_assert_eq(buf_init_at(&r->b, bm, 4, 4096, 1), 0);
