@@ -459,6 +459,34 @@ static inline uint64_t rhea_now(void)
 	return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
 }
 
+/*
+ * A time taken before a call that is timed only when it turns out long
+ * (the I/O hooks): the TSC as read, converted by rhea_stamp_ns() only when
+ * needed, so that the read's latency overlaps the call instead of stalling
+ * the hook before it (a third of a hooked read's own cost on the bench VM)
+ * and most calls never convert.  Converted with the calibration current
+ * then (signed: it may be newer than the stamp).  Bit 63 set: nanoseconds
+ * already (no calibration yet, or no usable TSC).
+ */
+#define RHEA_STAMP_NS (1ull << 63)
+static inline uint64_t rhea_stamp(void)
+{
+	if (__builtin_expect(__atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) == NULL, 0))
+		return rhea_now_slow() | RHEA_STAMP_NS;
+	return __builtin_ia32_rdtsc() & ~RHEA_STAMP_NS;
+}
+
+static inline uint64_t rhea_stamp_ns(uint64_t stamp)
+{
+	const struct rhea_cal *c = __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE);
+	if (stamp & RHEA_STAMP_NS)
+		return stamp & ~RHEA_STAMP_NS;
+	if (__builtin_expect(c == NULL, 0))
+		return rhea_now_slow(); /* recalibrating from scratch (fork): about now */
+	__int128 d = (__int128)(int64_t)(stamp - c->base_tsc);
+	return c->base_ns + (uint64_t)(int64_t)((d * (__int128)c->mult) >> 32);
+}
+
 /* hooks.c: what fastpath.c's malloc and free leave to it (ret: the
  * return address into the program), and the arena that serves dlsym's
  * allocations before the real malloc is known (free ignores its blocks). */

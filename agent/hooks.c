@@ -284,15 +284,15 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 	return blocked;
 }
 
-/* The same for an I/O call: its block_info is only built (120 bytes) when
- * the epoch moved. */
-static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t t0, uint32_t e0, uint64_t object)
+/* The same for an I/O call begun at stamp (rhea_stamp): its block_info is
+ * only built (120 bytes), and the stamp converted, when the epoch moved. */
+static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0, uint64_t object)
 {
 	if (likely(epoch_says_short(epoch_now(), e0))) {
 		tick(t, fn);
 		return;
 	}
-	struct block_info b = {.begin = t0, .epoch0 = e0, .object = object};
+	struct block_info b = {.begin = rhea_stamp_ns(stamp), .epoch0 = e0, .object = object};
 	after_block(t, fn, &b);
 }
 
@@ -708,7 +708,7 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 		struct rhea_tstate *t = enter(cls);                              \
 		if (!t)                                                          \
 			return real_##name args;                                 \
-		uint64_t t0 = rhea_now();                                        \
+		uint64_t t0 = rhea_stamp();                                      \
 		uint32_t e0 = epoch_now();                                       \
 		ret r = real_##name args;                                        \
 		after_io(t, FN, t0, e0, (uint64_t)(obj));                        \
@@ -822,7 +822,7 @@ EXPORT int close(int fd)
 	struct rhea_tstate *t = enter(RHEA_C_IO);
 	if (!t)
 		return real_close(fd);
-	uint64_t t0 = rhea_now();
+	uint64_t t0 = rhea_stamp();
 	uint32_t e0 = epoch_now();
 	int r = real_close(fd);
 	after_io(t, RHEA_FN_CLOSE, t0, e0, (uint64_t)fd);
@@ -961,7 +961,7 @@ EXPORT int open(const char *path, int flags, ...)
 	struct rhea_tstate *t = enter(RHEA_C_IO);
 	if (!t)
 		return real_open(path, flags, mode);
-	uint64_t t0 = rhea_now();
+	uint64_t t0 = rhea_stamp();
 	uint32_t e0 = epoch_now();
 	int r = real_open(path, flags, mode);
 	after_io(t, RHEA_FN_OPEN, t0, e0, 0);
@@ -979,7 +979,7 @@ EXPORT int openat(int dir, const char *path, int flags, ...)
 	struct rhea_tstate *t = enter(RHEA_C_IO);
 	if (!t)
 		return real_openat(dir, path, flags, mode);
-	uint64_t t0 = rhea_now();
+	uint64_t t0 = rhea_stamp();
 	uint32_t e0 = epoch_now();
 	int r = real_openat(dir, path, flags, mode);
 	after_io(t, RHEA_FN_OPENAT, t0, e0, (uint64_t)dir);
