@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -803,6 +803,22 @@ def t_sigkill_exec(c, variant):
                 % (r["end_reason"], r["end_seen_by"], r["end_recovered"], one_line(err)))
         w = incl(rec, "last_words")
         c.check(w >= SIGKILL_MIN_LAST, "last_words has %s of its 30 ms" % ms(w))
+    c.done()
+
+
+def t_fdreuse(c, variant):
+    """fdreuse.c: the program closes the memfd's descriptor and opens a file
+    of its own under that number, forks, and is killed: the agent leaves
+    that descriptor alone (open in the child, flags untouched), and the
+    recording is recovered all the same (the memory stays mapped)."""
+    rc, out, err = c.record([c.prog(variant, "fdreuse")], opts=SIGKILL_OPTS)
+    expect_status(c, rc, 128 + 9, err)
+    c.check("child: open" in out and "parent: flags 0" in out,
+            "the program's own descriptor was touched: %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    c.check(rec["recording"]["end_recovered"] is True, "not recovered: %s" % one_line(err))
+    w = incl(rec, "final_spin")
+    c.check(w >= 20 * MS, "final_spin has %s of its 40 ms" % ms(w))
     c.done()
 
 
@@ -2251,6 +2267,7 @@ def all_tests():
         t.append(Test("segv-recover/%s" % v, t_segv_recover, (v,)))
     t.append(Test("sigkill/gcc-O2/threads", t_sigkill, ("gcc-O2", 3)))
     t.append(Test("sigkill/gcc-O2/exec", t_sigkill_exec, ("gcc-O2",)))
+    t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("sigkill/clang-O2-nofp/threads", t_sigkill, ("clang-O2-nofp", 3)))
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))
