@@ -581,6 +581,7 @@ static void attach_detach(void)
 		rhea_g.on[c] = 0;
 	sampler_stop();
 	agent_finish(RHEA_END_DETACH, 0);
+	salvage_close_fd(); /* the mapping stays, as the agent's tables do */
 	threads_stop = 1;
 	ticker_wake_up();
 	pthread_join(ticker_th, NULL);
@@ -878,7 +879,6 @@ void agent_before_exec(void)
 	flush_round(10000000);
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
-	salvage_before_exec(); /* the next image takes the memfd over */
 	rhea_guard--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -888,7 +888,6 @@ void agent_after_exec(void)
 {
 	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
 		return;
-	salvage_after_exec();
 	salvage_set_state(RHEA_SALVAGE_ACTIVE);
 }
 
@@ -1284,7 +1283,7 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
-	if (!salvage_region(!rhea_attached, buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
+	if (!salvage_region(rhea_attached ? SALVAGE_OWN : SALVAGE_INHERITED, buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
 			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
 		agent_disable("cannot map the buffers: ", errno);
 		goto out;
@@ -1329,7 +1328,16 @@ __attribute__((constructor)) static void agent_init(void)
 out:
 	if (rhea_attached) {
 		attach_started = rhea_g.active;
-		attach_status(attach_started ? "started\n" : why);
+		char started[64] = "started";
+		int sfd = salvage_fd_number();
+		if (sfd >= 0) { /* "started salvage=N": rhea attach opens it through /proc */
+			char num[24];
+			u64_to_str((uint64_t)sfd, num);
+			strcat(started, " salvage=");
+			strcat(started, num);
+		}
+		strcat(started, "\n");
+		attach_status(attach_started ? started : why);
 		/* this thread's timer now: what it runs until it is back in its
 		 * wait is far less than the first expiry's 1 ms of CPU */
 		__atomic_store_n(&sampler_hold_tid, 0, __ATOMIC_RELEASE);

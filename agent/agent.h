@@ -404,16 +404,19 @@ void attach_cleanup(void);
 extern struct rhea_salvage *rhea_salvage;
 /* Map the region: header, buffers (buf_bytes), nodes, npend pending
  * samples; *buf, *nodes, *pend point into it.  NULL when nothing maps.
- * may_share: rhea record's memfd may be taken (not under rhea attach). */
-void *salvage_region(int may_share, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+ * mode: SALVAGE_PRIVATE (anonymous memory), SALVAGE_INHERITED (rhea
+ * record's memfd when it is ours to take), SALVAGE_OWN (a memfd of our
+ * own, which rhea attach opens through /proc). */
+enum { SALVAGE_PRIVATE = 0, SALVAGE_INHERITED = 1, SALVAGE_OWN = 2 };
+void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend);
 void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
-int salvage_shared(void); /* the region is rhea record's memfd */
+int salvage_shared(void); /* the region is a memfd */
+int salvage_fd_number(void); /* the memfd's descriptor, -1 none */
+void salvage_close_fd(void); /* rhea attach detached: no descriptor left behind */
 void salvage_set_state(uint32_t state);
 void salvage_round(int begin, uint64_t file_offset);
 void salvage_nodes_in_file(uint32_t written);
-void salvage_before_exec(void);
-void salvage_after_exec(void);
 int salvage_after_fork(const struct buf *b, uint32_t next_id); /* 0, or -1: the agent must stop */
 
 /* agent.c */

@@ -4,17 +4,15 @@
  *
  * One region holds the header, the record buffers' chunks, the call-stack
  * table's nodes and the pending samples.  Under `rhea record` it is a
- * shared mapping of the memfd whose number RHEA_SALVAGE_FD names; anywhere
- * else (rhea attach, a memfd that is not ours, no memfd at all) it is
- * private anonymous memory, as the agent always had.  The memfd is taken
+ * shared mapping of rhea record's memfd, opened through the /proc path
+ * RHEA_SALVAGE names; under `rhea attach` a memfd of the agent's own, which
+ * rhea attach opens through /proc while the process lives; anywhere else
+ * (a memfd that is not ours, no /proc, no memfd at all) it is private
+ * anonymous memory, as the agent always had.  rhea record's memfd is taken
  * only by the process rhea record started (fresh: no header yet) or by a
  * later image of that same process after an exec (the header names its
  * pid).  A forked child gets a private copy of the region at once
  * (salvage_after_fork): it must never write into its parent's buffers.
- *
- * The descriptor stays open, close-on-exec, so that the owner's exec'ed
- * image finds it again: the flag is cleared just around the owner's own
- * exec (salvage_before_exec), never a child's.
  */
 #include "agent.h"
 
@@ -56,46 +54,60 @@ static size_t page_up(size_t n)
 	return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
 }
 
-/* The memfd rhea record handed down, if it is one and it is ours to take:
- * its descriptor, else -1. */
-static int salvage_memfd(void)
+/* "/proc/self/fd/<fd>" into path (32 bytes). */
+static void self_fd_path(char path[32], int fd)
 {
-	const char *v = getenv(RHEA_SALVAGE_ENV);
-	if (!v || !*v)
-		return -1;
-	char *end;
-	long fd = strtol(v, &end, 10);
-	if (*end || fd < 0 || fd > 1 << 30 || fcntl((int)fd, F_GETFD) < 0)
-		return -1;
-	char link[64], path[40] = "/proc/self/fd/";
+	static const char pre[] = "/proc/self/fd/";
 	char num[12];
 	int n = 0;
-	for (long x = fd; x || n == 0; x /= 10)
+	for (int x = fd; x || n == 0; x /= 10)
 		num[n++] = (char)('0' + x % 10);
-	size_t p = strlen(path);
+	size_t p = sizeof(pre) - 1;
+	memcpy(path, pre, p);
 	while (n)
 		path[p++] = num[--n];
 	path[p] = 0;
-	ssize_t l = readlink(path, link, sizeof(link) - 1);
-	static const char want[] = "/memfd:" RHEA_SALVAGE_NAME " ";
-	if (l < (ssize_t)sizeof(want) - 1)
-		return -1;
-	link[l] = 0;
-	if (memcmp(link, want, sizeof(want) - 1) != 0)
-		return -1;
-	struct rhea_salvage h;
-	memset(&h, 0, sizeof(h));
-	ssize_t got = pread((int)fd, &h, sizeof(h), 0);
-	if (got < 0)
-		return -1;
-	if (got == (ssize_t)sizeof(h) && h.magic == RHEA_SALVAGE_MAGIC && h.pid != getpid())
-		return -1; /* another process's (we are a child that exec'ed) */
-	if (got == (ssize_t)sizeof(h) && h.magic != RHEA_SALVAGE_MAGIC && h.magic != 0)
-		return -1;
-	return (int)fd;
 }
 
-void *salvage_region(int may_share, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
+/*
+ * The memfd to map, or -1.  SALVAGE_OWN: a new one.  SALVAGE_INHERITED:
+ * rhea record's, opened through /proc/<its pid>/fd/<n> as RHEA_SALVAGE
+ * names it (so the program's descriptor table never holds it: nothing to
+ * collide with, leak into what it execs, or close), when it is a memfd of
+ * ours and not another process's (a child of the program, exec'ed: the
+ * header names the process that took it first; an exec'ed image of that
+ * process takes it over).
+ */
+static int salvage_memfd(int mode)
+{
+	if (mode == SALVAGE_OWN) /* rhea attach: it opens ours through /proc */
+		return memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
+	if (mode != SALVAGE_INHERITED)
+		return -1;
+	const char *v = getenv(RHEA_SALVAGE_ENV);
+	if (!v || strncmp(v, "/proc/", 6) != 0)
+		return -1;
+	int fd = open(v, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char link[64], path[32];
+	self_fd_path(path, fd);
+	ssize_t l = readlink(path, link, sizeof(link) - 1);
+	static const char want[] = "/memfd:" RHEA_SALVAGE_NAME " ";
+	struct rhea_salvage h;
+	memset(&h, 0, sizeof(h));
+	ssize_t got = -1;
+	if (l >= (ssize_t)sizeof(want) - 1 && memcmp(link, want, sizeof(want) - 1) == 0)
+		got = pread(fd, &h, sizeof(h), 0);
+	if (got < 0 || (got == (ssize_t)sizeof(h) && h.magic == RHEA_SALVAGE_MAGIC && h.pid != getpid()) ||
+	    (got == (ssize_t)sizeof(h) && h.magic != RHEA_SALVAGE_MAGIC && h.magic != 0)) {
+		syscall(SYS_close, fd);
+		return -1;
+	}
+	return fd;
+}
+
+void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend)
 {
 	size_t hdr = page_up(sizeof(struct rhea_salvage));
@@ -103,27 +115,29 @@ void *salvage_region(int may_share, size_t buf_bytes, size_t node_bytes, uint32_
 	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
 	char *m = MAP_FAILED;
-	int fd = may_share ? salvage_memfd() : -1;
+	int fd = salvage_memfd(mode);
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
 	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	if (m == MAP_FAILED) {
+		if (fd >= 0)
+			syscall(SYS_close, fd);
 		fd = -1;
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
 			 0);
 		if (m == MAP_FAILED)
 			return NULL;
 	}
+	region_shared = fd >= 0;
 	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0) {
-		fcntl(fd, F_SETFD, FD_CLOEXEC);
-		memfd_dev = st.st_dev;
+	if (fd >= 0 && mode == SALVAGE_OWN && fstat(fd, &st) == 0) {
+		memfd_dev = st.st_dev; /* kept until rhea attach has opened it */
 		memfd_ino = st.st_ino;
-	} else {
+	} else if (fd >= 0) {
+		syscall(SYS_close, fd); /* mapped: the descriptor is not needed */
 		fd = -1;
 	}
 	salvage_fd = fd;
-	region_shared = fd >= 0;
 	region_size = size;
 	off_nodes = nodes_at;
 	struct rhea_salvage *h = (struct rhea_salvage *)m;
@@ -168,6 +182,18 @@ int salvage_shared(void)
 	return region_shared;
 }
 
+int salvage_fd_number(void)
+{
+	return fd_still_ours() ? salvage_fd : -1;
+}
+
+void salvage_close_fd(void)
+{
+	if (fd_still_ours())
+		syscall(SYS_close, salvage_fd);
+	salvage_fd = -1;
+}
+
 void salvage_set_state(uint32_t state)
 {
 	if (rhea_salvage)
@@ -191,20 +217,6 @@ void salvage_nodes_in_file(uint32_t written)
 {
 	if (rhea_salvage)
 		__atomic_store_n(&rhea_salvage->nodes_in_file, written, __ATOMIC_RELEASE);
-}
-
-/* The owner execs: the next image takes the memfd over (the old image has
- * written its END by then).  After a failed exec, as it was. */
-void salvage_before_exec(void)
-{
-	if (fd_still_ours())
-		fcntl(salvage_fd, F_SETFD, 0);
-}
-
-void salvage_after_exec(void)
-{
-	if (fd_still_ours())
-		fcntl(salvage_fd, F_SETFD, FD_CLOEXEC);
 }
 
 /*

@@ -13,6 +13,7 @@
 #include "hookfn.h"
 #include "inject.h"
 #include "paths.h"
+#include "recover.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -531,6 +532,14 @@ int cmd_attach(int argc, char **argv)
 			st[0] ? st : alive(pid) ? "no word from it within 5 s" : "the process is gone");
 		goto out;
 	}
+	/* The agent's buffers, in a memfd of its own: should the process be
+	 * killed while attached, what they hold is read from there. */
+	int salvage_fd = -1;
+	const char *sv = strstr(st, " salvage=");
+	if (sv) {
+		snprintf(p2, sizeof(p2), "/proc/%d/fd/%d", (int)pid, atoi(sv + 9));
+		salvage_fd = open(p2, O_RDONLY | O_CLOEXEC);
+	}
 	if (!quiet) {
 		char dur[64] = "until Ctrl-C";
 		if (duration > 0)
@@ -555,9 +564,27 @@ int cmd_attach(int argc, char **argv)
 		wait_status(dir, pid, 10000, "stopped", NULL, st, sizeof(st));
 		if (strncmp(st, "stopped", 7) != 0 && alive(pid))
 			cli_err("attach: the agent in process %d did not confirm it stopped within 10 s", (int)pid);
-	} else if (!quiet) {
-		fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
+	} else {
+		/* gone without the agent's end (SIGKILL): what it had not written,
+		 * and an end saying so; nothing when it wrote its end itself */
+		struct recover_view v;
+		char file[PATH_MAX + 16];
+		if (foreign) /* the process's /proc/PID/root is gone with it: by our descriptor */
+			snprintf(file, sizeof(file), "/proc/self/fd/%d/out.rhea", dirfd);
+		else
+			snprintf(file, sizeof(file), "%s", out);
+		long n = recover_open(salvage_fd, (pid_t)pid_inside(pid), &v) == 0
+				 ? recover_end(file, RHEA_END_GONE, 0, &v)
+				 : recover_end(file, RHEA_END_GONE, 0, NULL);
+		recover_close(&v);
+		if (!quiet) {
+			fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
+			if (n > 0)
+				fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n", n);
+		}
 	}
+	if (salvage_fd >= 0)
+		close(salvage_fd);
 	rc = 0;
 	show_warnings(dir, pid);
 	if (foreign && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {

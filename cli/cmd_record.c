@@ -226,69 +226,21 @@ static void forward(int sig)
  * dies of a signal it can catch.  A program that leaves by a raw
  * exit_group (Go's runtime always does) or is killed with SIGKILL leaves
  * a recording without one, which read as "still running, or killed".  So
- * rhea record adds the end waitpid told it, marked as seen from outside
- * (RHEA_END_F_OUTSIDE: the agent's last records are missing all the same).
- * Only when no END follows the last image's start (an exec writes END and
- * the new image its META), and only to a file whose chunks all read: a
- * last chunk cut short by SIGKILL in the middle of a write is cut off
- * first (nothing readable is lost), a corrupt file is left alone.
+ * rhea record adds the end waitpid told it, marked as seen from outside,
+ * after what the agent had not written yet, read from the memory they
+ * shared (cli/recover.c, recover_end).
  */
 static long salvaged_samples; /* samples recover_append added */
 
 static void append_outside_end(const char *path, int status, const struct recover_view *sv)
 {
-	struct rfile_reader *rd = NULL;
-	int st = rfile_open(path, &rd);
-	const void *pl;
-	size_t len;
-	int ended = 0, exec_end = 0;
-	while (st == RFILE_OK && (st = rfile_next_chunk(rd, &pl, &len)) == RFILE_OK) {
-		size_t off = 0;
-		const struct rhea_entry *e;
-		while (rfile_next_entry(pl, len, &off, &e) == 1) {
-			if (e->kind == RHEA_E_END && e->size >= sizeof(struct rhea_end)) {
-				ended = 1;
-				exec_end = ((const struct rhea_end *)e)->reason == RHEA_END_EXEC;
-			} else if (e->kind == RHEA_E_META && exec_end) {
-				ended = exec_end = 0; /* the image after the exec */
-			}
-		}
-	}
-	uint64_t at = rd ? rfile_offset(rd) : 0, seq = rd ? rfile_chunk_index(rd) : 0;
-	rfile_close(rd);
-	if (ended || (st != RFILE_END_OF_FILE && st != RFILE_ERR_TRUNCATED))
-		return;
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct rfile_writer w;
-	memset(&w, 0, sizeof(w)); /* rfile_writer_destroy is safe on it */
-	if ((st == RFILE_END_OF_FILE || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
-	    rfile_writer_init(&w, fd, 3, 1u << 20) == 0) {
-		w.seq = seq;
-		unsigned flags = RHEA_END_F_OUTSIDE;
-		if (sv && recover_is_for(sv, path)) {
-			long n = recover_append(sv, &w, at);
-			if (n >= 0) {
-				flags |= RHEA_END_F_SALVAGED;
-				salvaged_samples += n;
-			}
-		}
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		struct rhea_end end;
-		memset(&end, 0, sizeof(end));
-		end.h.kind = RHEA_E_END;
-		end.h.flags = (uint16_t)flags;
-		end.h.size = sizeof(end);
-		end.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-		end.reason = WIFSIGNALED(status) ? RHEA_END_SIGNAL : RHEA_END_EXIT;
-		end.status = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-		if (rfile_write_chunk(&w, &end, sizeof(end), 0) != 0)
-			cli_err("%s: could not add the end of the program to the recording", path);
-	}
-	rfile_writer_destroy(&w);
-	close(fd);
+	unsigned reason = WIFSIGNALED(status) ? RHEA_END_SIGNAL : RHEA_END_EXIT;
+	int code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+	long n = recover_end(path, reason, code, sv && recover_is_for(sv, path) ? sv : NULL);
+	if (n > 0)
+		salvaged_samples += n;
+	else if (n == RECOVER_END_FAILED)
+		cli_err("%s: could not add the end of the program to the recording", path);
 }
 
 /* One summary line for a recording. */
@@ -421,17 +373,14 @@ int cmd_record(int argc, char **argv)
 	agent_opts_each(&ao, set_env, NULL);
 	unsetenv("RHEA_DISABLE");
 
-	/* The agent keeps its buffers in this memfd: what a SIGKILL leaves
-	 * unwritten is read from it afterwards (core/salvage.h).  Out of the
-	 * program's way, high; without it, recording works as before. */
+	/* The agent keeps its buffers in this memfd, which it opens through
+	 * /proc (the program's descriptors are left alone): what a SIGKILL
+	 * leaves unwritten is read from it afterwards (core/salvage.h).
+	 * Without it, recording works as before. */
 	int salvage_fd = memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
-	if (salvage_fd >= 0) {
-		int high = fcntl(salvage_fd, F_DUPFD_CLOEXEC, 900);
-		if (high >= 0) {
-			close(salvage_fd);
-			salvage_fd = high;
-		}
-	}
+	char salvage_path[64] = "";
+	if (salvage_fd >= 0)
+		snprintf(salvage_path, sizeof(salvage_path), "/proc/%d/fd/%d", (int)getpid(), salvage_fd);
 
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
@@ -451,12 +400,10 @@ int cmd_record(int argc, char **argv)
 		setenv("RHEA_OUTPUT", path, 1);
 		snprintf(buf, sizeof(buf), "%d", (int)getpid());
 		setenv("RHEA_ROOT_PID", buf, 1);
-		if (salvage_fd >= 0 && fcntl(salvage_fd, F_SETFD, 0) == 0) {
-			snprintf(buf, sizeof(buf), "%d", salvage_fd);
-			setenv(RHEA_SALVAGE_ENV, buf, 1);
-		} else {
+		if (salvage_path[0])
+			setenv(RHEA_SALVAGE_ENV, salvage_path, 1);
+		else
 			unsetenv(RHEA_SALVAGE_ENV);
-		}
 		execvp(prog[0], prog);
 		int e = errno;
 		if (write(sync_pipe[1], &e, sizeof(e)) < 0)

@@ -17,10 +17,12 @@
 #include "recover.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int recover_open(int memfd, pid_t pid, struct recover_view *v)
@@ -197,4 +199,58 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
 	out_flush(&o);
 	free(o.buf);
 	return o.err ? -1 : o.samples;
+}
+
+long recover_end(const char *path, unsigned reason, int status, const struct recover_view *sv)
+{
+	struct rfile_reader *rd = NULL;
+	int st = rfile_open(path, &rd);
+	const void *pl;
+	size_t len;
+	int ended = 0, exec_end = 0;
+	while (st == RFILE_OK && (st = rfile_next_chunk(rd, &pl, &len)) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *e;
+		while (rfile_next_entry(pl, len, &off, &e) == 1) {
+			if (e->kind == RHEA_E_END && e->size >= sizeof(struct rhea_end)) {
+				ended = 1;
+				exec_end = ((const struct rhea_end *)e)->reason == RHEA_END_EXEC;
+			} else if (e->kind == RHEA_E_META && exec_end) {
+				ended = exec_end = 0; /* the image after the exec */
+			}
+		}
+	}
+	uint64_t at = rd ? rfile_offset(rd) : 0, seq = rd ? rfile_chunk_index(rd) : 0;
+	rfile_close(rd);
+	if (ended || (st != RFILE_END_OF_FILE && st != RFILE_ERR_TRUNCATED))
+		return RECOVER_END_NONE;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return RECOVER_END_NONE;
+	long ret = RECOVER_END_FAILED;
+	struct rfile_writer w;
+	memset(&w, 0, sizeof(w)); /* rfile_writer_destroy is safe on it */
+	if ((st == RFILE_END_OF_FILE || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
+	    rfile_writer_init(&w, fd, 3, 1u << 20) == 0) {
+		w.seq = seq;
+		unsigned flags = RHEA_END_F_OUTSIDE;
+		long n = sv ? recover_append(sv, &w, at) : -1;
+		if (n >= 0)
+			flags |= RHEA_END_F_SALVAGED;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct rhea_end end;
+		memset(&end, 0, sizeof(end));
+		end.h.kind = RHEA_E_END;
+		end.h.flags = (uint16_t)flags;
+		end.h.size = sizeof(end);
+		end.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+		end.reason = reason;
+		end.status = status;
+		if (rfile_write_chunk(&w, &end, sizeof(end), 0) == 0)
+			ret = n > 0 ? n : 0;
+	}
+	rfile_writer_destroy(&w);
+	close(fd);
+	return ret;
 }

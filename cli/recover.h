@@ -34,4 +34,19 @@ int recover_is_for(const struct recover_view *v, const char *path);
  * error. */
 long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64_t at);
 
+/*
+ * Add the END of a process that ended without its agent writing one
+ * (RHEA_END_F_OUTSIDE, reason and status as given), after what sv (may be
+ * NULL) holds that the file lacks (then also RHEA_END_F_SALVAGED).  Only
+ * when no END follows the last image's start (an exec writes END and the
+ * new image its META), and only to a file whose chunks all read: a last
+ * chunk cut short by SIGKILL in the middle of a write is cut off first
+ * (nothing readable is lost), a corrupt file is left alone.  Returns the
+ * samples recovered (>= 0), RECOVER_END_NONE when nothing was added, or
+ * RECOVER_END_FAILED when writing failed.
+ */
+#define RECOVER_END_NONE (-1)
+#define RECOVER_END_FAILED (-2)
+long recover_end(const char *path, unsigned reason, int status, const struct recover_view *sv);
+
 #endif

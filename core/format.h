@@ -247,6 +247,9 @@ enum rhea_end_reason {
 	RHEA_END_EXEC = 3,   /* the process exec'ed another program */
 	RHEA_END_DETACH = 4, /* tracing stopped, process goes on */
 	RHEA_END_DISABLED = 5, /* agent switched itself off; status = errno */
+	RHEA_END_GONE = 6,   /* (OUTSIDE only) the process ended while rhea attach
+				recorded it, without the agent seeing it (SIGKILL);
+				how, its parent alone could tell: status 0 */
 };
 
 /* END entry flags */

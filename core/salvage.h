@@ -6,7 +6,7 @@
  * timeout) dies between two flushes: its last moments, the part most worth
  * seeing, would be lost with its memory.  So under `rhea record` the
  * buffers that hold them live in a memfd that rhea record created and that
- * the program inherits: the record buffers' chunks, the call-stack table's
+ * the agent maps (opened through /proc/<rhea record's pid>/fd/<n>): the record buffers' chunks, the call-stack table's
  * nodes and every thread's pending (merged) sample.  The memfd's pages
  * belong to the memfd, not to the dying process; rhea record, still holding
  * its descriptor, reads them once the program is gone and appends what the
@@ -29,7 +29,7 @@
 
 #define RHEA_SALVAGE_MAGIC 0x766c617361656872ull /* "rheasalv", little-endian */
 #define RHEA_SALVAGE_VERSION 1
-#define RHEA_SALVAGE_ENV "RHEA_SALVAGE_FD"
+#define RHEA_SALVAGE_ENV "RHEA_SALVAGE" /* /proc/<rhea record's pid>/fd/<n> */
 #define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
 
 enum rhea_salvage_state {

@@ -292,6 +292,8 @@ static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
 		return "detached";
 	case RHEA_END_DISABLED:
 		return "agent switched itself off";
+	case RHEA_END_GONE:
+		return "the process ended while attached, unseen by the agent (SIGKILL?; as rhea attach saw it)";
 	}
 	return "unknown";
 }
@@ -306,6 +308,7 @@ static const char *end_reason_key(const struct recording *r)
 	case RHEA_END_SIGNAL: return "signal";
 	case RHEA_END_EXEC: return "exec";
 	case RHEA_END_DETACH: return "detach";
+	case RHEA_END_GONE: return "gone";
 	default: return "disabled";
 	}
 }
@@ -1026,7 +1029,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_str(&j, "problem", r->problem[0] ? r->problem : NULL);
 		json_str(&j, "end_reason", end_reason_key(r));
 		json_i64(&j, "end_status", end_of(r) ? end_of(r)->status : 0);
-		json_str(&j, "end_seen_by", r->have_end ? "agent" : r->end_outside ? "rhea record" : NULL);
+		json_str(&j, "end_seen_by", r->have_end		? "agent"
+					    : !r->end_outside		? NULL
+					    : r->oend.reason == RHEA_END_GONE ? "rhea attach"
+									: "rhea record");
 		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
 		json_u64(&j, "start_monotonic_ns", r->hdr.start_ns); /* the other *_ns count from it */
 		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);

@@ -35,11 +35,11 @@ static void setup(struct region *r)
 	memset(r, 0, sizeof(*r));
 	r->memfd = memfd_create(RHEA_SALVAGE_NAME, 0);
 	cr_assert_geq(r->memfd, 0);
-	char num[16];
-	snprintf(num, sizeof(num), "%d", r->memfd);
-	setenv(RHEA_SALVAGE_ENV, num, 1);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), r->memfd);
+	setenv(RHEA_SALVAGE_ENV, path, 1);
 	void *bm, *nm;
-	cr_assert_not_null(salvage_region(1, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
+	cr_assert_not_null(salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
 					  &r->pend));
 	cr_assert(salvage_shared(), "the region is not the memfd");
 	cr_assert_eq(buf_init_at(&r->b, bm, 4, 4096, 1), 0);
