@@ -512,6 +512,8 @@ static int open_output(void)
 		return r;
 	}
 	rhea_g.fd = fd;
+	/* from now on rhea record can finish this file from our memory */
+	salvage_publish(&rhea_g.buf, rhea_g.path, rhea_g.cfg.max_nodes);
 	return 0;
 }
 
@@ -1074,6 +1076,8 @@ void agent_postfork_child(void)
 		agent_disable("cannot copy the buffers in a forked child", errno);
 		return;
 	}
+	/* the child's memory is its own now, shared with rhea record or not */
+	rhea_g.buf.keep_drained = (uint8_t)salvage_shared();
 	if (!rhea_g.active) {
 		rhea_guard--;
 		return;
@@ -1302,8 +1306,6 @@ __attribute__((constructor)) static void agent_init(void)
 	thread_registry_init();
 	if (is_root && open_output() < 0)
 		goto out;
-	if (is_root)
-		salvage_publish(&rhea_g.buf, rhea_g.path, rhea_g.cfg.max_nodes);
 	write_meta();
 	rhea_g.active = 1;
 	modules_scan();

@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "salvage.h"
@@ -107,6 +109,62 @@ static int salvage_memfd(int mode)
 	return fd;
 }
 
+/*
+ * Hand fd to rhea record, which listens on the abstract socket that
+ * RHEA_SALVAGE_SOCK names: the processes it did not start itself (forked
+ * children, what they exec) keep their buffers in memfds of their own,
+ * and rhea record holds on to them so that one killed with SIGKILL is
+ * recovered too.  Non-blocking: a busy or gone rhea record just means no
+ * recovery.  0, or -1.
+ */
+static int send_memfd(int fd)
+{
+	const char *name = getenv(RHEA_SALVAGE_SOCK_ENV);
+	size_t n = name ? strlen(name) : 0;
+	struct sockaddr_un a;
+	if (n == 0 || n + 1 > sizeof(a.sun_path))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	memcpy(a.sun_path + 1, name, n); /* abstract: a leading NUL */
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -1;
+	int ok = -1;
+	if (connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0) {
+		char byte = 'm';
+		struct iovec iov = {&byte, 1};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} c;
+		memset(&c, 0, sizeof(c));
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+				     .msg_controllen = sizeof(c.buf)};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		ok = sendmsg(s, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	}
+	syscall(SYS_close, s);
+	return ok;
+}
+
+/* A memfd of this process's own for rhea record, sized, or -1. */
+static int memfd_for_record(size_t size)
+{
+	if (!getenv(RHEA_SALVAGE_SOCK_ENV))
+		return -1;
+	int fd = memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)size) != 0) {
+		syscall(SYS_close, fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend)
 {
@@ -115,10 +173,23 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
 	char *m = MAP_FAILED;
-	int fd = salvage_memfd(mode);
+	int fd = salvage_memfd(mode), sent = 0;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
 	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (m == MAP_FAILED && fd >= 0) {
+		syscall(SYS_close, fd);
+		fd = -1;
+	}
+	if (fd < 0 && mode == SALVAGE_INHERITED && (fd = memfd_for_record(size)) >= 0) {
+		/* not the process rhea record started: a memfd of its own */
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+		sent = m != MAP_FAILED && send_memfd(fd) == 0;
+		if (!sent && m != MAP_FAILED) {
+			munmap(m, size);
+			m = MAP_FAILED;
+		}
+	}
 	if (m == MAP_FAILED) {
 		if (fd >= 0)
 			syscall(SYS_close, fd);
@@ -130,7 +201,7 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	}
 	region_shared = fd >= 0;
 	struct stat st;
-	if (fd >= 0 && mode == SALVAGE_OWN && fstat(fd, &st) == 0) {
+	if (fd >= 0 && mode == SALVAGE_OWN && !sent && fstat(fd, &st) == 0) {
 		memfd_dev = st.st_dev; /* kept until rhea attach has opened it */
 		memfd_ino = st.st_ino;
 	} else if (fd >= 0) {
@@ -234,10 +305,20 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id)
 		syscall(SYS_close, salvage_fd);
 	salvage_fd = -1;
 	char *old = (char *)h;
-	char *m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
-	if (m == MAP_FAILED)
+	/* a memfd of the child's own, handed to rhea record, else private */
+	int fd = memfd_for_record(region_size);
+	char *m = MAP_FAILED;
+	if (fd >= 0)
+		m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	int shared = m != MAP_FAILED;
+	if (!shared)
+		m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+			 0);
+	if (m == MAP_FAILED) {
+		if (fd >= 0)
+			syscall(SYS_close, fd);
 		return -1; /* the caller stops the agent: never the parent's buffers */
+	}
 	memcpy(m, old, page_up(sizeof(*h)));
 	if (b->chunks) {
 		size_t off = (size_t)((char *)b->chunks - old);
@@ -249,10 +330,18 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id)
 	memcpy(m + off_nodes, old + off_nodes, (size_t)next_id * sizeof(struct rhea_salvage_node));
 	if (mremap(m, region_size, region_size, MREMAP_MAYMOVE | MREMAP_FIXED, old) == MAP_FAILED) {
 		munmap(m, region_size);
+		if (fd >= 0)
+			syscall(SYS_close, fd);
 		return -1;
 	}
-	region_shared = 0;
-	h->state = RHEA_SALVAGE_UNSET;
+	/* the child's now: published again once it opens its own file */
 	h->magic = 0;
+	h->state = RHEA_SALVAGE_UNSET;
+	h->pid = getpid();
+	h->nodes_in_file = 1;
+	h->in_round = 0;
+	region_shared = shared && send_memfd(fd) == 0;
+	if (fd >= 0)
+		syscall(SYS_close, fd);
 	return 0;
 }

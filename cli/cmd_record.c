@@ -381,6 +381,9 @@ int cmd_record(int argc, char **argv)
 	char salvage_path[64] = "";
 	if (salvage_fd >= 0)
 		snprintf(salvage_path, sizeof(salvage_path), "/proc/%d/fd/%d", (int)getpid(), salvage_fd);
+	/* and the processes it starts send theirs here */
+	char sock_name[64];
+	struct recover_collector *collector = recover_collect_start(sock_name, sizeof(sock_name));
 
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
@@ -404,6 +407,10 @@ int cmd_record(int argc, char **argv)
 			setenv(RHEA_SALVAGE_ENV, salvage_path, 1);
 		else
 			unsetenv(RHEA_SALVAGE_ENV);
+		if (collector)
+			setenv(RHEA_SALVAGE_SOCK_ENV, sock_name, 1);
+		else
+			unsetenv(RHEA_SALVAGE_SOCK_ENV);
 		execvp(prog[0], prog);
 		int e = errno;
 		if (write(sync_pipe[1], &e, sizeof(e)) < 0)
@@ -448,6 +455,8 @@ int cmd_record(int argc, char **argv)
 		recover_close(&sv);
 	if (salvage_fd >= 0)
 		close(salvage_fd);
+	long child_samples = 0;
+	int children_ended = recover_collect_finish(collector, &child_samples);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
@@ -460,6 +469,10 @@ int cmd_record(int argc, char **argv)
 		else
 			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
 				path);
+		if (children_ended > 0)
+			fprintf(stderr, "rhea: %d child process%s gone without an end (SIGKILL?): %ld samples recovered from "
+					"their memory\n",
+				children_ended, children_ended == 1 ? "" : "es", child_samples);
 		if (ao.follow)
 			summarize_children(path, started);
 	}

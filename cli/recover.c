@@ -18,10 +18,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -253,4 +259,178 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
 	rfile_writer_destroy(&w);
 	close(fd);
 	return ret;
+}
+
+/* ---- the other processes' memory --------------------------------------- */
+
+#define COLLECT_MAX 4096 /* memfds held at once; more are let go */
+
+struct recover_collector {
+	int lfd;
+	int stop; /* atomic: finish asked; its connection only wakes accept */
+	struct sockaddr_un addr;
+	socklen_t addr_len;
+	pthread_t th;
+	pthread_mutex_t mu;
+	int fds[COLLECT_MAX];
+	int n;
+};
+
+static int header_of(int fd, struct rhea_salvage *h)
+{
+	return pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) && h->magic == RHEA_SALVAGE_MAGIC ? 0 : -1;
+}
+
+/* Let go of the memfds of processes that wrote their end themselves. */
+static void sweep(struct recover_collector *c)
+{
+	int k = 0;
+	for (int i = 0; i < c->n; i++) {
+		struct rhea_salvage h;
+		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_DONE)
+			close(c->fds[i]);
+		else
+			c->fds[k++] = c->fds[i];
+	}
+	c->n = k;
+}
+
+static int recv_fd(int s)
+{
+	char byte;
+	struct iovec iov = {&byte, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	if (recvmsg(s, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	int fd = -1;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+static void *collect_main(void *arg)
+{
+	struct recover_collector *c = arg;
+	for (;;) {
+		int s = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (s < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+				continue;
+			return NULL;
+		}
+		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+			close(s);
+			return NULL;
+		}
+		int fd = recv_fd(s);
+		close(s);
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&c->mu);
+		sweep(c);
+		if (c->n < COLLECT_MAX)
+			c->fds[c->n++] = fd;
+		else
+			close(fd);
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+struct recover_collector *recover_collect_start(char *name, size_t cap)
+{
+	struct recover_collector *c = calloc(1, sizeof(*c));
+	unsigned char rnd[8];
+	if (!c || cap < 64 || getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		free(c);
+		return NULL;
+	}
+	snprintf(name, cap, "rhea-salvage-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	struct sockaddr_un a;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	size_t n = strlen(name);
+	memcpy(a.sun_path + 1, name, n);
+	c->addr = a;
+	c->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	c->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
+	    listen(c->lfd, 64) != 0) {
+		if (c->lfd >= 0)
+			close(c->lfd);
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	/* the thread takes no signal meant for rhea record's main thread */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&c->th, NULL, collect_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		close(c->lfd);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* The process is gone: no such pid, or a zombie its parent has not reaped. */
+static int gone(pid_t pid)
+{
+	if (kill(pid, 0) != 0)
+		return errno == ESRCH;
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return 0;
+	buf[k] = 0;
+	const char *rp = strrchr(buf, ')'); /* the name may hold anything */
+	return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
+int recover_collect_finish(struct recover_collector *c, long *samples)
+{
+	*samples = 0;
+	if (!c)
+		return 0;
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	int w = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); /* wakes accept */
+	if (w < 0 || connect(w, (struct sockaddr *)&c->addr, c->addr_len) != 0)
+		shutdown(c->lfd, SHUT_RDWR); /* second best */
+	pthread_join(c->th, NULL);
+	if (w >= 0)
+		close(w);
+	close(c->lfd);
+	int ended = 0;
+	for (int i = 0; i < c->n; i++) {
+		struct rhea_salvage h;
+		struct recover_view v;
+		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && gone(h.pid) &&
+		    recover_open(c->fds[i], h.pid, &v) == 0) {
+			char path[sizeof(h.output)];
+			memcpy(path, v.h->output, sizeof(path));
+			long n = recover_end(path, RHEA_END_GONE, 0, &v);
+			if (n >= 0) {
+				ended++;
+				*samples += n;
+			}
+			recover_close(&v);
+		}
+		close(c->fds[i]);
+	}
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return ended;
 }

@@ -49,4 +49,19 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
 #define RECOVER_END_FAILED (-2)
 long recover_end(const char *path, unsigned reason, int status, const struct recover_view *sv);
 
+/*
+ * rhea record's collector of the other processes' memory: it listens on an
+ * abstract unix socket (its name into name, cap >= 64, for the agent's
+ * RHEA_SALVAGE_SOCK) and keeps each memfd an agent sends, letting go of
+ * those whose process ended its recording itself.  recover_collect_finish
+ * stops listening and, for every process that is gone without writing its
+ * END (SIGKILL), appends what its memory holds and an END (reason GONE: how
+ * it ended, only its parent could tell).  Returns the processes so ended;
+ * *samples: the samples recovered.  NULL from start: no collector (then
+ * finish does nothing).
+ */
+struct recover_collector;
+struct recover_collector *recover_collect_start(char *name, size_t cap);
+int recover_collect_finish(struct recover_collector *c, long *samples);
+
 #endif

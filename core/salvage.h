@@ -10,7 +10,11 @@
  * nodes and every thread's pending (merged) sample.  The memfd's pages
  * belong to the memfd, not to the dying process; rhea record, still holding
  * its descriptor, reads them once the program is gone and appends what the
- * file lacks before the end it adds (cli/cmd_record.c).
+ * file lacks before the end it adds (cli/cmd_record.c).  The processes it
+ * did not start (forked children, what they exec) make memfds of their own
+ * and send them to rhea record over the unix socket RHEA_SALVAGE_SOCK
+ * names; under rhea attach the agent makes one and rhea attach opens it
+ * through /proc (cli/recover.c).
  *
  * Layout: this header at offset 0, then the areas it points to.  Addresses
  * are the agent's (`base` is where the region is mapped in the program); a
@@ -31,6 +35,9 @@
 #define RHEA_SALVAGE_VERSION 1
 #define RHEA_SALVAGE_ENV "RHEA_SALVAGE" /* /proc/<rhea record's pid>/fd/<n> */
 #define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
+/* rhea record's abstract unix socket (the name without its leading NUL):
+ * the other processes' agents send it their memfds (SCM_RIGHTS). */
+#define RHEA_SALVAGE_SOCK_ENV "RHEA_SALVAGE_SOCK"
 
 enum rhea_salvage_state {
 	RHEA_SALVAGE_UNSET = 0,  /* not (yet) set up */

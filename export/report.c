@@ -293,7 +293,7 @@ static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
 	case RHEA_END_DISABLED:
 		return "agent switched itself off";
 	case RHEA_END_GONE:
-		return "the process ended while attached, unseen by the agent (SIGKILL?; as rhea attach saw it)";
+		return "gone: the process ended unseen by the agent (SIGKILL?); rhea saw it go, not how";
 	}
 	return "unknown";
 }
@@ -1031,7 +1031,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_i64(&j, "end_status", end_of(r) ? end_of(r)->status : 0);
 		json_str(&j, "end_seen_by", r->have_end		? "agent"
 					    : !r->end_outside		? NULL
-					    : r->oend.reason == RHEA_END_GONE ? "rhea attach"
+					    : r->oend.reason == RHEA_END_GONE ? "rhea"
 									: "rhea record");
 		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
 		json_u64(&j, "start_monotonic_ns", r->hdr.start_ns); /* the other *_ns count from it */
@@ -1212,8 +1212,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
 	if (!r->have_end && r->end_outside && r->end_recovered)
 		fprintf(out, "  note:     the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
-			     "            as Go's runtime makes): rhea record recovered the records it had\n"
-			     "            not written yet from its buffers' memory\n");
+			     "            as Go's runtime makes): rhea recovered the records it had not\n"
+			     "            written yet from its buffers' memory\n");
 	else if (!r->have_end && r->end_outside)
 		fprintf(out, "  warning:  the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
 			     "            as Go's runtime makes, or the disk filled up): the records it had\n"

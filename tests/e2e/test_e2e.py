@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -817,6 +817,33 @@ def t_fdreuse(c, variant):
     c.check(rec["recording"]["end_recovered"] is True, "not recovered: %s" % one_line(err))
     w = incl(rec, "final_spin")
     c.check(w >= 20 * MS, "final_spin has %s of its 40 ms" % ms(w))
+    c.done()
+
+
+def t_killchild(c, variant):
+    """killchild.c: a child killed with SIGKILL by its parent.  Its agent
+    had sent its memory to rhea record, which finishes the child's recording
+    from it: ended "gone", recovered, up to where the child really got."""
+    rc, out, err = c.record([c.prog(variant, "killchild")], opts=SIGKILL_OPTS)
+    expect_status(c, rc, 0, err)
+    m = re.search(r"^child (\d+)$", out, re.M)
+    c.check(m and "child killed: 9" in out, "stdout %r" % out)
+    c.check("1 child process gone without an end" in err, "rhea record did not say: %s" % one_line(err))
+    if m:
+        rec = c.report(c.path("out.%s.rhea" % m.group(1)))
+        r = rec["recording"]
+        c.check(r["end_reason"] == "gone" and r["end_recovered"] is True,
+                "the child's recording ends %r, recovered %r; want gone, true" % (r["end_reason"], r["end_recovered"]))
+        w = incl(rec, "victim_work")
+        c.check(w >= 200 * MS, "victim_work has %s of its ~300 ms" % ms(w))
+        data = open(c.path("progress.bin"), "rb").read()
+        tid, ns = struct.unpack_from("<QQ", data, 0)
+        t = [x for x in rec["threads"] if x["tid"] == tid]
+        if c.check(len(t) == 1, "no thread %d in the child's recording" % tid):
+            ran = ns - r["start_monotonic_ns"]
+            c.check(t[0]["end_ns"] >= ran - 20 * MS, "the child is recorded up to %s, but it ran up to %s"
+                    % (ms(t[0]["end_ns"]), ms(ran)))
+        check_end(c, c.report(c.path("out.rhea")), "exit", 0)
     c.done()
 
 
@@ -2181,8 +2208,8 @@ def t_attach_killed(c, variant):
             p.wait()
     rec = c.report(c.path("out.rhea"))
     r = rec["recording"]
-    c.check(r["end_reason"] == "gone" and r["end_seen_by"] == "rhea attach" and r["end_recovered"] is True,
-            "end %r seen by %r, recovered %r; want gone, rhea attach, true"
+    c.check(r["end_reason"] == "gone" and r["end_seen_by"] == "rhea" and r["end_recovered"] is True,
+            "end %r seen by %r, recovered %r; want gone, rhea, true"
             % (r["end_reason"], r["end_seen_by"], r["end_recovered"]))
     # the event loop allocates every 2 ms: its last capture is from just
     # before the kill, not from the agent's last write (up to 100 ms older)
@@ -2298,6 +2325,8 @@ def all_tests():
     t.append(Test("sigkill/gcc-O2/threads", t_sigkill, ("gcc-O2", 3)))
     t.append(Test("sigkill/gcc-O2/exec", t_sigkill_exec, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
+    t.append(Test("sigkill/gcc-O2/killchild", t_killchild, ("gcc-O2",)))
+    t.append(Test("sigkill/clang-O2-nofp/killchild", t_killchild, ("clang-O2-nofp",)))
     t.append(Test("sigkill/clang-O2-nofp/threads", t_sigkill, ("clang-O2-nofp", 3)))
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))

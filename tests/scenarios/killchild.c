@@ -1,0 +1,73 @@
+/*
+ * killchild - a child process killed with SIGKILL by its parent.
+ *
+ * Ground truth: the parent forks a child that runs victim_work() (memory
+ * churn by the monotonic clock, forever), writing the time it last came
+ * round its loop into progress.bin (tid, then CLOCK_MONOTONIC ns: a file
+ * that outlives it).  After 300 ms the parent kills it with SIGKILL, reaps
+ * it and exits with 0.  The child's agent wrote no end; its memory went to
+ * rhea record, which must finish the child's recording from it: the child's
+ * last capture close to the last progress it noted.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((noinline)) void victim_work(volatile uint64_t *progress)
+{
+	uint64_t x = 1;
+	for (long i = 0;; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if ((i & 255) == 0) {
+			void *p = malloc(16 + (x & 63));
+			__asm__ volatile("" : : "r"(p) : "memory");
+			free(p);
+			if (progress) {
+				progress[0] = (uint64_t)gettid();
+				progress[1] = now_ns();
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	volatile uint64_t *progress = NULL;
+	int fd = open("progress.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0 && ftruncate(fd, 16) == 0) {
+		void *m = mmap(NULL, 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED)
+			progress = m;
+	}
+	pid_t pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		victim_work(progress);
+		_exit(0);
+	}
+	printf("child %d\n", (int)pid);
+	fflush(stdout);
+	usleep(300000);
+	kill(pid, SIGKILL);
+	int st;
+	waitpid(pid, &st, 0);
+	printf("child killed: %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+	return 0;
+}
