@@ -1067,7 +1067,7 @@ void agent_postfork_child(void)
 {
 	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
-	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id) < 0) {
+	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id, rhea_g.active && rhea_g.cfg.follow) < 0) {
 		for (int c = 0; c < RHEA_C_COUNT; c++)
 			rhea_g.on[c] = 0;
 		rhea_g.active = 0;

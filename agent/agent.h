@@ -417,7 +417,9 @@ void salvage_close_fd(void); /* rhea attach detached: no descriptor left behind 
 void salvage_set_state(uint32_t state);
 void salvage_round(int begin, uint64_t file_offset);
 void salvage_nodes_in_file(uint32_t written);
-int salvage_after_fork(const struct buf *b, uint32_t next_id); /* 0, or -1: the agent must stop */
+/* In a forked child (traced: it records, its memory may go to rhea
+ * record): 0, or -1: the agent must stop. */
+int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced);
 
 /* agent.c */
 void agent_warn(const char *msg, long value);

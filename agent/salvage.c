@@ -34,6 +34,8 @@ static dev_t memfd_dev;            /* what salvage_fd was opened on */
 static ino_t memfd_ino;
 static size_t region_size;
 static int region_shared;          /* the region maps the memfd */
+static int send_pending;           /* salvage_fd goes to rhea record once the
+				      process has a recording of its own */
 static size_t off_nodes;           /* where the nodes begin in it */
 
 /* salvage_fd still names the memfd: a program that closed every
@@ -173,7 +175,7 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
 	char *m = MAP_FAILED;
-	int fd = salvage_memfd(mode), sent = 0;
+	int fd = salvage_memfd(mode), own = mode == SALVAGE_OWN;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
 	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -182,13 +184,10 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 		fd = -1;
 	}
 	if (fd < 0 && mode == SALVAGE_INHERITED && (fd = memfd_for_record(size)) >= 0) {
-		/* not the process rhea record started: a memfd of its own */
+		/* not the process rhea record started: a memfd of its own, sent
+		 * to rhea record when it opens its recording (salvage_publish) */
 		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-		sent = m != MAP_FAILED && send_memfd(fd) == 0;
-		if (!sent && m != MAP_FAILED) {
-			munmap(m, size);
-			m = MAP_FAILED;
-		}
+		own = 1;
 	}
 	if (m == MAP_FAILED) {
 		if (fd >= 0)
@@ -200,9 +199,10 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 			return NULL;
 	}
 	region_shared = fd >= 0;
+	send_pending = fd >= 0 && own && mode == SALVAGE_INHERITED;
 	struct stat st;
-	if (fd >= 0 && mode == SALVAGE_OWN && !sent && fstat(fd, &st) == 0) {
-		memfd_dev = st.st_dev; /* kept until rhea attach has opened it */
+	if (fd >= 0 && own && fstat(fd, &st) == 0) {
+		memfd_dev = st.st_dev; /* kept until rhea attach opened it, or sent */
 		memfd_ino = st.st_ino;
 	} else if (fd >= 0) {
 		syscall(SYS_close, fd); /* mapped: the descriptor is not needed */
@@ -246,6 +246,17 @@ void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes
 	h->output[n] = 0;
 	__atomic_store_n(&h->state, RHEA_SALVAGE_ACTIVE, __ATOMIC_RELEASE);
 	__atomic_store_n(&h->magic, RHEA_SALVAGE_MAGIC, __ATOMIC_RELEASE);
+	if (send_pending) {
+		/* a process that has something to record: now rhea record holds
+		 * its memory (a child that only execs never gets here) */
+		send_pending = 0;
+		if (fd_still_ours()) {
+			if (send_memfd(salvage_fd) != 0)
+				region_shared = 0; /* shared with nobody */
+			syscall(SYS_close, salvage_fd);
+		}
+		salvage_fd = -1;
+	}
 }
 
 int salvage_shared(void)
@@ -296,7 +307,7 @@ void salvage_nodes_in_file(uint32_t written)
  * anyway; the header and the nodes the child keeps (it writes them all to
  * its own file) are copied, nodes up to next_id.
  */
-int salvage_after_fork(const struct buf *b, uint32_t next_id)
+int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 {
 	struct rhea_salvage *h = rhea_salvage;
 	if (!region_shared || !h)
@@ -306,7 +317,7 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id)
 	salvage_fd = -1;
 	char *old = (char *)h;
 	/* a memfd of the child's own, handed to rhea record, else private */
-	int fd = memfd_for_record(region_size);
+	int fd = traced ? memfd_for_record(region_size) : -1;
 	char *m = MAP_FAILED;
 	if (fd >= 0)
 		m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -340,8 +351,17 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id)
 	h->pid = getpid();
 	h->nodes_in_file = 1;
 	h->in_round = 0;
-	region_shared = shared && send_memfd(fd) == 0;
-	if (fd >= 0)
+	region_shared = shared;
+	send_pending = shared;
+	salvage_fd = -1;
+	struct stat st;
+	if (shared && fstat(fd, &st) == 0) {
+		salvage_fd = fd; /* close-on-exec: a child that execs never sends it */
+		memfd_dev = st.st_dev;
+		memfd_ino = st.st_ino;
+	} else if (fd >= 0) {
 		syscall(SYS_close, fd);
+		region_shared = send_pending = 0;
+	}
 	return 0;
 }

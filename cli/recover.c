@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -317,6 +318,14 @@ static void *collect_main(void *arg)
 {
 	struct recover_collector *c = arg;
 	for (;;) {
+		/* each second, let go of what processes that ended left */
+		struct pollfd p = {.fd = c->lfd, .events = POLLIN};
+		if (poll(&p, 1, 1000) == 0) {
+			pthread_mutex_lock(&c->mu);
+			sweep(c);
+			pthread_mutex_unlock(&c->mu);
+			continue;
+		}
 		int s = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (s < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
