@@ -456,7 +456,7 @@ int cmd_record(int argc, char **argv)
 	if (salvage_fd >= 0)
 		close(salvage_fd);
 	long child_samples = 0;
-	int children_ended = recover_collect_finish(collector, &child_samples);
+	int children_ended = recover_collect_finish(collector, path, &child_samples);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),

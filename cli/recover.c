@@ -15,6 +15,7 @@
  *  - each thread's pending sample, unless the thread was changing it.
  */
 #include "recover.h"
+#include "paths.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -274,6 +275,7 @@ struct recover_collector {
 	pthread_t th;
 	pthread_mutex_t mu;
 	int fds[COLLECT_MAX];
+	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
 	int n;
 };
 
@@ -288,10 +290,12 @@ static void sweep(struct recover_collector *c)
 	int k = 0;
 	for (int i = 0; i < c->n; i++) {
 		struct rhea_salvage h;
-		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_DONE)
+		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_DONE) {
 			close(c->fds[i]);
-		else
+		} else {
+			c->pids[k] = c->pids[i];
 			c->fds[k++] = c->fds[i];
+		}
 	}
 	c->n = k;
 }
@@ -336,16 +340,24 @@ static void *collect_main(void *arg)
 			close(s);
 			return NULL;
 		}
-		int fd = recv_fd(s);
+		/* from a process of ours only (the socket's name is no secret) */
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		int fd = -1;
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+		    (cred.uid == geteuid() || geteuid() == 0))
+			fd = recv_fd(s);
 		close(s);
 		if (fd < 0)
 			continue;
 		pthread_mutex_lock(&c->mu);
 		sweep(c);
-		if (c->n < COLLECT_MAX)
+		if (c->n < COLLECT_MAX) {
+			c->pids[c->n] = cred.pid;
 			c->fds[c->n++] = fd;
-		else
+		} else {
 			close(fd);
+		}
 		pthread_mutex_unlock(&c->mu);
 	}
 }
@@ -390,6 +402,19 @@ struct recover_collector *recover_collect_start(char *name, size_t cap)
 	return c;
 }
 
+/* path is one of the names the process pid's recordings take (agent.c,
+ * open_output): nothing but those recordings is ever written to. */
+static int derived_from(const char *base, const char *path, pid_t pid)
+{
+	char name[4096 + 64];
+	for (unsigned n = 0; n < 1000; n++) {
+		rhea_derived_name(name, sizeof(name), base, (unsigned long)pid, n);
+		if (strcmp(name, path) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* The process is gone: no such pid, or a zombie its parent has not reaped. */
 static int gone(pid_t pid)
 {
@@ -409,7 +434,7 @@ static int gone(pid_t pid)
 	return rp && rp[1] == ' ' && rp[2] == 'Z';
 }
 
-int recover_collect_finish(struct recover_collector *c, long *samples)
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples)
 {
 	*samples = 0;
 	if (!c)
@@ -426,10 +451,15 @@ int recover_collect_finish(struct recover_collector *c, long *samples)
 	for (int i = 0; i < c->n; i++) {
 		struct rhea_salvage h;
 		struct recover_view v;
-		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && gone(h.pid) &&
-		    recover_open(c->fds[i], h.pid, &v) == 0) {
+		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && h.pid == c->pids[i] &&
+		    gone(h.pid) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
+			if (!derived_from(base, path, h.pid)) {
+				recover_close(&v);
+				close(c->fds[i]);
+				continue;
+			}
 			long n = recover_end(path, RHEA_END_GONE, 0, &v);
 			if (n >= 0) {
 				ended++;

@@ -52,8 +52,10 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
 /*
  * rhea record's collector of the other processes' memory: it listens on an
  * abstract unix socket (its name into name, cap >= 64, for the agent's
- * RHEA_SALVAGE_SOCK) and keeps each memfd an agent sends, letting go of
- * those whose process ended its recording itself.  recover_collect_finish
+ * RHEA_SALVAGE_SOCK) and keeps each memfd an agent of the same user sends,
+ * letting go of those whose process ended its recording itself.  finish
+ * writes only to the recordings of the sender's pid named after base, the
+ * recording rhea record named (<base>.<pid>[.<n>].rhea).  recover_collect_finish
  * stops listening and, for every process that is gone without writing its
  * END (SIGKILL), appends what its memory holds and an END (reason GONE: how
  * it ended, only its parent could tell).  Returns the processes so ended;
@@ -62,6 +64,6 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
  */
 struct recover_collector;
 struct recover_collector *recover_collect_start(char *name, size_t cap);
-int recover_collect_finish(struct recover_collector *c, long *samples);
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples);
 
 #endif

@@ -11,10 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "paths.h"
 #include "recover.h"
 #include "rfile.h"
 
@@ -243,4 +247,101 @@ Test(recover, scribbled_region)
 	cr_assert_eq(recover_open(r.memfd, getpid(), &v), 0);
 	recover_close(&v);
 	teardown(&r);
+}
+
+/* ---- rhea record's collector of the other processes' memory ------------- */
+
+/* In a forked child: a recording at path, its memory sent to the
+ * collector (as a process rhea record did not start does it), one sample
+ * buffered and never written; then SIGKILL. */
+static void child_killed_with_sample(const char *path)
+{
+	void *bm, *nm;
+	struct rhea_salvage_pend *pm;
+	unsetenv(RHEA_SALVAGE_ENV);
+	if (!salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
+			    &pm))
+		_exit(3);
+	struct buf b;
+	struct stacktab st;
+	if (buf_init_at(&b, bm, 4, 4096, 1) != 0 || stacktab_init_at(&st, nm, 64) != 0)
+		_exit(4);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	struct rfile_writer w;
+	struct rhea_file_header h;
+	memset(&h, 0, sizeof(h));
+	if (fd < 0 || rfile_writer_init(&w, fd, 0, 1u << 20) != 0 || rfile_write_header(&w, &h) != 0)
+		_exit(5);
+	salvage_publish(&b, path, 64); /* sends the memfd */
+	struct rhea_sample s;
+	memset(&s, 0, sizeof(s));
+	s.h.kind = RHEA_E_SAMPLE;
+	s.h.size = sizeof(s);
+	s.tid = (uint32_t)getpid();
+	s.begin_ns = s.end_ns = 42;
+	buf_emit(&b, s.tid, &s, sizeof(s));
+	raise(SIGKILL);
+}
+
+static off_t size_of(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+Test(recover, collector_finishes_only_its_own_recordings)
+{
+	char dir[] = "/tmp/rhea-collect-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char base[128], sock[64];
+	snprintf(base, sizeof(base), "%s/out.rhea", dir);
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	cr_assert_not_null(c);
+	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
+	/* one child writes where rhea record named it; the other names a
+	 * file it has no business in */
+	char good[192], evil[192];
+	pid_t a = fork();
+	if (a == 0) {
+		rhea_derived_name(good, sizeof(good), base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(good);
+	}
+	snprintf(evil, sizeof(evil), "%s/not-derived.rhea", dir);
+	pid_t e = fork();
+	if (e == 0)
+		child_killed_with_sample(evil);
+	int st;
+	cr_assert_eq(waitpid(a, &st, 0), a);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child a: status %d", st);
+	cr_assert_eq(waitpid(e, &st, 0), e);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child e: status %d", st);
+	unsetenv(RHEA_SALVAGE_SOCK_ENV);
+	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
+	off_t evil_before = size_of(evil);
+	long samples = 0;
+	cr_assert_eq(recover_collect_finish(c, base, &samples), 1);
+	cr_assert_eq(samples, 1);
+	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
+	/* the good one now ends, recovered */
+	struct rfile_reader *rd;
+	cr_assert_eq(rfile_open(good, &rd), RFILE_OK);
+	const void *p;
+	size_t len;
+	int found_end = 0, found_sample = 0;
+	while (rfile_next_chunk(rd, &p, &len) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *en;
+		while (rfile_next_entry(p, len, &off, &en) == 1) {
+			if (en->kind == RHEA_E_END)
+				found_end = ((const struct rhea_end *)en)->reason == RHEA_END_GONE &&
+					    (en->flags & RHEA_END_F_SALVAGED);
+			if (en->kind == RHEA_E_SAMPLE && ((const struct rhea_sample *)en)->begin_ns == 42)
+				found_sample = 1;
+		}
+	}
+	rfile_close(rd);
+	cr_assert(found_sample && found_end, "sample %d, end %d", found_sample, found_end);
+	unlink(good);
+	unlink(evil);
+	rmdir(dir);
 }
