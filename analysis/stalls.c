@@ -244,6 +244,28 @@ static int is_loop_wait(const struct rhea_sample *s)
 	return rhea_fn_is_loop(s->trigger) && !(s->h.flags & RHEA_S_ASYNC);
 }
 
+/*
+ * The end of the samples [i, j) of one message that count: without the
+ * sampler's captures taken inside or at the return of its last loop wait.
+ * The sampler's CPU timer can fire as a long wait returns, before the hook
+ * counts the next message: that capture sorts after the wait's BLOCK
+ * sample and would stretch the iteration over the whole wait (an idle
+ * 95 ms in redis's epoll_wait showed as a stall).
+ */
+static size_t message_end(const struct rhea_sample *s, size_t i, size_t j)
+{
+	size_t k = j;
+	while (k > i && !is_loop_wait(&s[k - 1]))
+		k--;
+	if (k == i || k == j)
+		return j; /* no loop wait, or it is the last sample already */
+	const struct rhea_sample *w = &s[k - 1];
+	for (size_t q = k; q < j; q++)
+		if (!(s[q].h.flags & RHEA_S_ASYNC) || s[q].begin_ns < w->begin_ns || s[q].begin_ns > w->end_ns)
+			return j;
+	return k;
+}
+
 static int add_stall(struct stalls *st, size_t *cap, const struct stall *x)
 {
 	if (st->n == *cap) {
@@ -275,24 +297,35 @@ static int thread_stalls(struct model *m, const struct rec_thread *t, struct sta
 	int died = !r->have_end || r->end.reason == RHEA_END_SIGNAL;
 	/* messages 1 .. last-1 ended, the last too if a loop wait ended it
 	 * (ids count the iterations without a sample too) */
-	if (n && s[n - 1].msgid > 0)
-		st->iterations += s[n - 1].msgid - 1u + (is_loop_wait(&s[n - 1]) ? 1u : 0u);
+	if (n && s[n - 1].msgid > 0) {
+		size_t i0 = n - 1;
+		while (i0 > 0 && s[i0 - 1].msgid == s[n - 1].msgid)
+			i0--;
+		st->iterations += s[n - 1].msgid - 1u + (is_loop_wait(&s[message_end(s, i0, n) - 1]) ? 1u : 0u);
+	}
 	uint64_t rec_end = r->have_end && r->end.time_ns > r->last_ns ? r->end.time_ns : r->last_ns;
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 		while (j < n && s[j].msgid == s[i].msgid)
 			j++;
-		/* samples [i, j) are one message */
+		/* samples [i, j) are one message; [i, e) count */
 		if (s[i].msgid == 0) {
 			i = j;
 			continue;
 		}
+		size_t e = message_end(s, i, j);
 		struct stall x;
 		memset(&x, 0, sizeof(x));
 		x.t = t;
 		x.msgid = s[i].msgid;
-		x.samples = (uint32_t)(j - i);
-		const struct rhea_sample *prev = i > 0 ? &s[i - 1] : NULL, *last = &s[j - 1];
+		x.samples = (uint32_t)(e - i);
+		const struct rhea_sample *prev = NULL, *last = &s[e - 1];
+		if (i > 0) { /* the previous message's last sample that counts */
+			size_t pi = i - 1;
+			while (pi > 0 && s[pi - 1].msgid == s[i - 1].msgid)
+				pi--;
+			prev = &s[message_end(s, pi, i) - 1];
+		}
 		if (prev && is_loop_wait(prev)) {
 			x.begin_ns = prev->end_ns; /* the return of the wait */
 			x.begin_exact = (prev->h.flags & RHEA_S_BLOCK) != 0;
@@ -322,7 +355,7 @@ static int thread_stalls(struct model *m, const struct rec_thread *t, struct sta
 		if (x.end_ns < x.begin_ns)
 			x.end_ns = x.begin_ns;
 		if (x.end_ns - x.begin_ns >= st->threshold_ns && x.end_ns > x.begin_ns) {
-			size_t k = top_of(s, i, j, x.end_ns, x.begin_ns, x.end_ns, &x.top_ns);
+			size_t k = top_of(s, i, e, x.end_ns, x.begin_ns, x.end_ns, &x.top_ns);
 			x.top = k == (size_t)-1 ? NULL : &s[k];
 			if (add_stall(st, cap, &x) < 0)
 				return -1;

@@ -169,6 +169,34 @@ Test(stalls, a_wait_with_sampler_captures_inside)
 	cr_assert_eq(st.causes[0].funcs[1], m.node_func[3], "then its caller");
 }
 
+/* The sampler's CPU timer can fire as a long loop wait returns: its capture
+ * (in the wait's libc function, taken before the hook counts the new
+ * message) sorts after the wait's BLOCK sample.  The wait still ends the
+ * iteration: an idle 95 ms in epoll_wait is no stall (seen on redis under
+ * load). */
+Test(stalls, a_sampler_capture_at_the_return_of_the_loop_wait)
+{
+	poll_wait(0, 0, 10 * MS, 0);
+	add(0, 3, 11 * MS, 12 * MS, 1, 0, RHEA_FN_MALLOC);
+	poll_wait(0, 13 * MS, 108 * MS, 1);                          /* idle 95 ms */
+	add(0, 2, 108 * MS, 108 * MS, 1, RHEA_S_ASYNC, RHEA_FN_SAMPLER); /* at its return */
+	add(0, 4, 109 * MS, 109 * MS, 2, 0, RHEA_FN_MALLOC);
+	poll_wait(0, 110 * MS, 120 * MS, 2);
+	find(50 * MS);
+	cr_assert_eq(st.iterations, 2);
+	cr_assert_eq(st.n, 0, "the wait is not a stall; got %zu, the first %lu..%lu ms", st.n,
+		     st.n ? (unsigned long)(st.v[0].begin_ns / MS) : 0, st.n ? (unsigned long)(st.v[0].end_ns / MS) : 0);
+	/* and the next iteration begins at the wait's return, exactly */
+	stalls_free(&st);
+	model_free(&m);
+	find(1 * MS);
+	cr_assert_eq(st.n, 2, "both iterations are over 1 ms: got %zu", st.n);
+	cr_assert_eq(st.v[1].msgid, 2);
+	cr_assert_eq(st.v[1].begin_ns, 108 * MS);
+	cr_assert(st.v[1].begin_exact);
+	cr_assert_eq(st.v[0].end_ns, 13 * MS, "message 1 ends when the wait was called");
+}
+
 Test(stalls, bounds_from_captures_without_recorded_waits)
 {
 	add(0, 3, 5 * MS, 5 * MS, 1, 0, RHEA_FN_MALLOC);   /* message 1: no wait recorded */
