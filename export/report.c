@@ -830,8 +830,9 @@ static void build_cpuprof(struct model *m, struct cpuprof *p)
  */
 /*
  * Code that no module claims and no perf map names (JIT code) shows as
- * one "?+0x..." function per address.  When the CPU profile spends a
- * tenth or more there, say how to get names.  0, or 1 with the note.
+ * "?+0x..." functions, addresses close together as one (model.c).  When
+ * the CPU profile spends a tenth or more there, say how to get names.  0,
+ * or 1 with the note.
  */
 static int jit_note(const struct model *m, const struct cpuprof *cp, char *buf, size_t len)
 {
@@ -842,7 +843,8 @@ static int jit_note(const struct model *m, const struct cpuprof *cp, char *buf, 
 	if (cp->total < 10 || unk * 10 < cp->total)
 		return 0;
 	snprintf(buf, len,
-		 "%.0f%% of the CPU profile is in code no module claims, shown as ?+address: JIT "
+		 "%.0f%% of the CPU profile is in code no module claims, shown as ?+address (its "
+		 "addresses within 64 bytes of each other as one function): JIT "
 		 "code, most likely. node --perf-basic-prof, python3.12 -X perf and, for a "
 		 "running JVM, jcmd PID Compiler.perfmap write /tmp/perf-PID.map, which names it here%s",
 		 100.0 * (double)unk / (double)cp->total,

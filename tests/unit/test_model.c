@@ -340,3 +340,24 @@ Test(model, correct_nested_helpers_keep_the_samplers_shares)
 	cr_assert(b >= 850 && b <= 1150, "B has %.1f ms of 2000, want about 1000", b);
 	cr_assert(c >= 400 && c <= 600, "C has %.1f ms of 2000, want about 500", c);
 }
+
+/* Addresses no module claims (JIT code without a perf map): those within
+ * 64 bytes of the previous one are one function, named after the lowest
+ * (0x5030 -> 0x5070 is 64: joined); farther ones (0x50b1, 65 bytes on) are
+ * functions of their own. */
+Test(model, unclaimed_addresses_close_together_are_one_function)
+{
+	static const uint64_t addr[] = {0x5000, 0x5030, 0x5070, 0x50b1, 0x6000};
+	for (int i = 0; i < 5; i++) {
+		rec.nodes[i + 1].addr = addr[i];
+		rec.nodes[i + 1].parent = 0;
+		rec.nodes_known[i + 1] = 1;
+	}
+	static struct model mm;
+	cr_assert_eq(model_build(&mm, &rec, MODEL_END_NEXT), 0);
+	const char *want[] = {"?+0x5000", "?+0x5000", "?+0x5000", "?+0x50b1", "?+0x6000"};
+	for (int i = 0; i < 5; i++)
+		cr_assert_str_eq(mm.funcs[mm.node_func[i + 1]].name, want[i], "node %d (0x%lx): %s", i + 1,
+				 (unsigned long)addr[i], mm.funcs[mm.node_func[i + 1]].name);
+	model_free(&mm);
+}
