@@ -885,14 +885,6 @@ void agent_before_exec(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* The exec failed: this image goes on recording (after its END). */
-void agent_after_exec(void)
-{
-	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
-		return;
-	salvage_set_state(RHEA_SALVAGE_ACTIVE);
-}
-
 /* ---- fatal signals --------------------------------------------------------- */
 
 static const int fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
@@ -1068,12 +1060,9 @@ void agent_postfork_child(void)
 	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
 	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id, rhea_g.active && rhea_g.cfg.follow) < 0) {
-		for (int c = 0; c < RHEA_C_COUNT; c++)
-			rhea_g.on[c] = 0;
-		rhea_g.active = 0;
 		rhea_g.fd = -1; /* the parent's: never written from here */
-		rhea_guard--;
 		agent_disable("cannot copy the buffers in a forked child", errno);
+		rhea_guard--;
 		return;
 	}
 	/* the child's memory is its own now, shared with rhea record or not */
@@ -1287,7 +1276,8 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
-	if (!salvage_region(rhea_attached ? SALVAGE_OWN : SALVAGE_INHERITED, buf_bytes(nchunks, chunk), (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node),
+	size_t node_bytes = (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node);
+	if (!salvage_region(rhea_attached ? SALVAGE_OWN : SALVAGE_INHERITED, buf_bytes(nchunks, chunk), node_bytes,
 			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
 		agent_disable("cannot map the buffers: ", errno);
 		goto out;
@@ -1301,8 +1291,7 @@ __attribute__((constructor)) static void agent_init(void)
 		agent_disable("cannot map the stack table: ", -r);
 		goto out;
 	}
-	rhea_pends = pm;
-	rhea_npends = RHEA_MAX_THREADS;
+	rhea_pends = pm; /* RHEA_MAX_THREADS of them: one per registry slot */
 	thread_registry_init();
 	if (is_root && open_output() < 0)
 		goto out;

@@ -217,8 +217,7 @@ void thread_set_name(struct rhea_tstate *t, const char *name);
 void thread_exit_current(void);
 void thread_registry_init(void);
 #define RHEA_MAX_THREADS 8192 /* registry slots at most */
-extern struct rhea_salvage_pend *rhea_pends; /* per slot (salvage.c's region), or NULL */
-extern uint32_t rhea_npends;
+extern struct rhea_salvage_pend *rhea_pends; /* RHEA_MAX_THREADS, one per slot, or NULL */
 /* Claim a slot for a thread that is not the caller (sampler) or from a
  * signal handler: no stack bounds, no exit destructor. */
 struct rhea_tstate *thread_register_tid(uint32_t tid, int self);
@@ -439,7 +438,6 @@ int agent_move_fd(int fd);
 int agent_fd_high(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
-void agent_after_exec(void); /* the exec failed */
 void agent_prefork(void);
 void agent_postfork_parent(void);
 void agent_postfork_child(void);

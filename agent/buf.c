@@ -70,15 +70,17 @@ int buf_init_at(struct buf *b, void *mem, uint32_t nchunks, uint32_t chunk_size,
 
 int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards)
 {
-	memset(b, 0, sizeof(*b));
-	if (nchunks < 2 || chunk_size < 4096 || (chunk_size & 7) || nshards < 1)
-		return -EINVAL;
-	void *m = mmap(NULL, buf_bytes(nchunks, chunk_size), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED)
+	size_t bytes = buf_bytes(nchunks, chunk_size);
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		memset(b, 0, sizeof(*b));
 		return -errno;
+	}
 	int r = buf_init_at(b, m, nchunks, chunk_size, nshards);
-	b->owned = 1;
+	if (r < 0)
+		munmap(m, bytes);
+	else
+		b->owned = 1;
 	return r;
 }
 

@@ -1155,9 +1155,6 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execve(path, argv, envp);
-	int e = errno;
-	agent_after_exec(); /* it failed */
-	errno = e;
 	return r;
 }
 
@@ -1173,9 +1170,6 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvpe(file, argv, envp);
-	int e = errno;
-	agent_after_exec(); /* it failed */
-	errno = e;
 	return r;
 }
 
@@ -1185,9 +1179,6 @@ EXPORT int execvp(const char *file, char *const argv[])
 		resolve();
 	agent_before_exec();
 	int r = real_execvp(file, argv);
-	int e = errno;
-	agent_after_exec(); /* it failed */
-	errno = e;
 	return r;
 }
 
@@ -1197,9 +1188,6 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		resolve();
 	agent_before_exec();
 	int r = real_fexecve(fd, argv, envp);
-	int e = errno;
-	agent_after_exec(); /* it failed */
-	errno = e;
 	return r;
 }
 

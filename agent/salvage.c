@@ -167,6 +167,37 @@ static int memfd_for_record(size_t size)
 	return fd;
 }
 
+/* size bytes of *fd, shared, when it maps, else of private anonymous
+ * memory (then *fd is closed and -1).  NULL when nothing maps. */
+static char *map_region(int *fd, size_t size)
+{
+	char *m = MAP_FAILED;
+	if (*fd >= 0)
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, *fd, 0);
+	if (m == MAP_FAILED) {
+		if (*fd >= 0)
+			syscall(SYS_close, *fd);
+		*fd = -1;
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* The mapped memfd's descriptor: kept (keep: rhea attach opens it, or it
+ * is still to be sent), else closed. */
+static void keep_fd(int fd, int keep)
+{
+	struct stat st;
+	salvage_fd = -1;
+	if (fd >= 0 && keep && fstat(fd, &st) == 0) {
+		salvage_fd = fd;
+		memfd_dev = st.st_dev;
+		memfd_ino = st.st_ino;
+	} else if (fd >= 0) {
+		syscall(SYS_close, fd);
+	}
+}
+
 void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
 		     struct rhea_salvage_pend **pend)
 {
@@ -174,41 +205,21 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	size_t off_buf = hdr, nodes_at = off_buf + page_up(buf_bytes);
 	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
-	char *m = MAP_FAILED;
 	int fd = salvage_memfd(mode), own = mode == SALVAGE_OWN;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
-	if (fd >= 0 && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)size) == 0)
-		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-	if (m == MAP_FAILED && fd >= 0) {
+	if (fd >= 0 && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)size) != 0)) {
 		syscall(SYS_close, fd);
 		fd = -1;
 	}
-	if (fd < 0 && mode == SALVAGE_INHERITED && (fd = memfd_for_record(size)) >= 0) {
-		/* not the process rhea record started: a memfd of its own, sent
-		 * to rhea record when it opens its recording (salvage_publish) */
-		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-		own = 1;
-	}
-	if (m == MAP_FAILED) {
-		if (fd >= 0)
-			syscall(SYS_close, fd);
-		fd = -1;
-		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-			 0);
-		if (m == MAP_FAILED)
-			return NULL;
-	}
+	if (fd < 0 && mode == SALVAGE_INHERITED && (fd = memfd_for_record(size)) >= 0)
+		own = 1; /* not the process rhea record started: a memfd of its own,
+			    sent to rhea record when it opens its recording */
+	char *m = map_region(&fd, size);
+	if (!m)
+		return NULL;
 	region_shared = fd >= 0;
-	send_pending = fd >= 0 && own && mode == SALVAGE_INHERITED;
-	struct stat st;
-	if (fd >= 0 && own && fstat(fd, &st) == 0) {
-		memfd_dev = st.st_dev; /* kept until rhea attach opened it, or sent */
-		memfd_ino = st.st_ino;
-	} else if (fd >= 0) {
-		syscall(SYS_close, fd); /* mapped: the descriptor is not needed */
-		fd = -1;
-	}
-	salvage_fd = fd;
+	send_pending = region_shared && own && mode == SALVAGE_INHERITED;
+	keep_fd(fd, own); /* rhea record's own memfd is mapped: not needed */
 	region_size = size;
 	off_nodes = nodes_at;
 	struct rhea_salvage *h = (struct rhea_salvage *)m;
@@ -303,9 +314,12 @@ void salvage_nodes_in_file(uint32_t written)
 
 /*
  * In a forked child, before it writes anything: the shared region becomes
- * a private copy.  The buffers and pending samples are reset by the child
- * anyway; the header and the nodes the child keeps (it writes them all to
- * its own file) are copied, nodes up to next_id.
+ * the child's own, a memfd for rhea record when it traces (sent once the
+ * child has a recording, salvage_publish) or private memory.  The buffers
+ * and pending samples are reset by the child anyway; the header, the
+ * chunks' descriptors and the nodes the child keeps (it writes them all to
+ * its own file) are copied, nodes up to next_id.  On failure the region
+ * is forgotten: it is still the parent's.
  */
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 {
@@ -316,18 +330,10 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 		syscall(SYS_close, salvage_fd);
 	salvage_fd = -1;
 	char *old = (char *)h;
-	/* a memfd of the child's own, handed to rhea record, else private */
 	int fd = traced ? memfd_for_record(region_size) : -1;
-	char *m = MAP_FAILED;
-	if (fd >= 0)
-		m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-	int shared = m != MAP_FAILED;
-	if (!shared)
-		m = mmap(NULL, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-			 0);
-	if (m == MAP_FAILED) {
-		if (fd >= 0)
-			syscall(SYS_close, fd);
+	char *m = map_region(&fd, region_size);
+	if (!m) {
+		rhea_salvage = NULL;
 		return -1; /* the caller stops the agent: never the parent's buffers */
 	}
 	memcpy(m, old, page_up(sizeof(*h)));
@@ -343,6 +349,7 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 		munmap(m, region_size);
 		if (fd >= 0)
 			syscall(SYS_close, fd);
+		rhea_salvage = NULL;
 		return -1;
 	}
 	/* the child's now: published again once it opens its own file */
@@ -351,17 +358,7 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 	h->pid = getpid();
 	h->nodes_in_file = 1;
 	h->in_round = 0;
-	region_shared = shared;
-	send_pending = shared;
-	salvage_fd = -1;
-	struct stat st;
-	if (shared && fstat(fd, &st) == 0) {
-		salvage_fd = fd; /* close-on-exec: a child that execs never sends it */
-		memfd_dev = st.st_dev;
-		memfd_ino = st.st_ino;
-	} else if (fd >= 0) {
-		syscall(SYS_close, fd);
-		region_shared = send_pending = 0;
-	}
+	region_shared = send_pending = fd >= 0;
+	keep_fd(fd, 1); /* close-on-exec: a child that only execs never sends it */
 	return 0;
 }

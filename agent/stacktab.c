@@ -99,14 +99,13 @@ int stacktab_init_at(struct stacktab *t, void *n, uint32_t max_nodes)
 	t->nslots = nslots;
 	t->next_id = 1;
 	t->written = 1;
-	t->full = 0;
 	return 0;
 }
 
 int stacktab_init(struct stacktab *t, uint32_t max_nodes)
 {
-	if (max_nodes < 16 || max_nodes > (1u << 30))
-		return -EINVAL;
+	if (max_nodes > (1u << 30))
+		return -EINVAL; /* before sizing a mapping by it */
 	size_t nbytes = (size_t)max_nodes * sizeof(struct stacktab_node);
 	void *n = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -43,7 +43,6 @@ static __thread int tls_dead; /* the thread is past its exit: pass through */
 
 static struct rhea_tstate *slots;
 struct rhea_salvage_pend *rhea_pends; /* one per slot, in the salvage region */
-uint32_t rhea_npends;
 static uint32_t max_slots;   /* slots mapped: MAX_THREADS, fewer under RLIMIT_AS */
 static uint32_t nslots_used; /* atomic: high-water mark */
 
@@ -280,7 +279,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	populate(t);
 	memset((char *)t + sizeof(t->state), 0,
 	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
-	t->pend = rhea_pends && (uint32_t)(t - slots) < rhea_npends ? &rhea_pends[t - slots] : &t->own_pend;
+	t->pend = rhea_pends ? &rhea_pends[t - slots] : &t->own_pend; /* max_slots <= RHEA_MAX_THREADS */
 	t->pend->busy = 0;
 	t->pend->valid = 0;
 	clear_sites(t);

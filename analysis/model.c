@@ -213,24 +213,15 @@ int model_build(struct model *m, struct recording *r, int policy)
 	if (!m->node_func)
 		return -ENOMEM;
 	uint32_t trunc = model_func_intern(m, "[truncated]", NULL, NULL, 0, MODEL_SPECIAL);
-	uint64_t *unclaimed = malloc((r->nnodes ? r->nnodes : 1) * sizeof(uint64_t));
+	/* named in one pass; addresses no module claims wait for their group */
+	uint32_t *unc_id = malloc((r->nnodes ? r->nnodes : 1) * sizeof(uint32_t));
+	uint64_t *unc = malloc((r->nnodes ? r->nnodes : 1) * sizeof(uint64_t));
 	size_t nun = 0;
-	if (!unclaimed)
+	if (!unc_id || !unc) {
+		free(unc_id);
+		free(unc);
 		return -ENOMEM;
-	for (uint32_t id = 1; id < r->nnodes; id++) {
-		struct sym_frame f;
-		if (r->nodes_known[id] && r->nodes[id].addr != 1) {
-			sym_resolve(m->sym, r->nodes[id].addr, &f);
-			if (!f.func && f.module && strcmp(f.module, "?") == 0)
-				unclaimed[nun++] = r->nodes[id].addr;
-		}
 	}
-	qsort(unclaimed, nun, sizeof(*unclaimed), cmp_u64);
-	size_t k = 0;
-	for (size_t i = 0; i < nun; i++)
-		if (k == 0 || unclaimed[i] != unclaimed[k - 1])
-			unclaimed[k++] = unclaimed[i];
-	nun = k;
 	for (uint32_t id = 1; id < r->nnodes; id++) {
 		if (!r->nodes_known[id])
 			continue;
@@ -242,12 +233,38 @@ int model_build(struct model *m, struct recording *r, int policy)
 		struct sym_frame f;
 		char buf[512];
 		sym_resolve(m->sym, addr, &f);
-		if (!f.func && f.module && strcmp(f.module, "?") == 0)
-			f.module_off = unclaimed_group(unclaimed, nun, addr);
+		if (!f.func && f.module && strcmp(f.module, "?") == 0) {
+			unc_id[nun] = id;
+			unc[nun++] = addr;
+			continue;
+		}
 		const char *name = sym_frame_name(&f, buf, sizeof(buf));
 		m->node_func[id] = model_func_intern(m, name, f.module, f.file, f.line, MODEL_CODE);
 	}
-	free(unclaimed);
+	uint64_t *sorted = malloc((nun ? nun : 1) * sizeof(uint64_t));
+	if (!sorted) {
+		free(unc_id);
+		free(unc);
+		return -ENOMEM;
+	}
+	memcpy(sorted, unc, nun * sizeof(uint64_t));
+	qsort(sorted, nun, sizeof(*sorted), cmp_u64);
+	size_t ns = 0;
+	for (size_t i = 0; i < nun; i++)
+		if (ns == 0 || sorted[i] != sorted[ns - 1])
+			sorted[ns++] = sorted[i];
+	for (size_t i = 0; i < nun; i++) {
+		struct sym_frame f;
+		char buf[64];
+		memset(&f, 0, sizeof(f));
+		f.module = "?";
+		f.module_off = unclaimed_group(sorted, ns, unc[i]);
+		m->node_func[unc_id[i]] =
+			model_func_intern(m, sym_frame_name(&f, buf, sizeof(buf)), f.module, NULL, 0, MODEL_CODE);
+	}
+	free(sorted);
+	free(unc_id);
+	free(unc);
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT && fn < 256; fn++) {
 		if (!rhea_fn_blocking(fn))
 			continue;

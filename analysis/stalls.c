@@ -295,37 +295,23 @@ static int thread_stalls(struct model *m, const struct rec_thread *t, struct sta
 	const struct rhea_sample *s = t->samples;
 	size_t n = t->nsamples;
 	int died = !r->have_end || r->end.reason == RHEA_END_SIGNAL;
-	/* messages 1 .. last-1 ended, the last too if a loop wait ended it
-	 * (ids count the iterations without a sample too) */
-	if (n && s[n - 1].msgid > 0) {
-		size_t i0 = n - 1;
-		while (i0 > 0 && s[i0 - 1].msgid == s[n - 1].msgid)
-			i0--;
-		st->iterations += s[n - 1].msgid - 1u + (is_loop_wait(&s[message_end(s, i0, n) - 1]) ? 1u : 0u);
-	}
 	uint64_t rec_end = r->have_end && r->end.time_ns > r->last_ns ? r->end.time_ns : r->last_ns;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
+	/* prev: the previous message's last sample that counts */
+	const struct rhea_sample *prev = NULL;
+	for (size_t i = 0, j, e; i < n; prev = &s[e - 1], i = j) {
+		j = i;
 		while (j < n && s[j].msgid == s[i].msgid)
 			j++;
 		/* samples [i, j) are one message; [i, e) count */
-		if (s[i].msgid == 0) {
-			i = j;
+		e = message_end(s, i, j);
+		if (s[i].msgid == 0)
 			continue;
-		}
-		size_t e = message_end(s, i, j);
 		struct stall x;
 		memset(&x, 0, sizeof(x));
 		x.t = t;
 		x.msgid = s[i].msgid;
 		x.samples = (uint32_t)(e - i);
-		const struct rhea_sample *prev = NULL, *last = &s[e - 1];
-		if (i > 0) { /* the previous message's last sample that counts */
-			size_t pi = i - 1;
-			while (pi > 0 && s[pi - 1].msgid == s[i - 1].msgid)
-				pi--;
-			prev = &s[message_end(s, pi, i) - 1];
-		}
+		const struct rhea_sample *last = &s[e - 1];
 		if (prev && is_loop_wait(prev)) {
 			x.begin_ns = prev->end_ns; /* the return of the wait */
 			x.begin_exact = (prev->h.flags & RHEA_S_BLOCK) != 0;
@@ -335,10 +321,8 @@ static int thread_stalls(struct model *m, const struct rec_thread *t, struct sta
 			x.cb = s[i].c_begin;
 		}
 		int finished = j < n || is_loop_wait(last);
-		if (!finished && (!died || t->exit_ns)) {
-			i = j; /* the loop was left; or the thread exited */
-			continue;
-		}
+		if (!finished && (!died || t->exit_ns))
+			continue; /* the loop was left; or the thread exited */
 		if (is_loop_wait(last)) {
 			x.end_ns = last->begin_ns; /* the call of the wait (or its return) */
 			x.end_exact = (last->h.flags & RHEA_S_BLOCK) != 0;
@@ -360,8 +344,11 @@ static int thread_stalls(struct model *m, const struct rec_thread *t, struct sta
 			if (add_stall(st, cap, &x) < 0)
 				return -1;
 		}
-		i = j;
 	}
+	/* messages 1 .. last-1 ended, the last too if a loop wait ended it
+	 * (ids count the iterations without a sample too) */
+	if (n && s[n - 1].msgid > 0)
+		st->iterations += s[n - 1].msgid - 1u + (is_loop_wait(prev) ? 1u : 0u);
 	return 0;
 }
 

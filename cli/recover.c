@@ -269,7 +269,6 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
 
 struct recover_collector {
 	int lfd;
-	int stop; /* atomic: finish asked; its connection only wakes accept */
 	struct sockaddr_un addr;
 	socklen_t addr_len;
 	pthread_t th;
@@ -336,16 +335,18 @@ static void *collect_main(void *arg)
 				continue;
 			return NULL;
 		}
-		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		int ok = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+		if (ok && cred.pid == getpid()) {
+			/* finish's wake-up: the connections queued before it,
+			 * all the agents that sent theirs in time, were taken */
 			close(s);
 			return NULL;
 		}
 		/* from a process of ours only (the socket's name is no secret) */
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
 		int fd = -1;
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-		    (cred.uid == geteuid() || geteuid() == 0))
+		if (ok && (cred.uid == geteuid() || geteuid() == 0))
 			fd = recv_fd(s);
 		close(s);
 		if (fd < 0)
@@ -439,8 +440,8 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 	*samples = 0;
 	if (!c)
 		return 0;
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	int w = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); /* wakes accept */
+	/* our own connection ends the thread, after those queued before it */
+	int w = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (w < 0 || connect(w, (struct sockaddr *)&c->addr, c->addr_len) != 0)
 		shutdown(c->lfd, SHUT_RDWR); /* second best */
 	pthread_join(c->th, NULL);
