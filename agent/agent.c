@@ -585,7 +585,7 @@ static void attach_detach(void)
 	agent_finish(RHEA_END_DETACH, 0);
 	salvage_close_fd(); /* the mapping stays, as the agent's tables do */
 	threads_stop = 1;
-	ticker_wake_up();
+	ticker_wake_up(TICKER_TICK);
 	pthread_join(ticker_th, NULL);
 	if (rhea_g.fd >= 0) {
 		syscall(SYS_close, rhea_g.fd);
@@ -629,67 +629,234 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-static void advance_epoch(void)
+void ticker_wake_up(uint32_t why)
 {
-	/* Never 0: a thread's TLS last_epoch starts at 0 (see agent_init). */
-	uint32_t e = rhea_g.epoch + 1;
-	__atomic_store_n(&rhea_g.epoch, e ? e : 1, __ATOMIC_RELEASE);
-}
-
-void ticker_wake_up(void)
-{
-	if (__atomic_exchange_n(&rhea_g.ticker_wake, 1, __ATOMIC_ACQ_REL) == 0)
+	uint32_t was = __atomic_load_n(&rhea_g.ticker_wake, __ATOMIC_RELAXED);
+	do {
+		if (was == TICKER_TICK || was == why)
+			return; /* told already */
+	} while (!__atomic_compare_exchange_n(&rhea_g.ticker_wake, &was, why, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	if (was == 0)
 		syscall(SYS_futex, &rhea_g.ticker_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /*
- * The ticker advances the epoch every interval while captures use it, and
- * sleeps when none did for IDLE_AFTER intervals: each wake-up of a thread
- * costs ~24 us of CPU on the bench VM, 2.4% of a CPU at 1 ms, paid by an
- * idle program too.  Asleep it waits on a futex that the next capture
- * wakes (the first capture after a quiet spell pays that system call), or
- * a second.  Around the sleep the epoch is advanced (going to sleep, then
- * waking, before ticker_idle is cleared), so that a blocking call that
- * lies inside the quiet spell sees ticker_idle at its end and reads the
- * clock instead of trusting an epoch that did not move (hooks.c,
- * after_block), and a call that overlaps its edge sees the epoch move.
+ * The ticker keeps the epoch moving for hooks that read no clock (an
+ * allocation, an uncontended lock) and so cannot move it themselves
+ * (clock.c): while it ticks, the epoch moves at every interval's end, and
+ * a timed call during which it did not move was shorter than an interval
+ * (hooks.c, epoch_says_short).  Each wake-up costs 10-20 us of CPU in the
+ * VMs rhea was measured on: at 1 ms, 1-2% of a CPU, which a mostly idle
+ * server paid in full (its program used less).  So it ticks only while
+ * its ticks are used and worth their cost:
+ *
+ *  - ticking: it sleeps to the end of each interval of the grid and
+ *    advances the epoch if no hook's clock read did so first.  It coasts
+ *    when no capture has used an epoch it made for IDLE_AFTER intervals
+ *    (nothing captured at all, or only right after clock reads: a server
+ *    whose reads, writes and waits keep the epoch current themselves), and
+ *    coasting costs less than ticking (epoch_coast_pays: the timed calls a
+ *    second, each of which would then read its end clock, against its own
+ *    wake-ups, measured on its CPU clock);
+ *  - coasting: ticker_idle is set, so timed calls read their end clock
+ *    and releases the time (hooks.c, waits.c): exact without ticks.
+ *    Threads whose hooks read no clock still need the epoch to move: the
+ *    ticker probes for them.  It advances the epoch itself once at the
+ *    end of the interval in which captures began again (the first capture
+ *    of an interval ending PROBE_HOLD intervals or more after the last
+ *    probe asks for one, epoch_consumed), and when it looks on its own
+ *    (every COAST_LOOK intervals, less often while the epoch stands still,
+ *    up to COAST_MAX_NS).  A hook that captures in a probe wakes it to
+ *    tick again.  A thread whose hooks read no clock therefore waits about
+ *    an interval for its next capture after a quiet spell, or at most
+ *    PROBE_HOLD intervals when it was the clock reads of others that kept
+ *    the epoch moving.  On a look, it ticks again when the timed calls
+ *    now make ticking the cheaper.
+ *
+ * Around coasting the epoch is bumped (going to coast, then leaving it,
+ * before ticker_idle is cleared), so that a blocking call that lies inside
+ * the spell sees ticker_idle at its end and reads the clock instead of
+ * trusting an epoch that did not move, and a call that overlaps its edge
+ * sees the epoch move.  Those bumps are no ticks: a capture in them does
+ * not call the ticker back.
  */
 #define IDLE_AFTER 16
+#define PROBE_HOLD 32
+#define COAST_LOOK 100
+#define COAST_MAX_NS 1000000000ull
+#define COST_TICKS 64 /* ticks per measurement of a wake-up's cost */
+
+static void ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What the ticker knows of the costs (epoch_coast_pays). */
+static struct {
+	uint64_t wake_ns;          /* CPU per wake-up, as measured */
+	uint64_t cpu0, ticks;      /* since the last measurement */
+	uint64_t calls0, calls_t0; /* timed calls counted, and when */
+	uint64_t calls_per_s;
+	int calls_valid;
+} cost;
+
+/* The timed calls a second since the last look (at least 10 ms ago);
+ * 0 until there is a measurement. */
+static int cost_calls(void)
+{
+	/* (not rhea_now: the ticker's own clock reads must not move the epoch) */
+	uint64_t now = rhea_now_slow(), n = __atomic_load_n(&rhea_g.timed_calls, __ATOMIC_RELAXED);
+	if (cost.calls_t0 && now - cost.calls_t0 < 10000000ull)
+		return cost.calls_valid;
+	if (cost.calls_t0 && now > cost.calls_t0) {
+		cost.calls_per_s = (uint64_t)((unsigned __int128)(n - cost.calls0) * 1000000000ull / (now - cost.calls_t0));
+		cost.calls_valid = 1;
+	}
+	cost.calls0 = n;
+	cost.calls_t0 = now;
+	return cost.calls_valid;
+}
+
+static void cost_tick(void)
+{
+	if (++cost.ticks < COST_TICKS)
+		return;
+	uint64_t cpu = thread_cpu_ns();
+	if (cost.cpu0 && cpu > cost.cpu0)
+		cost.wake_ns = (cpu - cost.cpu0) / cost.ticks;
+	cost.cpu0 = cpu;
+	cost.ticks = 0;
+}
+
+/* Until the end of the current interval of the grid (a little past it),
+ * or one interval without a grid. */
+static void ticker_sleep(void)
+{
+	uint64_t ns = rhea_g.cfg.interval_ns;
+	const struct rhea_cal *c = __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE);
+	uint64_t end = __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_ACQUIRE);
+	if (c && rhea_g.interval_tsc && end != UINT64_MAX) {
+		uint64_t now = __builtin_ia32_rdtsc();
+		ns = end > now ? (uint64_t)(((unsigned __int128)(end - now) * c->mult) >> 32) : 0;
+		if (ns > rhea_g.cfg.interval_ns)
+			ns = rhea_g.cfg.interval_ns;
+		ns += 20000; /* wake past the end, not just before it */
+	}
+	struct timespec ts;
+	ns_to_ts(ns, &ts);
+	syscall(SYS_nanosleep, &ts, NULL);
+}
+
+/* One tick: advance the epoch at the interval's end unless a hook did. */
+static void tick_once(void)
+{
+	if (rhea_g.interval_tsc && rhea_cal)
+		epoch_cross(__builtin_ia32_rdtsc(), 1);
+	else
+		epoch_bump(1); /* no grid: the ticker alone moves the epoch */
+}
+
+/* Probes may be asked for again from PROBE_HOLD intervals on. */
+static void probe_hold(void)
+{
+	uint64_t it = __atomic_load_n(&rhea_g.interval_tsc, __ATOMIC_RELAXED);
+	__atomic_store_n(&rhea_g.probe_after_tsc, __builtin_ia32_rdtsc() + PROBE_HOLD * it, __ATOMIC_RELEASE);
+}
+
+/* Whether coasting is possible: it needs the grid, so that the hooks'
+ * clock reads move the epoch. */
+static int can_coast(void)
+{
+	return rhea_g.cfg.interval_ns < 1000000000ull && __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&rhea_g.interval_tsc, __ATOMIC_RELAXED) &&
+	       __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) != UINT64_MAX;
+}
+
+static void coast(void)
+{
+	__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
+	__atomic_store_n(&rhea_g.ticker_wake, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&rhea_g.ticker_idle, 1, __ATOMIC_SEQ_CST);
+	epoch_bump(0);
+	probe_hold();
+	uint64_t look = COAST_LOOK * rhea_g.cfg.interval_ns;
+	uint64_t next_look = rhea_now_slow() + look;
+	uint32_t seen = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
+	while (!threads_stop && !rhea_g.finished) {
+		uint64_t now = rhea_now_slow();
+		if (now < next_look) {
+			struct timespec ts;
+			ns_to_ts(next_look - now, &ts);
+			syscall(SYS_futex, &rhea_g.ticker_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+		uint32_t why = __atomic_exchange_n(&rhea_g.ticker_wake, 0, __ATOMIC_ACQ_REL);
+		if (why == TICKER_TICK || threads_stop || rhea_g.finished)
+			break;
+		now = rhea_now_slow();
+		if (now >= next_look) { /* a look of its own (probes do not put it off) */
+			clock_calibrate();
+			cost_calls();
+			if (!epoch_coast_pays(cost.calls_per_s, cost.wake_ns, rhea_g.cfg.interval_ns, 1))
+				break; /* the timed calls now cost more than ticks */
+			uint32_t e = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
+			/* the hooks moved the epoch since the last look: look as
+			 * often as at first, else less and less often */
+			look = e != seen ? COAST_LOOK * rhea_g.cfg.interval_ns
+					 : look * 2 < COAST_MAX_NS ? look * 2 : COAST_MAX_NS;
+			next_look = now + look;
+		} else if (why == TICKER_PROBE) {
+			ticker_sleep(); /* to the end of the interval captures began in */
+		} else {
+			continue; /* woken for nothing */
+		}
+		__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
+		tick_once(); /* the probe, if no clock read ended the interval */
+		probe_hold();
+		seen = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
+	epoch_bump(0);
+	__atomic_store_n(&rhea_g.ticker_idle, 0, __ATOMIC_SEQ_CST);
+	cost.cpu0 = 0; /* the next measurement from scratch */
+	cost.ticks = 0;
+}
 
 static void *ticker_main(void *arg)
 {
 	(void)arg;
 	rhea_guard = 1;
 	rhea_agent_tids[0] = thread_gettid();
-	struct timespec ts = {(time_t)(rhea_g.cfg.interval_ns / 1000000000ull),
-			      (long)(rhea_g.cfg.interval_ns % 1000000000ull)};
 	unsigned unused = 0, ticks = 0;
+	memset(&cost, 0, sizeof(cost));
+	cost.wake_ns = 5000; /* until measured */
+	cost_calls();        /* the first window starts now */
 	while (!threads_stop && !rhea_g.finished) {
-		syscall(SYS_nanosleep, &ts, NULL);
+		ticker_sleep();
+		tick_once();
+		cost_tick();
 		if (__atomic_exchange_n(&rhea_g.epoch_used, 0, __ATOMIC_ACQ_REL))
 			unused = 0;
 		else
 			unused++;
-		if (unused >= IDLE_AFTER && rhea_g.cfg.interval_ns < 1000000000ull) {
-			__atomic_store_n(&rhea_g.ticker_wake, 0, __ATOMIC_RELEASE);
-			__atomic_store_n(&rhea_g.ticker_idle, 1, __ATOMIC_SEQ_CST);
-			advance_epoch();
-			struct timespec second = {1, 0};
-			while (!__atomic_load_n(&rhea_g.ticker_wake, __ATOMIC_ACQUIRE) && !threads_stop &&
-			       !rhea_g.finished) {
-				long r = syscall(SYS_futex, &rhea_g.ticker_wake, FUTEX_WAIT_PRIVATE, 0, &second,
-						 NULL, 0);
-				if (r != 0 && errno == ETIMEDOUT)
-					clock_calibrate();
+		if (!rhea_cal || (++ticks & 15) == 0)
+			clock_calibrate(); /* at once until the first calibration */
+		if (unused >= IDLE_AFTER && can_coast()) {
+			if (cost_calls() &&
+			    epoch_coast_pays(cost.calls_per_s, cost.wake_ns, rhea_g.cfg.interval_ns, 0)) {
+				coast();
+				cost_calls();
 			}
-			advance_epoch();
-			__atomic_store_n(&rhea_g.ticker_idle, 0, __ATOMIC_SEQ_CST);
 			unused = 0;
-			continue;
 		}
-		advance_epoch();
-		if ((++ticks & 15) == 0)
-			clock_calibrate();
 	}
 	agent_thread_cpu_note(0);
 	return NULL;
@@ -720,6 +887,8 @@ static int start_threads(void)
 	rhea_g.ticker_idle = 0; /* a forked child starts with a ticking ticker */
 	rhea_g.ticker_wake = 0;
 	rhea_g.epoch_used = 0;
+	rhea_g.ticker_epoch = 0;
+	rhea_g.probe_after_tsc = UINT64_MAX;
 	rhea_guard++;
 	const pthread_attr_t *attr = agent_thread_attr();
 	int r = pthread_create(&ticker_th, attr, ticker_main, NULL);

@@ -126,10 +126,24 @@ struct rhea_agent {
 		 * fast paths compare their TLS gate word with */
 		volatile uint64_t epoch_shifted;
 	};
+	/* atomic: the TSC at which the current epoch's interval ends, on a
+	 * grid of whole intervals (clock.c, epoch_cross); UINT64_MAX until
+	 * the TSC is calibrated (then only the ticker advances the epoch) */
+	volatile uint64_t epoch_end_tsc;
 	volatile int active;
-	volatile uint32_t ticker_idle; /* the ticker sleeps until a capture */
-	uint32_t epoch_used;           /* atomic: a capture in this epoch */
-	uint32_t ticker_wake;          /* futex: a capture woke the idle ticker */
+	/* the ticker coasts (agent.c): the epoch may stand still while time
+	 * passes, so a call that did not see it move is not known to be short */
+	volatile uint32_t ticker_idle;
+	/* (end of the hot line) */
+	uint32_t epoch_used;   /* atomic: a capture in an epoch the ticker made */
+	uint32_t ticker_epoch; /* atomic: the latest epoch the ticker made, 0 none */
+	uint32_t ticker_wake;  /* futex: why a capture woke the coasting ticker (TICKER_*) */
+	/* atomic: while the ticker coasts, the first capture in an interval
+	 * ending after this TSC asks it for a probe (agent.c); UINT64_MAX: not now */
+	uint64_t probe_after_tsc;
+	uint64_t interval_tsc; /* the interval in TSC ticks, 0 until calibrated */
+	uint64_t min_block_tsc; /* cfg.min_block_ns in TSC ticks, 0 until calibrated */
+	uint64_t timed_calls;   /* atomic: the threads' rhea_hot.timed, as of their captures */
 	struct rhea_config cfg;
 	uint64_t start_ns;
 	int fd;         /* the recording, -1 none (see agent_owns_fd) */
@@ -147,6 +161,7 @@ struct rhea_agent {
 };
 
 extern struct rhea_agent rhea_g;
+_Static_assert(offsetof(struct rhea_agent, ticker_idle) < 64, "the hooks' fields share one cache line");
 _Static_assert(offsetof(struct rhea_agent, epoch_shifted) % 8 == 0 &&
 		       offsetof(struct rhea_agent, epoch) == offsetof(struct rhea_agent, epoch_shifted) + 4,
 	       "epoch_shifted: one aligned 64-bit word whose high half is the epoch");
@@ -181,7 +196,13 @@ struct rhea_hot {
 	 * the call instruction); 0 until the thread's first counted
 	 * allocation, which keeps unregistered threads off the fast path */
 	uint64_t site_pc, site_count, site_bytes;
+	/* timed calls (and releases someone waits for) since the thread's
+	 * last capture: each would read the clock at its end were the ticker
+	 * coasting; added to rhea_g.timed_calls at captures (agent.c's cost
+	 * model) */
+	uint64_t timed;
 };
+_Static_assert(sizeof(struct rhea_hot) <= 64, "rhea_hot: one cache line");
 
 extern __thread struct rhea_hot rhea_hot;
 #define rhea_guard (rhea_hot.guard)
@@ -233,7 +254,8 @@ uint32_t thread_gettid(void);
 
 /* capture.c */
 /* A synchronous capture on the calling thread, if its interval elapsed. */
-void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext);
+/* clocked: the hook read the clock (see epoch_consumed) */
+void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked);
 /* A blocking call that returned: record [begin, end] with the stack now. */
 struct block_info {
 	uint64_t begin, end;
@@ -247,16 +269,31 @@ struct block_info {
 	uint64_t release_ns;
 };
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
-/* A capture consumed the current epoch: the ticker is needed (agent.c). */
-void ticker_wake_up(void);
-static inline void epoch_consumed(void)
+/* Why the coasting ticker is woken: a capture used an epoch it made, or
+ * captures began again after a quiet spell (agent.c). */
+enum { TICKER_TICK = 1, TICKER_PROBE = 2 };
+void ticker_wake_up(uint32_t why);
+/* A capture in epoch e.  clocked: right after the hook read the clock,
+ * which kept the epoch current (clock.c).  Otherwise, if the ticker made
+ * e, the ticker is needed: told, and woken if it coasts. */
+static inline void epoch_consumed(uint32_t e, int clocked)
 {
-	if (!__atomic_load_n(&rhea_g.epoch_used, __ATOMIC_RELAXED))
-		__atomic_store_n(&rhea_g.epoch_used, 1, __ATOMIC_RELAXED);
-	/* checked even when the epoch was used: the ticker may have gone to
-	 * sleep since, having missed that use */
-	if (__builtin_expect(rhea_g.ticker_idle, 0))
-		ticker_wake_up();
+	if (!clocked && e == __atomic_load_n(&rhea_g.ticker_epoch, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(&rhea_g.epoch_used, __ATOMIC_RELAXED))
+			__atomic_store_n(&rhea_g.epoch_used, 1, __ATOMIC_RELAXED);
+		/* checked even when the epoch was used: the ticker may have
+		 * begun to coast since, having missed that use */
+		if (__builtin_expect(rhea_g.ticker_idle, 0))
+			ticker_wake_up(TICKER_TICK);
+		return;
+	}
+	if (__builtin_expect(rhea_g.ticker_idle, 0)) {
+		uint64_t p = __atomic_load_n(&rhea_g.probe_after_tsc, __ATOMIC_RELAXED);
+		if (p < __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&rhea_g.probe_after_tsc, &p, UINT64_MAX, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			ticker_wake_up(TICKER_PROBE);
+	}
 }
 /* The calling thread's stack now, for a release someone waits on: unwound
  * at most once per call site per 50 us, else the cached one.  0: none. */
@@ -316,12 +353,12 @@ static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t si
  * since the record before it, and been woken by this release; it finds
  * this record new.  Dated now: the woken thread needs microseconds to run,
  * this takes nanoseconds. */
-static inline void waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
-				       int may_block)
+static inline int waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
+				      int may_block)
 {
 	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
-		return;
-	waits_release_slow(t, obj, site, may_block);
+		return 0;
+	return waits_release_slow(t, obj, site, may_block);
 }
 
 /* Around a release of obj that may wake somebody (on): say so in the
@@ -452,14 +489,44 @@ extern struct rhea_cal *volatile rhea_cal;
 void clock_init(void);
 void clock_calibrate(void);
 uint64_t rhea_now_slow(void);
+/* The epoch (clock.c): past the end of the current interval at tsc, the
+ * epoch advances (once, whoever notices first).  by_ticker: the ticker
+ * makes it (epoch_consumed).  Returns 1 when this call advanced it. */
+int epoch_cross(uint64_t tsc, int by_ticker);
+/* Whether the ticker should coast (1) or tick (0), by what each costs a
+ * second: calls_per_s timed calls reading their end clock against a
+ * wake-up of wake_ns per interval; coasting: what it does now. */
+int epoch_coast_pays(uint64_t calls_per_s, uint64_t wake_ns, uint64_t interval_ns, int coasting);
+/* Advance the epoch by one now, off the grid (never to 0); by_ticker as
+ * above.  Returns the new epoch. */
+uint32_t epoch_bump(int by_ticker);
+static inline void epoch_note(uint64_t tsc)
+{
+	if (__builtin_expect(tsc >= __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED), 0))
+		epoch_cross(tsc, 0);
+}
 
+/* Every TSC read the agent makes keeps the epoch current on its way. */
 static inline uint64_t rhea_now(void)
 {
 	const struct rhea_cal *c = __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(c == NULL, 0))
 		return rhea_now_slow();
-	uint64_t d = __builtin_ia32_rdtsc() - c->base_tsc;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	epoch_note(tsc);
+	uint64_t d = tsc - c->base_tsc;
 	return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
+}
+
+/* The TSC now, for comparisons with rhea_stamp()s in ticks (min_block_tsc):
+ * 0 without a calibrated TSC. */
+static inline uint64_t rhea_tsc(void)
+{
+	if (__builtin_expect(__atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) == NULL, 0))
+		return 0;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	epoch_note(tsc);
+	return tsc;
 }
 
 /*
@@ -476,7 +543,9 @@ static inline uint64_t rhea_stamp(void)
 {
 	if (__builtin_expect(__atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) == NULL, 0))
 		return rhea_now_slow() | RHEA_STAMP_NS;
-	return __builtin_ia32_rdtsc() & ~RHEA_STAMP_NS;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	epoch_note(tsc);
+	return tsc & ~RHEA_STAMP_NS;
 }
 
 static inline uint64_t rhea_stamp_ns(uint64_t stamp)

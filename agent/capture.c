@@ -333,14 +333,23 @@ static void point_sample_done(struct rhea_tstate *t, struct rhea_sample *s)
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
 
-void capture_sync(struct rhea_tstate *t, unsigned fn, void *ucontext)
+/* The thread's timed calls so far, for the ticker's cost model (agent.c). */
+static inline void timed_flush(void)
 {
-	(void)ucontext;
+	if (rhea_hot.timed) {
+		__atomic_fetch_add(&rhea_g.timed_calls, rhea_hot.timed, __ATOMIC_RELAXED);
+		rhea_hot.timed = 0;
+	}
+}
+
+void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked)
+{
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
 	rhea_hot.last_epoch = rhea_g.epoch;
-	epoch_consumed();
+	epoch_consumed(rhea_hot.last_epoch, clocked);
+	timed_flush();
 	unsigned flags = 0;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
@@ -373,7 +382,8 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 		return;
 	rhea_guard++;
 	rhea_hot.last_epoch = rhea_g.epoch;
-	epoch_consumed();
+	epoch_consumed(rhea_hot.last_epoch, 1); /* a timed call */
+	timed_flush();
 	unsigned flags = RHEA_S_BLOCK;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);

@@ -228,13 +228,26 @@ static inline struct rhea_tstate *enter(enum rhea_class cls)
 	return thread_self();
 }
 
-static inline void tick(struct rhea_tstate *t, unsigned fn)
+static inline void tick_as(struct rhea_tstate *t, unsigned fn, int clocked)
 {
 	if (unlikely(rhea_hot.last_epoch != rhea_g.epoch)) {
 		int e = errno;
-		capture_sync(t, fn, NULL);
+		capture_sync(t, fn, clocked);
 		errno = e;
 	}
+}
+
+/* Maybe capture, at the end of a hook that read no clock... */
+static inline void tick(struct rhea_tstate *t, unsigned fn)
+{
+	tick_as(t, fn, 0);
+}
+
+/* ...or of a timed one, which kept the epoch current itself (clock.c): its
+ * capture does not call the coasting ticker back (agent.c). */
+static inline void tick_clocked(struct rhea_tstate *t, unsigned fn)
+{
+	tick_as(t, fn, 1);
 }
 
 static inline uint32_t epoch_now(void)
@@ -268,6 +281,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 {
 	uint32_t e = epoch_now();
 	int blocked = 0;
+	rhea_hot.timed += !b->timed;
 	if (b->timed || !epoch_says_short(e, b->epoch0)) {
 		b->end = rhea_now();
 		blocked = b->end - b->begin >= rhea_g.cfg.min_block_ns;
@@ -278,7 +292,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 		errno = err;
 	} else if (rhea_hot.last_epoch != e) {
 		int err = errno;
-		capture_sync(t, fn, NULL);
+		capture_sync(t, fn, 1);
 		errno = err;
 	}
 	return blocked;
@@ -288,11 +302,21 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
  * only built (120 bytes), and the stamp converted, when the epoch moved. */
 static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0, uint64_t object)
 {
+	rhea_hot.timed++;
 	if (likely(epoch_says_short(epoch_now(), e0))) {
-		tick(t, fn);
+		tick_clocked(t, fn);
 		return;
 	}
-	struct block_info b = {.begin = rhea_stamp_ns(stamp), .epoch0 = e0, .object = object};
+	if (rhea_g.ticker_idle && !(stamp & RHEA_STAMP_NS)) {
+		/* the ticker coasts: the clock tells, in ticks, unconverted */
+		uint64_t now = rhea_tsc();
+		if (likely(now && now - stamp < rhea_g.min_block_tsc)) {
+			tick_clocked(t, fn);
+			return;
+		}
+	}
+	/* timed: the epoch moved or means nothing, the end clock is read */
+	struct block_info b = {.begin = rhea_stamp_ns(stamp), .epoch0 = e0, .timed = 1, .object = object};
 	after_block(t, fn, &b);
 }
 
@@ -366,7 +390,7 @@ static inline struct rhea_tstate *alloc_fast(void)
 static __attribute__((noinline)) void alloc_capture(struct rhea_tstate *t, unsigned fn)
 {
 	int e = errno;
-	capture_sync(t, fn, NULL);
+	capture_sync(t, fn, 0);
 	errno = e;
 }
 
@@ -650,11 +674,13 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		int before_ = (BEFORE);                                          \
 		int after_ = (AFTER);                                            \
 		uint64_t prev_ = waits_releasing(t, (uint64_t)(uintptr_t)o, after_); \
+		/* (each look that finds a waiter reads the clock while the  \
+		 * ticker coasts: counted for its cost model) */             \
 		if (before_)                                                     \
-			waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
+			rhea_hot.timed += waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		int r = real_##name(o);                                          \
 		if (after_)                                                      \
-			waits_release_after(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
+			rhea_hot.timed += waits_release_after(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		waits_released(t, prev_, after_);                                \
 		tick(t, FN);                                                     \
 		return r;                                                        \

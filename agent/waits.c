@@ -57,10 +57,12 @@
  *    released the object;
  *  - stack and time are only needed for a wait long enough to be recorded.
  *    The waiters' set remembers the epoch in which it last went from empty
- *    to non-empty; while that is the current epoch (and the ticker is not
- *    asleep: then the epoch stands still), every waiter is younger than an
- *    interval (<= min_block), and the release skips both the clock and the
- *    stack: tid and count only.  (A waiter woken after more than
+ *    to non-empty (the waiter has just read the clock, which brings the
+ *    epoch up to date: clock.c); while that is the current epoch (while
+ *    the ticker coasts the epoch may lag, and the release reads the clock
+ *    first), every waiter is younger than an interval (<= min_block), and
+ *    the release skips the stack, and the clock while the ticker ticks:
+ *    tid and count only.  (A waiter woken after more than
  *    the rest of min_block then names its waker without stack or time.)
  *
  * Everything is async-signal-safe, so sem_post from a program's signal
@@ -204,7 +206,11 @@ int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int m
 			seq = ++t->rel_seq;
 			if (seq == 0)
 				seq = t->rel_seq = 1;
-			if (!rhea_g.cfg.epoch_gate || rhea_g.ticker_idle ||
+			/* While the ticker coasts the epoch may lag: the clock
+			 * read brings it up to date (clock.c), and the test is
+			 * exact again. */
+			int blind = rhea_g.ticker_idle && !rhea_tsc(); /* no TSC: no telling */
+			if (!rhea_g.cfg.epoch_gate || blind ||
 			    __atomic_load_n(&w->since_epoch, __ATOMIC_ACQUIRE) !=
 				    __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED)) {
 				/* a waiter may have waited long enough to be recorded */
