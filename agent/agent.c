@@ -54,7 +54,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct rhea_agent rhea_g = {.fd = -1, .control_fd = -1};
+struct rhea_agent rhea_g __attribute__((aligned(64))) = {.fd = -1, .control_fd = -1};
 uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
 void hooks_resolve(void);

@@ -120,7 +120,7 @@ struct rhea_agent {
 	union {
 		struct {
 			uint32_t epoch_zero;     /* always 0: see epoch_shifted */
-			volatile uint32_t epoch; /* advanced every interval by the ticker */
+			volatile uint32_t epoch; /* moved at interval ends (clock.c) */
 		};
 		/* (uint64_t)epoch << 32 in one load (little-endian), what the
 		 * fast paths compare their TLS gate word with */

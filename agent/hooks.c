@@ -6,9 +6,10 @@
  * does only: a TLS load of the recursion guard, a load of the class switch,
  * a TLS load of the thread's state, counter increments in memory only this
  * thread writes, and a compare of the thread's last capture epoch with the
- * global epoch that the ticker thread advances every interval.  No clock
- * read, no syscall, no atomic read-modify-write: a capture happens at most
- * once per interval per thread, in capture.c.  The allocation hooks do it
+ * global epoch, which moves at each interval's end (clock.c: the agent's
+ * clock reads move it, and the ticker thread when those are not enough,
+ * agent.c).  No clock read, no syscall, no atomic read-modify-write: a
+ * capture happens at most once per interval per thread, in capture.c.  The allocation hooks do it
  * before the real call, which is then a jump; malloc's and free's fast
  * paths live in fastpath.c, the rest of them here.
  *
@@ -259,18 +260,20 @@ static inline uint32_t epoch_now(void)
  * After a call that may have blocked since b->begin: a BLOCK sample when it
  * took long enough, else an ordinary tick.  Returns 1 for a BLOCK.
  *
- * The end clock is read only when the epoch moved during the call: the
- * ticker advances it every interval, so a call it did not see a tick of was
- * shorter than min_block (when min_block >= interval, the default).  On a
- * server doing a read or a write every few microseconds that is one clock
- * read of two saved per call (rdtsc is ~10 ns in a VM).  The begin time
- * stays exact.  A ticker delayed by a saturated machine can hide a block
- * slightly longer than min_block that fits between two late ticks; event
- * loop waits and sleeps, a few thousand calls a second at most, always
- * read the clock (b->timed): an event loop's waits bound its iterations,
- * and a long wait hidden so would make its iteration look like a stall.  While
- * the ticker sleeps (nothing captured for a while, agent.c) the epoch does
- * not move, and the clock is read.
+ * While the ticker ticks, the end clock is read only when the epoch moved
+ * during the call: it moves at every interval's end, so a call it did not
+ * move during was shorter than min_block (when min_block >= interval, the
+ * default).  On a server doing a read or a write every few microseconds
+ * that is one clock read of two saved per call (rdtsc is ~10 ns in a VM).
+ * The begin time stays exact.  A ticker delayed by a saturated machine can
+ * hide a block slightly longer than min_block that fits between two late
+ * ticks; event loop waits and sleeps, a few thousand calls a second at
+ * most, always read the clock (b->timed): an event loop's waits bound its
+ * iterations, and a long wait hidden so would make its iteration look like
+ * a stall.  While the ticker coasts (agent.c: a program whose captures
+ * need no ticks, and whose timed calls are few enough that one more clock
+ * read each costs less than the ticks) the epoch may stand still while
+ * time passes, and the clock is read.
  */
 static inline int epoch_says_short(uint32_t e, uint32_t e0)
 {

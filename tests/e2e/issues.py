@@ -378,6 +378,26 @@ def t_idle_ticker_wakes():
     check(abs(total - 600 * MS) <= 30 * MS, "nanosleep waits %.1f ms (want 600)" % (total / MS))
 
 
+def t_ticker_coasts():
+    # A mostly idle server's captures all follow clock reads: the ticker
+    # coasts instead of waking every millisecond.  Then a thread whose hooks
+    # read no clock starts allocating: the ticker must tick again for it.
+    prog = build("coast")
+    path, out = record("coast", prog)
+    vals = dict(line.split() for line in out.splitlines())
+    check(int(vals["requests"]) == 120 and int(vals["loops"]) > 0, "coast: %r" % out)
+    # 300 ms of requests every 5 ms: ~300 wake-ups ticking, ~20-40 coasting
+    # (probes at most every 32 intervals, looks every 100)
+    wakes = int(vals["wakes1"])
+    check(0 <= wakes < 100, "the ticker woke %d times in 300 ms of a mostly idle server" % wakes)
+    rep = report(path)
+    loop = max(rep["threads"], key=lambda t: t["alloc_count"])
+    caps = loop["captures"] - loop["sampled"]
+    # 200 ms of allocations: ~200 captures in hooks at 1 ms; with the epoch
+    # moved only by the main thread's clock reads (every 5 ms), about 40
+    check(caps >= 120, "%d captures in hooks in 200 ms of allocations (the ticker did not tick again?)" % caps)
+
+
 def t_sampler_cadence():
     prog = build("compute")
     path, _ = record("compute100", prog, "100")
@@ -423,7 +443,7 @@ def t_churn_stress():
               "run %d: recording not complete" % i)
 
 
-TESTS = [t_idle_ticker_wakes, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_idle_ticker_wakes, t_ticker_coasts, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_redis_under_load, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
