@@ -17,7 +17,6 @@
  * during phase 1, -1 without a ticker), "loops L" (phase 2's iterations).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -27,41 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ticker_wakeups.h"
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Voluntary switches of the thread named rhea-ticker, -1 if none. */
-static long ticker_wakeups(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return -1;
-	long n = -1;
-	struct dirent *e;
-	while (n < 0 && (e = readdir(d)) != NULL) {
-		char path[300], buf[4096];
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		int is_ticker = fgets(buf, sizeof(buf), f) && strcmp(buf, "rhea-ticker\n") == 0;
-		fclose(f);
-		if (!is_ticker)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		if ((f = fopen(path, "r")) == NULL)
-			continue;
-		while (fgets(buf, sizeof(buf), f))
-			if (sscanf(buf, "voluntary_ctxt_switches: %ld", &n) == 1)
-				break;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
 }
 
 __attribute__((noinline)) static void serve(int fd)

@@ -17,11 +17,12 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ticker_wakeups.h"
 
 static volatile uint64_t sink;
 static volatile int done;
@@ -60,36 +61,6 @@ static void *sleeper(void *arg)
 	(void)arg;
 	sleeper_wait();
 	return NULL;
-}
-
-/* Voluntary switches of the thread named rhea-ticker, -1 if none. */
-static long ticker_wakeups(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return -1;
-	long n = -1;
-	struct dirent *e;
-	while (n < 0 && (e = readdir(d)) != NULL) {
-		char path[300], buf[4096];
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		int is_ticker = fgets(buf, sizeof(buf), f) && strcmp(buf, "rhea-ticker\n") == 0;
-		fclose(f);
-		if (!is_ticker)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		if ((f = fopen(path, "r")) == NULL)
-			continue;
-		while (fgets(buf, sizeof(buf), f))
-			if (sscanf(buf, "voluntary_ctxt_switches: %ld", &n) == 1)
-				break;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
 }
 
 int main(int argc, char **argv)
