@@ -8,7 +8,8 @@
 # run of the same round (bare, or bare-fp for rhea-fp); RSS is the peak of
 # the largest process of the tree; output is the bytes the tool wrote.
 
-# awk helpers shared by the summaries: median of a[1..n] (sorts a).
+# awk helpers shared by the summaries: median of a[1..n] (sorts a), the
+# 95 % confidence interval of a median (ci).
 AWK_MEDIAN='
 function median(a, n,    i, j, v) {
 	for (i = 2; i <= n; i++) {
@@ -24,6 +25,25 @@ function medof(A, f, m,    a, k) { # median of A[f, 1..m]
 	for (k = 1; k <= m; k++)
 		a[k] = A[f, k]
 	return median(a, m)
+}
+# 95 % confidence interval of the median of a[1..n] (sorts a), free of any
+# assumption on the distribution: the order statistics a[k] and
+# a[n + 1 - k], with k the largest such that P(B <= k - 1) <= 2.5 % for
+# B ~ Binomial(n, 1/2) (the number of values below the true median).
+# Sets clo, chi and cov, their coverage: 1 - 2 P(B <= k - 1), at least
+# 95 % from n = 6 on; below that no pair reaches 95 % and the interval is
+# the whole range (n = 5: 93.8 %, n = 3: 75 %).
+function ci(a, n,    k, pmf, cum, nxt) {
+	median(a, n)
+	if (n == 0) { clo = chi = -1; cov = 0; return }
+	k = 1; pmf = 0.5 ^ n; cum = pmf
+	while (k + 1 <= (n + 1) / 2) {
+		nxt = pmf * (n - k + 1) / k
+		if (cum + nxt > 0.025) break
+		cum += nxt; pmf = nxt; k++
+	}
+	clo = a[k]; chi = a[n + 1 - k]; cov = 1 - 2 * cum
+	cik[n] = k; cicov[n] = cov
 }
 function human(b) {
 	if (b < 0) return "-"
@@ -156,25 +176,6 @@ if [ -s "$RAW" ]; then
 		fc = mc - bc; fw = mw - bw
 		return 1
 	}
-	# 95 % confidence interval of the median of a[1..n] (sorts a), free of any
-	# assumption on the distribution: the order statistics a[k] and
-	# a[n + 1 - k], with k the largest such that P(B <= k - 1) <= 2.5 % for
-	# B ~ Binomial(n, 1/2) (the number of values below the true median).
-	# Sets clo, chi and cov, their coverage: 1 - 2 P(B <= k - 1), at least
-	# 95 % from n = 6 on; below that no pair reaches 95 % and the interval is
-	# the whole range (n = 5: 93.8 %, n = 3: 75 %).
-	function ci(a, n,    k, pmf, cum, nxt) {
-		median(a, n)
-		if (n == 0) { clo = chi = -1; cov = 0; return }
-		k = 1; pmf = 0.5 ^ n; cum = pmf
-		while (k + 1 <= (n + 1) / 2) {
-			nxt = pmf * (n - k + 1) / k
-			if (cum + nxt > 0.025) break
-			cum += nxt; pmf = nxt; k++
-		}
-		clo = a[k]; chi = a[n + 1 - k]; cov = 1 - 2 * cum
-		cik[n] = k; cicov[n] = cov
-	}
 	function num(x) { return sprintf(x < 10 ? "%.3f" : x < 100 ? "%.2f" : "%.0f", x) }
 	function cistr(lo, hi) { return num(lo) ".." num(hi) }
 	END {
@@ -253,6 +254,74 @@ if [ -s "$RAW" ]; then
 		awk '{ printf "     %2d rounds: ratios number %d and %d of %d in order, covers the median with %.1f %%%s\n",
 			$1, $2, $1 + 1 - $2, $1, $3 * 100, $3 < 0.95 ? " (below 95 %: too few rounds)" : "" }' "$WORK/ci_cover.txt"
 	fi
+	echo
+fi
+
+# W5, a mostly idle server: what matters is each tool's extra CPU in absolute
+# terms, per second of the program's run (a ratio to a bare CPU time of a few
+# ms a second says little).  Per round: (CPU_tool - CPU_bare) / wall_bare,
+# in ms of CPU per second; "start-up excl." subtracts the tool's fixed cost
+# from W0 (the median CPU of its empty run minus bare's; rhea-sync uses
+# rhea's), as x* does.  Medians of the rounds with the CI of the table.
+# Writes $WORK/w5.txt (rhea's numbers) for the Targets.
+if [ -s "$RAW" ] && awk -F'\t' '$1 == "w5" { f = 1 } END { exit !f }' "$RAW"; then
+	echo "== W5 idle server (bench/w5_idle.c: a ~20 us request every 10 ms, asleep in between):"
+	echo "   each tool's extra CPU in ms per second of run = (CPU_tool - CPU_bare) / wall_bare of the"
+	echo "   same round, median and 95% CI over the rounds; start-up excl. = the tool's fixed"
+	echo "   start-up cost (W0, empty) taken out first: what a long-running idle server pays"
+	awk -v work="$WORK" "$AWK_MEDIAN"'
+	BEGIN { FS = "\t" }
+	FILENAME == ARGV[1] { split($0, f, " "); if (f[1] == "w0" && f[2] == "empty") w0cpu[f[3]] = f[4]; next }
+	$1 == "w5" && $10 == "0" {
+		cfg = $2; t = $3; r = $5
+		if (!(t in seen)) { # in the order of the table, whatever order the rounds ran in
+			seen[t] = 1
+			rank = index(" bare bare-fp rhea rhea-fp rhea-sync rhea-all perf-g perf-dwarf heaptrack gperf ", " " t " ")
+			for (j = ++nt; j > 1 && rk[order[j - 1]] > rank; j--) order[j] = order[j - 1]
+			order[j] = t; rk[t] = rank
+		}
+		CPU[t, r] = ($7 + $8) / 1e9; WALL[t, r] = $6 / 1e9; HAS[t, r] = 1
+		if (r > maxr) maxr = r
+	}
+	END {
+		n = 0
+		for (r = 1; r <= maxr; r++)
+			if (HAS["bare", r] && WALL["bare", r] > 0) a[++n] = CPU["bare", r] / WALL["bare", r] * 1000
+		if (n == 0) { print "   no successful bare run"; exit }
+		bare = median(a, n)
+		printf "   %s, %d rounds: bare %.2f ms of CPU per second of run (the program itself)\n", cfg, n, bare
+		printf "   %-10s %10s %14s   %14s %14s   %s\n", "tool", "extra ms/s", "95% CI",
+			"start-up excl.", "95% CI", "start-up (W0)"
+		for (i = 1; i <= nt; i++) {
+			t = order[i]
+			if (t == "bare") continue
+			ft = t ~ /^rhea/ ? "rhea" : t
+			hasfc = (ft in w0cpu) && ("bare" in w0cpu)
+			fc = hasfc ? w0cpu[ft] - w0cpu["bare"] : 0
+			n1 = n2 = 0
+			for (r = 1; r <= maxr; r++) {
+				if (!HAS[t, r] || !HAS["bare", r] || WALL["bare", r] <= 0) continue
+				d = CPU[t, r] - CPU["bare", r]
+				x[++n1] = d / WALL["bare", r] * 1000
+				if (hasfc) y[++n2] = (d - fc) / WALL["bare", r] * 1000
+			}
+			if (n1 == 0) { printf "   %-10s %10s\n", t, "-"; continue }
+			xm = median(x, n1); ci(x, n1); xlo = clo; xhi = chi; xcov = cov
+			ys = ycis = fcs = "-"
+			if (n2) {
+				ym = median(y, n2); ci(y, n2)
+				ys = sprintf("%.2f", ym); ycis = n2 < 2 ? "-" : sprintf("%.2f..%.2f", clo, chi)
+				fcs = sprintf("%+.0f ms CPU", fc * 1000)
+			}
+			printf "   %-10s %10.2f %14s   %14s %14s   %s\n", t, xm,
+				n1 < 2 ? "-" : sprintf("%.2f..%.2f", xlo, xhi), ys, ycis, fcs
+			if (t == "rhea")
+				print bare, xm, xlo, xhi, (n2 ? ym : "-"), (n2 ? clo : "-"), (n2 ? chi : "-"), n1, xcov > (work "/w5.txt")
+			if (n1 > 1 && xcov < 0.95) few = n1
+		}
+		if (few)
+			printf "   (%d rounds: a CI is the range of the rounds, coverage below 95 %%, see above)\n", few
+	}' "$([ -s "$WORK/summary.txt" ] && echo "$WORK/summary.txt" || echo /dev/null)" "$RAW"
 	echo
 fi
 
@@ -378,6 +447,15 @@ if [ -s "$WORK/summary.txt" ]; then
 		target_ci "W1 16 threads, --hooks all: wall overhead %" w1 "t=16,long" rhea-all 7 10
 	fi
 fi
+# W5: information only (no target): rhea's extra CPU per second of an idle
+# server's run, start-up excluded when W0 ran (see the W5 block above).
+if [ -s "$WORK/w5.txt" ]; then
+	awk '{ st = $5 != "-"; v = st ? $5 : $2; lo = st ? $6 : $3; hi = st ? $7 : $4
+		printf "   %-58s %12s   information, no target (%sCI %.2f..%.2f%s; %.2f ms/s with start-up)\n",
+			sprintf("W5 idle server: rhea'"'"'s extra CPU, ms per second of run (bare %.1f ms/s)", $1),
+			sprintf("%.2f ms/s", v), st ? "start-up excl., " : "", lo, hi,
+			$8 < 2 ? ", 1 round" : $9 < 0.95 ? sprintf(", %d rounds: coverage %.0f %%", $8, $9 * 100) : "", $2 }' "$WORK/w5.txt"
+fi
 echo
 
 echo "== Notes"
@@ -404,6 +482,9 @@ echo "     perf's own sampling land on the program's samples.  Being shares of o
 echo "     does not depend on the run-to-run noise; its interval is the sampling error only."
 echo "   - gperf = gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, 1 kHz); it sees CPU"
 echo "     time only (no allocations, no blocking)."
+echo "   - W5 runs on a fixed schedule (a request every 10 ms for a number of seconds), not a"
+echo "     fixed amount of work: its wall x is 1 by construction (perf's exit aside) and its CPU"
+echo "     x is large on a small base; its number is the extra ms of CPU per second of run."
 echo "   - redis: the server is the traced program; its CPU/wall run from start to"
 echo "     shutdown; req/s is the mean of redis-benchmark's SET/GET/LPUSH/LPOP rates."
 [ -s "$NOTES" ] && sed 's/^/   - /' "$NOTES"

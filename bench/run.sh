@@ -6,7 +6,8 @@
 #   ROUNDS=N                     override the number of rounds (W2's too)
 #   W2_ROUNDS=N                  override W2's alone
 #   W1L_ROUNDS=N                 override the long W1 series at 16 threads (default 2 x W2's + 1)
-#   ONLY="micro convert w0 w1 w2 w3 w4 redis"  run only these parts
+#   ONLY="micro convert w0 w1 w2 w3 w4 w5 redis"  run only these parts (w5 also
+#                                runs W0's empty set: its start-up costs)
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
 # What it measures (see bench/README.md for the method and the targets):
@@ -17,8 +18,10 @@
 #     throughput, record encoding (bytes per sample before/after zstd);
 #  2. whole-program overhead: W0 start-up (the fixed cost of each tool on
 #     a process that does nothing, for each set of modules), W1 allocation storm (1/4/16 threads), W2
-#     server-like pipeline, W3 CPU-bound recursion (8 threads), W4 sqlite3
-#     and redis-server under redis-benchmark; each bare and under rhea
+#     server-like pipeline, W3 CPU-bound recursion (8 threads), W4 sqlite3,
+#     W5 mostly idle server (a short request every 10 ms: the tool's extra
+#     CPU per second of run, start-up excluded, is its number) and
+#     redis-server under redis-benchmark; each bare and under rhea
 #     (defaults, --unwind fp on the frame-pointer build, --sample 0,
 #     --hooks all), perf record -g / --call-graph dwarf, heaptrack,
 #     gperftools' CPU profiler.  Runs are interleaved (bare, tool1, tool2,
@@ -52,7 +55,7 @@ W2_ROUNDS=${W2_ROUNDS:-${ROUNDS:-$DEF_W2_ROUNDS}}
 # and the 22nd ratio (about 30% narrower than 15 rounds; 40 s more).
 W1L_ROUNDS=${W1L_ROUNDS:-$((W2_ROUNDS * 2 + 1))}
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
-ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 redis"}
+ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 w5 redis"}
 CC=${CC:-gcc}
 CFLAGS_BENCH="-O2 -g -Wall -Wextra"
 TIMEOUT=300
@@ -158,6 +161,7 @@ build w2 bench/w2_server.c -fomit-frame-pointer
 build w2fp bench/w2_server.c -fno-omit-frame-pointer
 build w3 bench/w3_cpu.c -fomit-frame-pointer
 build w3fp bench/w3_cpu.c -fno-omit-frame-pointer
+build w5 bench/w5_idle.c -fomit-frame-pointer
 $CC $CFLAGS_BENCH -fomit-frame-pointer -DCHAIN=chain_nofp -c bench/micro_chain.c \
 	-o "$BIN/chain_nofp.o" &&
 	$CC $CFLAGS_BENCH -fno-omit-frame-pointer -DCHAIN=chain_fp -c bench/micro_chain.c \
@@ -171,10 +175,10 @@ RUNSTAT=$BIN/runstat
 
 # ---- workload sizes ------------------------------------------------------
 if [ "$QUICK" = 1 ]; then
-	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 REDIS_N=10000
+	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 W5_S=1 REDIS_N=10000
 	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000 CONV_N=200000
 else
-	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 REDIS_N=25000
+	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 W5_S=3 REDIS_N=25000
 	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CONV_N=1000000
 fi
 
@@ -257,7 +261,8 @@ tools_for() { # the columns of a workload, given which builds exist
 	[ "$1" = w0 ] && t="bare rhea"
 	[ "$2" = fp ] && t="bare bare-fp rhea rhea-fp rhea-sync"
 	case $1 in w1 | w2) t="$t rhea-all" ;; esac
-	[ $HAVE_PERF = 1 ] && t="$t perf-g perf-dwarf"
+	# W5 (idle server): perf -g only (perf-dwarf would add ~4 s a round)
+	[ $HAVE_PERF = 1 ] && { [ "$1" = w5 ] && t="$t perf-g" || t="$t perf-g perf-dwarf"; }
 	case $1 in w0 | w1 | w2) [ $HAVE_HT = 1 ] && t="$t heaptrack" ;; esac
 	[ $HAVE_GPERF = 1 ] && t="$t gperf"
 	echo "$t"
@@ -371,13 +376,20 @@ if want convert; then
 fi
 
 # ---- 2. workloads ----------------------------------------------------------
-if want w0; then
+if want w0 || want w5; then
 	# What every tool costs a process that does nothing: agent start-up
 	# (CFI tables for every module), perf's set-up and tear-down...  Per
 	# set of modules: the bench programs (exe + libc), sqlite3 (W4) and
 	# redis-server (its libssl/libcrypto...).  report.sh subtracts these to
-	# give the steady-state ratios (x* columns).
-	run_workload w0 empty "$(tools_for w0 nofp)" "$BIN/w1" - -t 1 -n 0
+	# give the steady-state ratios (x* columns) and W5's extra CPU per
+	# second start-up excluded: W5 alone runs the empty set, for its tools.
+	if want w0; then
+		run_workload w0 empty "$(tools_for w0 nofp)" "$BIN/w1" - -t 1 -n 0
+	else
+		run_workload w0 empty "$(tools_for w5 nofp | sed 's/ rhea-sync//')" "$BIN/w1" - -t 1 -n 0
+	fi
+fi
+if want w0; then
 	[ $HAVE_SQLITE = 1 ] &&
 		run_workload w0 sqlite3 "$(tools_for w0 nofp)" "$(command -v sqlite3)" - -version
 	[ $HAVE_REDIS = 1 ] && want redis &&
@@ -440,6 +452,12 @@ if want w4 && [ $HAVE_SQLITE = 1 ]; then
 	done
 	rm -f "$WORK/w4.db" "$WORK/w4.db-wal" "$WORK/w4.db-shm"
 	rhea_stats w4 "$cfg" $tools
+fi
+if want w5; then
+	# A mostly idle server: a ~20 us request every 10 ms for W5_S seconds
+	# of wall time (not a fixed amount of work: a fixed schedule), so CPU
+	# ratios mean little; report.sh gives each tool's extra CPU per second.
+	run_workload w5 "p=10ms,s=$W5_S" "$(tools_for w5 nofp)" "$BIN/w5" - -p 10000 -s "$W5_S"
 fi
 
 # redis-server under each tool, driven by redis-benchmark on 127.0.0.1: the
