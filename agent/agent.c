@@ -772,13 +772,18 @@ static void probe_hold(void)
 	__atomic_store_n(&rhea_g.probe_after_tsc, __builtin_ia32_rdtsc() + PROBE_HOLD * it, __ATOMIC_RELEASE);
 }
 
-/* Whether coasting is possible: it needs the grid, so that the hooks'
- * clock reads move the epoch. */
+/* Whether coasting is possible: not with intervals of a second or more
+ * (the looks would come as often as ticks), nor before the TSC's first
+ * calibration, which makes the grid.  Without a usable TSC there is no
+ * grid at all: then the epoch moves only when the ticker moves it (a probe
+ * for every burst of captures, the looks), and timed calls read
+ * clock_gettime at their end while it coasts. */
 static int can_coast(void)
 {
-	return rhea_g.cfg.interval_ns < 1000000000ull && __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) &&
-	       __atomic_load_n(&rhea_g.interval_tsc, __ATOMIC_RELAXED) &&
-	       __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) != UINT64_MAX;
+	if (rhea_g.cfg.interval_ns >= 1000000000ull)
+		return 0;
+	return !clock_tsc_usable() || (__atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) &&
+				       __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) != UINT64_MAX);
 }
 
 static void coast(void)
@@ -805,7 +810,7 @@ static void coast(void)
 		if (now >= next_look) { /* a look of its own (probes do not put it off) */
 			clock_calibrate();
 			cost_calls();
-			if (!epoch_coast_pays(cost.calls_per_s, cost.wake_ns, rhea_g.cfg.interval_ns, 1))
+			if (!epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 1))
 				break; /* the timed calls now cost more than ticks */
 			uint32_t e = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
 			/* the hooks moved the epoch since the last look: look as
@@ -851,7 +856,7 @@ static void *ticker_main(void *arg)
 			clock_calibrate(); /* at once until the first calibration */
 		if (unused >= IDLE_AFTER && can_coast()) {
 			if (cost_calls() &&
-			    epoch_coast_pays(cost.calls_per_s, cost.wake_ns, rhea_g.cfg.interval_ns, 0)) {
+			    epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 0)) {
 				coast();
 				cost_calls();
 			}
@@ -1322,6 +1327,7 @@ static void read_config(void)
 	 * through random call chains some 10^5. */
 	c->max_nodes = (uint32_t)env_u64("RHEA_MAX_NODES", 1u << 19);
 	c->quiet = env_u64("RHEA_QUIET", 0) != 0;
+	c->no_tsc = env_u64("RHEA_NO_TSC", 0) != 0;
 	const char *out = attach_getenv("RHEA_OUTPUT");
 	if (out && *out) {
 		strncpy(output_base, out, sizeof(output_base) - 1);

@@ -112,6 +112,8 @@ struct rhea_config {
 	size_t buffer_bytes;
 	uint32_t max_nodes;
 	int quiet;
+	int no_tsc; /* RHEA_NO_TSC=1, for tests: time from clock_gettime, as
+		       where the clocksource is not the TSC (no epoch grid) */
 };
 
 struct rhea_agent {
@@ -489,14 +491,18 @@ extern struct rhea_cal *volatile rhea_cal;
 void clock_init(void);
 void clock_calibrate(void);
 uint64_t rhea_now_slow(void);
+int clock_tsc_usable(void); /* the kernel keeps time with the TSC, and rhea reads it */
 /* The epoch (clock.c): past the end of the current interval at tsc, the
  * epoch advances (once, whoever notices first).  by_ticker: the ticker
  * makes it (epoch_consumed).  Returns 1 when this call advanced it. */
 int epoch_cross(uint64_t tsc, int by_ticker);
 /* Whether the ticker should coast (1) or tick (0), by what each costs a
- * second: calls_per_s timed calls reading their end clock against a
- * wake-up of wake_ns per interval; coasting: what it does now. */
-int epoch_coast_pays(uint64_t calls_per_s, uint64_t wake_ns, uint64_t interval_ns, int coasting);
+ * second: calls_per_s timed calls reading their end clock (read_ns each)
+ * against a wake-up of wake_ns per interval; coasting: what it does now. */
+int epoch_coast_pays(uint64_t calls_per_s, uint64_t read_ns, uint64_t wake_ns, uint64_t interval_ns,
+		     int coasting);
+/* What a timed call's end clock read costs (epoch_coast_pays). */
+uint64_t clock_read_ns(void);
 /* Advance the epoch by one now, off the grid (never to 0); by_ticker as
  * above.  Returns the new epoch. */
 uint32_t epoch_bump(int by_ticker);

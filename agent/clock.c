@@ -79,7 +79,7 @@ void clock_init(void)
 		syscall(SYS_close, fd);
 		buf[n > 0 ? n : 0] = 0;
 	}
-	usable = strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || buf[3] == 0);
+	usable = strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || buf[3] == 0) && !rhea_g.cfg.no_tsc;
 	rhea_cal = NULL;
 	ncal = 0;
 	rhea_g.interval_tsc = 0;
@@ -140,13 +140,20 @@ uint32_t epoch_bump(int by_ticker)
  * it costs more than 80%: no flapping in between.
  */
 #define CLOCK_READ_NS 20
+#define CLOCK_GETTIME_NS 60 /* without a usable TSC: clock_gettime, 50 ns here */
 
-int epoch_coast_pays(uint64_t calls_per_s, uint64_t wake_ns, uint64_t interval_ns, int coasting)
+uint64_t clock_read_ns(void)
+{
+	return __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) ? CLOCK_READ_NS : CLOCK_GETTIME_NS;
+}
+
+int epoch_coast_pays(uint64_t calls_per_s, uint64_t read_ns, uint64_t wake_ns, uint64_t interval_ns,
+		     int coasting)
 {
 	if (interval_ns == 0)
 		return 0;
 	unsigned __int128 tick = (unsigned __int128)wake_ns * (1000000000ull / interval_ns + 1);
-	unsigned __int128 coast = (unsigned __int128)calls_per_s * CLOCK_READ_NS;
+	unsigned __int128 coast = (unsigned __int128)calls_per_s * read_ns;
 	return coasting ? 5 * coast < 4 * tick : 2 * coast < tick;
 }
 
@@ -166,6 +173,11 @@ int epoch_cross(uint64_t tsc, int by_ticker)
 		}
 	}
 	return 0;
+}
+
+int clock_tsc_usable(void)
+{
+	return usable;
 }
 
 uint64_t rhea_now_slow(void)

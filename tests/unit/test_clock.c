@@ -99,14 +99,14 @@ Test(clock, racing_threads_move_it_once_per_interval)
 Test(clock, coasting_when_it_costs_less_than_ticking)
 {
 	uint64_t wake = 10000, interval = 1000000;
-	cr_assert(epoch_coast_pays(0, wake, interval, 0), "an idle program coasts");
-	cr_assert(epoch_coast_pays(100000, wake, interval, 0), "2 ms a second against 10: coast");
+	cr_assert(epoch_coast_pays(0, 20, wake, interval, 0), "an idle program coasts");
+	cr_assert(epoch_coast_pays(100000, 20, wake, interval, 0), "2 ms a second against 10: coast");
 	/* 6 ms against 10: not worth leaving ticking, not worth leaving coasting */
-	cr_assert_not(epoch_coast_pays(300000, wake, interval, 0));
-	cr_assert(epoch_coast_pays(300000, wake, interval, 1));
+	cr_assert_not(epoch_coast_pays(300000, 20, wake, interval, 0));
+	cr_assert(epoch_coast_pays(300000, 20, wake, interval, 1));
 	/* 9 ms against 10: ticking again */
-	cr_assert_not(epoch_coast_pays(450000, wake, interval, 1));
+	cr_assert_not(epoch_coast_pays(450000, 20, wake, interval, 1));
 	/* cheap wake-ups (bare metal): even a few calls tick */
-	cr_assert_not(epoch_coast_pays(100000, 1000, interval, 0));
-	cr_assert_not(epoch_coast_pays(0, wake, 0, 0), "no interval, no coasting");
+	cr_assert_not(epoch_coast_pays(100000, 20, 1000, interval, 0));
+	cr_assert_not(epoch_coast_pays(0, 20, wake, 0, 0), "no interval, no coasting");
 }
