@@ -418,6 +418,17 @@ static uint64_t agent_cpu_ns(void)
 	return sum;
 }
 
+/* The ticker's wake-ups and time coasting, for the statistics: written by
+ * the ticker, read by the writer. */
+static uint64_t ticker_wakes, coast_total_ns, coast_since_ns;
+
+static uint64_t ticker_coast_ns(uint64_t now)
+{
+	uint64_t since = __atomic_load_n(&coast_since_ns, __ATOMIC_ACQUIRE);
+	uint64_t total = __atomic_load_n(&coast_total_ns, __ATOMIC_ACQUIRE);
+	return total + (since && now > since ? now - since : 0);
+}
+
 static void stage_stats(void)
 {
 	struct rhea_stats *s = staging_reserve(sizeof(*s));
@@ -439,6 +450,8 @@ static void stage_stats(void)
 	s->threads = __atomic_load_n(&rhea_g.threads_seen, __ATOMIC_RELAXED);
 	s->waits_unattributed = __atomic_load_n(&rhea_waits_missed, __ATOMIC_RELAXED);
 	s->agent_cpu_ns = agent_cpu_ns();
+	s->ticker_wakes = __atomic_load_n(&ticker_wakes, __ATOMIC_RELAXED);
+	s->ticker_coast_ns = ticker_coast_ns(s->time_ns);
 }
 
 static void stage_meta(const char *key, const char *value)
@@ -754,6 +767,7 @@ static void ticker_sleep(void)
 	struct timespec ts;
 	ns_to_ts(ns, &ts);
 	syscall(SYS_nanosleep, &ts, NULL);
+	__atomic_fetch_add(&ticker_wakes, 1, __ATOMIC_RELAXED);
 }
 
 /* One tick: advance the epoch at the interval's end unless a hook did. */
@@ -794,7 +808,8 @@ static void coast(void)
 	epoch_bump(0);
 	probe_hold();
 	uint64_t look = COAST_LOOK * rhea_g.cfg.interval_ns;
-	uint64_t next_look = rhea_now_slow() + look;
+	uint64_t start = rhea_now_slow(), next_look = start + look;
+	__atomic_store_n(&coast_since_ns, start, __ATOMIC_RELEASE);
 	uint32_t seen = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
 	while (!threads_stop && !rhea_g.finished) {
 		uint64_t now = rhea_now_slow();
@@ -802,6 +817,7 @@ static void coast(void)
 			struct timespec ts;
 			ns_to_ts(next_look - now, &ts);
 			syscall(SYS_futex, &rhea_g.ticker_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+			__atomic_fetch_add(&ticker_wakes, 1, __ATOMIC_RELAXED);
 		}
 		uint32_t why = __atomic_exchange_n(&rhea_g.ticker_wake, 0, __ATOMIC_ACQ_REL);
 		if (why == TICKER_TICK || threads_stop || rhea_g.finished)
@@ -831,6 +847,9 @@ static void coast(void)
 	__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
 	epoch_bump(0);
 	__atomic_store_n(&rhea_g.ticker_idle, 0, __ATOMIC_SEQ_CST);
+	uint64_t end = rhea_now_slow();
+	__atomic_store_n(&coast_since_ns, 0, __ATOMIC_RELEASE); /* (a reader in between counts less, never twice) */
+	__atomic_store_n(&coast_total_ns, coast_total_ns + (end > start ? end - start : 0), __ATOMIC_RELEASE);
 	cost.cpu0 = 0; /* the next measurement from scratch */
 	cost.ticks = 0;
 }
@@ -894,6 +913,7 @@ static int start_threads(void)
 	rhea_g.epoch_used = 0;
 	rhea_g.ticker_epoch = 0;
 	rhea_g.probe_after_tsc = UINT64_MAX;
+	ticker_wakes = coast_total_ns = coast_since_ns = 0; /* a forked child counts its own */
 	rhea_guard++;
 	const pthread_attr_t *attr = agent_thread_attr();
 	int r = pthread_create(&ticker_th, attr, ticker_main, NULL);

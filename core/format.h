@@ -238,7 +238,9 @@ struct rhea_stats {
 	uint64_t threads;
 	uint64_t waits_unattributed; /* waits the wait table could not follow */
 	uint64_t agent_cpu_ns; /* CPU time of the agent's own threads (0: unknown) */
-	uint64_t reserved[4];
+	uint64_t ticker_wakes;    /* the ticker thread's wake-ups (0: unknown) */
+	uint64_t ticker_coast_ns; /* time the ticker spent coasting */
+	uint64_t reserved[2];
 };
 
 enum rhea_end_reason {

@@ -1055,6 +1055,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "write_errors", r->stats.write_errors);
 		json_u64(&j, "waits_unattributed", r->stats.waits_unattributed);
 		json_u64(&j, "agent_cpu_ns", r->stats.agent_cpu_ns);
+		json_u64(&j, "ticker_wakes", r->stats.ticker_wakes);
+		json_u64(&j, "ticker_coast_ns", r->stats.ticker_coast_ns);
 		json_u64(&j, "chunks", r->nchunks);
 		json_u64(&j, "file_bytes", r->file_bytes);
 		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
@@ -1336,6 +1338,13 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fprintf(out, "  agent: its own threads (ticker, writer, sampler) used %s of CPU, %.2f%% of the "
 			"program's\n", fmt_ns(r->stats.agent_cpu_ns, b1),
 			cpu_total ? 100.0 * (double)r->stats.agent_cpu_ns / (double)cpu_total : 0.0);
+	if (r->stats.ticker_wakes) {
+		/* the statistics' time: the agent's span up to its last entry */
+		uint64_t span = r->stats.time_ns > r->hdr.start_ns ? r->stats.time_ns - r->hdr.start_ns : 0;
+		fprintf(out, "  ticker: woke %s times, coasted %s (%.0f%%; README: \"The epoch\")\n",
+			fmt_count(r->stats.ticker_wakes, b1), fmt_ns(r->stats.ticker_coast_ns, b2),
+			span ? 100.0 * (double)r->stats.ticker_coast_ns / (double)span : 0.0);
+	}
 out:
 	free(rows);
 	stalls_free(&st);

@@ -396,7 +396,15 @@ def t_ticker_coasts():
     # 300 ms of requests every 5 ms: ~300 wake-ups ticking, ~20-40 coasting
     # (probes at most every 32 intervals, looks every 100)
     path = coast_run({"RHEA_NO_TSC": "0"})  # (the suite may run under RHEA_NO_TSC=1)
-    coast_check(report(path))
+    rep = report(path)
+    coast_check(rep)
+    # The statistics say so too: ~400 of the run's ~620 ms coasting (the
+    # allocation phase ticks), ~200-250 wake-ups instead of ~620.
+    st, span = rep["stats"], rep["recording"]["duration_ns"]
+    check(st["ticker_coast_ns"] >= 0.4 * span, "the ticker coasted %.0f ms of %.0f" %
+          (st["ticker_coast_ns"] / MS, span / MS))
+    check(0 < st["ticker_wakes"] < 0.6 * span / MS, "the ticker woke %d times in %.0f ms" %
+          (st["ticker_wakes"], span / MS))
 
 
 def t_ticker_coasts_without_tsc():
