@@ -1666,5 +1666,7 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_stats, threads, 88);
 	DOC(rhea_stats, waits_unattributed, 96);
 	DOC(rhea_stats, agent_cpu_ns, 104);
-	DOC(rhea_stats, reserved, 112);
+	DOC(rhea_stats, ticker_wakes, 112);
+	DOC(rhea_stats, ticker_coast_ns, 120);
+	DOC(rhea_stats, reserved, 128);
 }
