@@ -1341,7 +1341,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (r->stats.ticker_wakes) {
 		/* the statistics' time: the agent's span up to its last entry */
 		uint64_t span = r->stats.time_ns > r->hdr.start_ns ? r->stats.time_ns - r->hdr.start_ns : 0;
-		fprintf(out, "  ticker: woke %s times, coasted %s (%.0f%%; README: \"The epoch\")\n",
+		fprintf(out, "  ticker: woke %s times, coasted %s (%.0f%% of the recording)\n",
 			fmt_count(r->stats.ticker_wakes, b1), fmt_ns(r->stats.ticker_coast_ns, b2),
 			span ? 100.0 * (double)r->stats.ticker_coast_ns / (double)span : 0.0);
 	}
