@@ -54,7 +54,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct rhea_agent rhea_g __attribute__((aligned(64))) = {.fd = -1, .control_fd = -1};
+struct rhea_agent rhea_g __attribute__((aligned(64))) = {.fd = -1, .control_fd = -1, .epoch_end_tsc = UINT64_MAX};
 uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
 void hooks_resolve(void);
@@ -671,7 +671,7 @@ void ticker_wake_up(uint32_t why)
  *    coasting costs less than ticking (epoch_coast_pays: the timed calls a
  *    second, each of which would then read its end clock, against its own
  *    wake-ups, measured on its CPU clock);
- *  - coasting: ticker_idle is set, so timed calls read their end clock
+ *  - coasting: ticker_coasting is set, so timed calls read their end clock
  *    and releases the time (hooks.c, waits.c): exact without ticks.
  *    Threads whose hooks read no clock still need the epoch to move: the
  *    ticker probes for them.  It advances the epoch itself once at the
@@ -687,8 +687,8 @@ void ticker_wake_up(uint32_t why)
  *    now make ticking the cheaper.
  *
  * Around coasting the epoch is bumped (going to coast, then leaving it,
- * before ticker_idle is cleared), so that a blocking call that lies inside
- * the spell sees ticker_idle at its end and reads the clock instead of
+ * before ticker_coasting is cleared), so that a blocking call that lies inside
+ * the spell sees ticker_coasting at its end and reads the clock instead of
  * trusting an epoch that did not move, and a call that overlaps its edge
  * sees the epoch move.  Those bumps are no ticks: a capture in them does
  * not call the ticker back.
@@ -703,14 +703,6 @@ static void ns_to_ts(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000ull);
 	ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* What the ticker knows of the costs (epoch_coast_pays). */
@@ -743,7 +735,8 @@ static void cost_tick(void)
 {
 	if (++cost.ticks < COST_TICKS)
 		return;
-	uint64_t cpu = thread_cpu_ns();
+	uint64_t cpu = 0;
+	rhea_thread_cpu_ns(thread_gettid(), &cpu);
 	if (cost.cpu0 && cpu > cost.cpu0)
 		cost.wake_ns = (cpu - cost.cpu0) / cost.ticks;
 	cost.cpu0 = cpu;
@@ -804,7 +797,7 @@ static void coast(void)
 {
 	__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
 	__atomic_store_n(&rhea_g.ticker_wake, 0, __ATOMIC_RELEASE);
-	__atomic_store_n(&rhea_g.ticker_idle, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rhea_g.ticker_coasting, 1, __ATOMIC_SEQ_CST);
 	epoch_bump(0);
 	probe_hold();
 	uint64_t look = COAST_LOOK * rhea_g.cfg.interval_ns;
@@ -846,7 +839,7 @@ static void coast(void)
 	}
 	__atomic_store_n(&rhea_g.probe_after_tsc, UINT64_MAX, __ATOMIC_RELAXED);
 	epoch_bump(0);
-	__atomic_store_n(&rhea_g.ticker_idle, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rhea_g.ticker_coasting, 0, __ATOMIC_SEQ_CST);
 	uint64_t end = rhea_now_slow();
 	__atomic_store_n(&coast_since_ns, 0, __ATOMIC_RELEASE); /* (a reader in between counts less, never twice) */
 	__atomic_store_n(&coast_total_ns, coast_total_ns + (end > start ? end - start : 0), __ATOMIC_RELEASE);
@@ -908,7 +901,7 @@ static int start_threads(void)
 	/* Our threads must never take a signal meant for the program. */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	threads_stop = 0;
-	rhea_g.ticker_idle = 0; /* a forked child starts with a ticking ticker */
+	rhea_g.ticker_coasting = 0; /* a forked child starts with a ticking ticker */
 	rhea_g.ticker_wake = 0;
 	rhea_g.epoch_used = 0;
 	rhea_g.ticker_epoch = 0;

@@ -135,7 +135,7 @@ struct rhea_agent {
 	volatile int active;
 	/* the ticker coasts (agent.c): the epoch may stand still while time
 	 * passes, so a call that did not see it move is not known to be short */
-	volatile uint32_t ticker_idle;
+	volatile uint32_t ticker_coasting;
 	/* (end of the hot line) */
 	uint32_t epoch_used;   /* atomic: a capture in an epoch the ticker made */
 	uint32_t ticker_epoch; /* atomic: the latest epoch the ticker made, 0 none */
@@ -163,7 +163,7 @@ struct rhea_agent {
 };
 
 extern struct rhea_agent rhea_g;
-_Static_assert(offsetof(struct rhea_agent, ticker_idle) < 64, "the hooks' fields share one cache line");
+_Static_assert(offsetof(struct rhea_agent, ticker_coasting) < 64, "the hooks' fields share one cache line");
 _Static_assert(offsetof(struct rhea_agent, epoch_shifted) % 8 == 0 &&
 		       offsetof(struct rhea_agent, epoch) == offsetof(struct rhea_agent, epoch_shifted) + 4,
 	       "epoch_shifted: one aligned 64-bit word whose high half is the epoch");
@@ -285,11 +285,11 @@ static inline void epoch_consumed(uint32_t e, int clocked)
 			__atomic_store_n(&rhea_g.epoch_used, 1, __ATOMIC_RELAXED);
 		/* checked even when the epoch was used: the ticker may have
 		 * begun to coast since, having missed that use */
-		if (__builtin_expect(rhea_g.ticker_idle, 0))
+		if (__builtin_expect(rhea_g.ticker_coasting, 0))
 			ticker_wake_up(TICKER_TICK);
 		return;
 	}
-	if (__builtin_expect(rhea_g.ticker_idle, 0)) {
+	if (__builtin_expect(rhea_g.ticker_coasting, 0)) {
 		uint64_t p = __atomic_load_n(&rhea_g.probe_after_tsc, __ATOMIC_RELAXED);
 		if (p < __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) &&
 		    __atomic_compare_exchange_n(&rhea_g.probe_after_tsc, &p, UINT64_MAX, 0, __ATOMIC_ACQ_REL,

@@ -277,7 +277,7 @@ static inline uint32_t epoch_now(void)
  */
 static inline int epoch_says_short(uint32_t e, uint32_t e0)
 {
-	return e == e0 && rhea_g.cfg.epoch_gate && !rhea_g.ticker_idle;
+	return e == e0 && rhea_g.cfg.epoch_gate && !rhea_g.ticker_coasting;
 }
 
 static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
@@ -310,7 +310,7 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 		tick_clocked(t, fn);
 		return;
 	}
-	if (rhea_g.ticker_idle && !(stamp & RHEA_STAMP_NS)) {
+	if (rhea_g.ticker_coasting && !(stamp & RHEA_STAMP_NS)) {
 		/* the ticker coasts: the clock tells, in ticks, unconverted */
 		uint64_t now = rhea_tsc();
 		if (likely(now && now - stamp < rhea_g.min_block_tsc)) {

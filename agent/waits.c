@@ -209,7 +209,7 @@ int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int m
 			/* While the ticker coasts the epoch may lag: the clock
 			 * read brings it up to date (clock.c), and the test is
 			 * exact again. */
-			int blind = rhea_g.ticker_idle && !rhea_tsc(); /* no TSC: no telling */
+			int blind = rhea_g.ticker_coasting && !rhea_tsc(); /* no TSC: no telling */
 			if (!rhea_g.cfg.epoch_gate || blind ||
 			    __atomic_load_n(&w->since_epoch, __ATOMIC_ACQUIRE) !=
 				    __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED)) {

@@ -15,28 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uint64_t sink;
+#include "spin.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static volatile uint64_t sink;
 
 __attribute__((noinline)) void busy_before_kill(void)
 {
 	uint64_t t0 = now_ns(), x = sink | 1;
-	for (long i = 0; now_ns() < t0 + 250000000u; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if ((i & 255) == 0) {
-			void *p = malloc(16 + (x & 63));
-			__asm__ volatile("" : : "r"(p) : "memory");
-			free(p);
-		}
-	}
+	for (long i = 0; now_ns() < t0 + 250000000u; i++)
+		spin_step(&x, i);
 	sink = x;
 }
 

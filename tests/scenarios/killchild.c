@@ -20,28 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "spin.h"
 
 __attribute__((noinline)) void victim_work(volatile uint64_t *progress)
 {
 	uint64_t x = 1;
 	for (long i = 0;; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if ((i & 255) == 0) {
-			void *p = malloc(16 + (x & 63));
-			__asm__ volatile("" : : "r"(p) : "memory");
-			free(p);
-			if (progress) {
-				progress[0] = (uint64_t)gettid();
-				progress[1] = now_ns();
-			}
+		if (spin_step(&x, i) && progress) {
+			progress[0] = (uint64_t)gettid();
+			progress[1] = now_ns();
 		}
 	}
 }

@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spin.h"
+
 volatile uint64_t sink;
 
 /* progress.bin in the working directory, when it can be made: for each
@@ -55,13 +57,6 @@ static void progress_open(int threads)
 		progress = m;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static __thread int my_slot = -1;
 
 static void progress_note(void)
@@ -77,13 +72,7 @@ static void compute(uint64_t ns)
 {
 	uint64_t t0 = now_ns(), x = sink | 1;
 	for (long i = 0;; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if ((i & 255) == 0) {
-			void *p = malloc(16 + (x & 63));
-			__asm__ volatile("" : : "r"(p) : "memory");
-			free(p);
+		if (spin_step(&x, i)) {
 			progress_note();
 			if (ns && now_ns() - t0 > ns)
 				break;
