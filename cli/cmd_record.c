@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 		"                       interrupting it (default 1s; 0: never)\n"
 		"      --signal N       real-time signal for sampling (default: a free one)\n"
 		"      --no-follow      do not trace child processes\n"
+		"      --no-wait        return when program exits, even if processes it started\n"
+		"                       still run (by default rhea record waits for them)\n"
 		"  -q, --quiet          no summary line\n");
 }
 
@@ -257,9 +260,15 @@ void cli_summarize(const char *path, int child)
 	for (size_t i = 0; i < r.nthreads; i++)
 		for (size_t k = 0; k < r.threads[i].nsamples; k++)
 			captures += 1u + r.threads[i].samples[k].merged;
-	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s\n",
+	/* how a child ended, when its agent could not say it */
+	char how[64] = "";
+	if (child && !r.have_end && r.end_outside && r.oend.reason == RHEA_END_SIGNAL)
+		snprintf(how, sizeof(how), ", killed by signal %d", (int)r.oend.status);
+	else if (child && !r.have_end && r.end_outside && r.oend.reason == RHEA_END_EXIT)
+		snprintf(how, sizeof(how), ", exited with %d", (int)r.oend.status);
+	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s%s\n",
 		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
-		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped,
+		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped, how,
 		r.have_end		? ""
 		: r.end_outside && r.end_recovered ? ", ended by rhea record (the agent's unwritten records recovered)"
 		: r.end_outside			   ? ", cut short (the agent did not write the end)"
@@ -312,6 +321,109 @@ static void summarize_children(const char *base_path, struct timespec since)
 	closedir(dp);
 }
 
+/*
+ * The processes the program left running.  rhea record is their subreaper
+ * (PR_SET_CHILD_SUBREAPER): a descendant whose parent ends becomes its
+ * child, so "the program's descendants still run" is "rhea record still
+ * has children".  It waits for them, as strace -f does, so that their
+ * recordings are whole when it returns, and finishes the recording of one
+ * killed with SIGKILL from its memory, with how it ended (it reaped it:
+ * the status is known, where a parent that reaps its own child keeps it
+ * to itself).  SIGINT, SIGTERM or SIGHUP stop the waiting: what still runs
+ * records on into its own file.  All signals it waits for are blocked but
+ * in sigsuspend, so none slips in between a look and the sleep.
+ */
+static volatile sig_atomic_t stop_signal;
+
+static void note_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+static void note_child(int sig)
+{
+	(void)sig;
+}
+
+/* "pid 12, 34" of up to 8 of rhea record's children (any thread's). */
+static void children_list(char *out, size_t cap)
+{
+	int n = 0;
+	size_t len = 0;
+	out[0] = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", de->d_name);
+		FILE *f = fopen(path, "re");
+		int pid;
+		while (f && fscanf(f, "%d", &pid) == 1) {
+			if (n++ < 8 && len < cap)
+				len += (size_t)snprintf(out + len, cap - len, "%s%d", n > 1 ? ", " : "pid ", pid);
+			else if (n == 9 && len < cap)
+				len += (size_t)snprintf(out + len, cap - len, ", ...");
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+static void wait_descendants(struct recover_collector *collector, const char *prog, int quiet)
+{
+	static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+	sigset_t block, old;
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&block, sigs[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = sigs[i] == SIGCHLD ? note_child : note_stop;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+	sigset_t wait_mask = old;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigdelset(&wait_mask, sigs[i]);
+	int said = 0;
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p > 0) {
+			recover_collect_reaped(collector, p, st);
+			continue;
+		}
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p < 0)
+			break; /* ECHILD: nothing runs any more */
+		if (stop_signal) {
+			if (!quiet) {
+				char pids[160];
+				children_list(pids, sizeof(pids));
+				fprintf(stderr, "rhea: stopped waiting (%s); still running, recording to their own files: %s\n",
+					strsignal(stop_signal), pids);
+			}
+			break;
+		}
+		if (!said && !quiet) {
+			char pids[160];
+			children_list(pids, sizeof(pids));
+			fprintf(stderr, "rhea: %s has ended; waiting for what it left running (%s; Ctrl-C stops waiting)\n",
+				prog, pids);
+		}
+		said = 1;
+		sigsuspend(&wait_mask);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 static void set_env(void *arg, const char *key, const char *val)
 {
 	(void)arg;
@@ -323,18 +435,20 @@ int cmd_record(int argc, char **argv)
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'}, {"no-follow", no_argument, NULL, 'F'},
 		{"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+		{"no-wait", no_argument, NULL, 'W'},
 		AGENT_LONG_OPTIONS,                       {NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
 	struct agent_opts ao;
 	agent_opts_init(&ao);
-	int quiet = 0, c;
+	int quiet = 0, no_wait = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
 		case 'F': ao.follow = 0; break;
 		case 'q': quiet = 1; break;
+		case 'W': no_wait = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			if (agent_opts_other(&ao, c, optarg, usage) != 0)
@@ -387,6 +501,8 @@ int cmd_record(int argc, char **argv)
 
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
+	/* the program's orphans become ours: wait_descendants */
+	int wait_children = ao.follow && !no_wait && prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
 	int sync_pipe[2];
 	if (pipe2(sync_pipe, O_CLOEXEC) != 0) {
 		cli_err("pipe: %s", strerror(errno));
@@ -455,8 +571,11 @@ int cmd_record(int argc, char **argv)
 		recover_close(&sv);
 	if (salvage_fd >= 0)
 		close(salvage_fd);
+	if (wait_children)
+		wait_descendants(collector, prog[0], quiet);
 	long child_samples = 0;
-	int children_ended = recover_collect_finish(collector, path, &child_samples);
+	int children_known = 0;
+	int children_ended = recover_collect_finish(collector, path, &child_samples, &children_known);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
@@ -469,10 +588,15 @@ int cmd_record(int argc, char **argv)
 		else
 			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
 				path);
-		if (children_ended > 0)
-			fprintf(stderr, "rhea: %d child process%s gone without an end (SIGKILL?): %ld samples recovered from "
-					"their memory\n",
-				children_ended, children_ended == 1 ? "" : "es", child_samples);
+		int unknown = children_ended - children_known;
+		if (unknown > 0)
+			fprintf(stderr, "rhea: %d child process%s gone without an end (SIGKILL?)\n", unknown,
+				unknown == 1 ? "" : "es");
+		if (children_known > 0)
+			fprintf(stderr, "rhea: %d child process%s ended without writing an end (rhea record reaped %s)\n",
+				children_known, children_known == 1 ? "" : "es", children_known == 1 ? "it" : "them");
+		if (child_samples > 0)
+			fprintf(stderr, "rhea: their last %ld samples were recovered from their memory\n", child_samples);
 		if (ao.follow)
 			summarize_children(path, started);
 	}

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,6 +277,10 @@ struct recover_collector {
 	int fds[COLLECT_MAX];
 	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
 	int n;
+	/* processes rhea record reaped (it is their subreaper): how they ended */
+	pid_t reaped[COLLECT_MAX];
+	int reaped_status[COLLECT_MAX];
+	int nreaped;
 };
 
 static int header_of(int fd, struct rhea_salvage *h)
@@ -435,9 +440,33 @@ static int gone(pid_t pid)
 	return rp && rp[1] == ' ' && rp[2] == 'Z';
 }
 
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples)
+void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (c->nreaped < COLLECT_MAX) {
+		c->reaped[c->nreaped] = pid;
+		c->reaped_status[c->nreaped++] = status;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* How pid ended, when rhea record reaped it: 1 and *status, else 0. */
+static int reaped_status(const struct recover_collector *c, pid_t pid, int *status)
+{
+	for (int i = c->nreaped - 1; i >= 0; i--)
+		if (c->reaped[i] == pid) {
+			*status = c->reaped_status[i];
+			return 1;
+		}
+	return 0;
+}
+
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known)
 {
 	*samples = 0;
+	*known = 0;
 	if (!c)
 		return 0;
 	/* our own connection ends the thread, after those queued before it */
@@ -452,8 +481,9 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 	for (int i = 0; i < c->n; i++) {
 		struct rhea_salvage h;
 		struct recover_view v;
+		int status = 0, have_status = reaped_status(c, c->pids[i], &status);
 		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && h.pid == c->pids[i] &&
-		    gone(h.pid) && recover_open(c->fds[i], h.pid, &v) == 0) {
+		    (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
 			if (!derived_from(base, path, h.pid)) {
@@ -461,9 +491,15 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 				close(c->fds[i]);
 				continue;
 			}
-			long n = recover_end(path, RHEA_END_GONE, 0, &v);
+			/* an orphan rhea record reaped: it knows how it ended */
+			unsigned reason = !have_status	       ? RHEA_END_GONE
+					  : WIFSIGNALED(status) ? RHEA_END_SIGNAL
+								: RHEA_END_EXIT;
+			int code = !have_status ? 0 : WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+			long n = recover_end(path, reason, code, &v);
 			if (n >= 0) {
 				ended++;
+				*known += have_status;
 				*samples += n;
 			}
 			recover_close(&v);

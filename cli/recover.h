@@ -57,13 +57,16 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
  * writes only to the recordings of the sender's pid named after base, the
  * recording rhea record named (<base>.<pid>[.<n>].rhea).  recover_collect_finish
  * stops listening and, for every process that is gone without writing its
- * END (SIGKILL), appends what its memory holds and an END (reason GONE: how
- * it ended, only its parent could tell).  Returns the processes so ended;
- * *samples: the samples recovered.  NULL from start: no collector (then
- * finish does nothing).
+ * END (SIGKILL), appends what its memory holds and an END: how it ended
+ * when rhea record reaped it (recover_collect_reaped: an orphan, rhea record
+ * being the subreaper), else reason GONE (only its parent could tell).
+ * Returns the processes so ended; *samples: the samples recovered; *known:
+ * how many of them ended with their status.  NULL from start: no collector
+ * (then finish does nothing).
  */
 struct recover_collector;
 struct recover_collector *recover_collect_start(char *name, size_t cap);
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples);
+void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status);
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known);
 
 #endif

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -844,6 +844,126 @@ def t_killchild(c, variant):
             c.check(t[0]["end_ns"] >= ran - 20 * MS, "the child is recorded up to %s, but it ran up to %s"
                     % (ms(t[0]["end_ns"]), ms(ran)))
         check_end(c, c.report(c.path("out.rhea")), "exit", 0)
+    c.done()
+
+
+def t_orphans(c, variant):
+    """orphans.c: the program exits at once and leaves two children
+    running.  rhea record, their subreaper, waits for them: the stayer's
+    recording ends with its own exit (3), the victim's (SIGKILL, which only
+    the process that reaps it sees) is finished from its memory with
+    signal 9; rhea record returns the program's status, 0."""
+    rc, out, err = c.record([c.prog(variant, "orphans")], opts=SIGKILL_OPTS)
+    expect_status(c, rc, 0, err)
+    pids = dict((k, int(v)) for k, v in re.findall(r"^(stayer|victim) (\d+)$", out, re.M))
+    if not c.check(len(pids) == 2, "stdout %r" % out):
+        return c.done()
+    c.check("waiting for what it left running" in err, "rhea record did not say it waits: %s" % one_line(err))
+    c.check("1 child process ended without writing an end (rhea record reaped it)" in err,
+            "rhea record did not say it ended the victim: %s" % one_line(err))
+    check_end(c, c.report(c.path("out.rhea")), "exit", 0)
+    stayer = c.report(c.path("out.%d.rhea" % pids["stayer"]))
+    check_end(c, stayer, "exit", 3)
+    c.check(stayer["recording"]["end_seen_by"] == "agent", "the stayer's end was seen by %r, want its agent"
+            % stayer["recording"]["end_seen_by"])
+    w = incl(stayer, "stayer_work")
+    c.check(w >= 150 * MS, "stayer_work has %s of its 200 ms" % ms(w))
+    victim = c.report(c.path("out.%d.rhea" % pids["victim"]))
+    r = victim["recording"]
+    c.check(r["end_reason"] == "signal" and r["end_status"] == 9 and r["end_seen_by"] == "rhea record"
+            and r["end_recovered"] is True,
+            "the victim's recording ends %r %r seen by %r, recovered %r; want signal 9, rhea record, true"
+            % (r["end_reason"], r["end_status"], r["end_seen_by"], r["end_recovered"]))
+    w = incl(victim, "victim_work")
+    c.check(w >= 150 * MS, "victim_work has %s of its 250 ms" % ms(w))
+    c.check(re.search(r"child .*out\.%d\.rhea: .*killed by signal 9" % pids["victim"], err),
+            "the summary does not say the victim was killed: %s" % one_line(err))
+    c.done()
+
+
+def record_background(c, opts, argv):
+    """rhea record started with its output in files (children that outlive
+    it keep pipes open); returns (process, stdout path, stderr path)."""
+    cmd = [c.rhea, "record", "-o", c.path("out.rhea")] + list(opts) + ["--"] + list(argv)
+    fo, fe = c.path("record.out"), c.path("record.err")
+    with open(fo, "wb") as o, open(fe, "wb") as e:
+        p = subprocess.Popen(cmd, cwd=c.work, stdin=subprocess.DEVNULL, stdout=o, stderr=e, env=clean_env())
+    return p, fo, fe
+
+
+def wait_for_text(path, pattern, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        m = re.search(pattern, open(path, errors="replace").read(), re.M)
+        if m:
+            return m
+        time.sleep(0.05)
+    return None
+
+
+def kill_quietly(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def t_orphans_stop(c, variant):
+    """A child that sleeps 30 s after the program ended: rhea record waits,
+    SIGTERM stops the waiting at once (the program's status, 0, returned;
+    what still runs named), and the child is left running."""
+    p, fo, fe = record_background(c, [], [c.prog(variant, "orphans"), "long"])
+    m = wait_for_text(fo, r"^sleeper (\d+)$", 20)
+    try:
+        if not c.check(m and wait_for_text(fe, "waiting for what it left running", 20),
+                       "rhea record does not wait: %s" % one_line(open(fe, errors="replace").read())):
+            return c.done()
+        sleeper = int(m.group(1))
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            raise Fail("rhea record still waits 5 s after SIGTERM")
+        err = open(fe, errors="replace").read()
+        expect_status(c, rc, 0, err)
+        c.check("stopped waiting (Terminated); still running, recording to their own files: pid %d" % sleeper in err,
+                "rhea record did not say what it left: %s" % one_line(err))
+        alive = True
+        try:
+            os.kill(sleeper, 0)
+        except ProcessLookupError:
+            alive = False
+        c.check(alive, "the sleeping child is gone: rhea record should leave it alone")
+        check_end(c, c.report(c.path("out.rhea")), "exit", 0)
+    finally:
+        if m:
+            kill_quietly(int(m.group(1)))
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.done()
+
+
+def t_orphans_nowait(c, variant):
+    """--no-wait: rhea record returns as the program ends, the children
+    still running (and it never becomes their subreaper)."""
+    p, fo, fe = record_background(c, ["--no-wait"], [c.prog(variant, "orphans")])
+    try:
+        rc = p.wait(timeout=20)
+        out, err = open(fo).read(), open(fe, errors="replace").read()
+        expect_status(c, rc, 0, err)
+        pids = [int(x) for x in re.findall(r"^stayer (\d+)$", out, re.M)]
+        if c.check(len(pids) == 1, "stdout %r" % out):
+            alive = True
+            try:
+                os.kill(pids[0], 0)
+            except ProcessLookupError:
+                alive = False
+            c.check(alive, "the stayer (300 ms) already ended when rhea record --no-wait returned")
+        c.check("waiting" not in err, "rhea record --no-wait waited: %s" % one_line(err))
+    finally:
+        for x in re.findall(r"^(?:stayer|victim) (\d+)$", open(fo).read(), re.M):
+            kill_quietly(int(x))
     c.done()
 
 
@@ -2327,6 +2447,10 @@ def all_tests():
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/killchild", t_killchild, ("gcc-O2",)))
     t.append(Test("sigkill/clang-O2-nofp/killchild", t_killchild, ("clang-O2-nofp",)))
+    t.append(Test("orphans/gcc-O2", t_orphans, ("gcc-O2",)))
+    t.append(Test("orphans/clang-O2-nofp", t_orphans, ("clang-O2-nofp",)))
+    t.append(Test("orphans/stop", t_orphans_stop, ("gcc-O2",)))
+    t.append(Test("orphans/no-wait", t_orphans_nowait, ("gcc-O2",)))
     t.append(Test("sigkill/clang-O2-nofp/threads", t_sigkill, ("clang-O2-nofp", 3)))
     for v in VARIANTS:
         t.append(Test("dlopencxx/%s/local" % v, t_dlopencxx, (v, "local")))

@@ -319,8 +319,10 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
 	off_t evil_before = size_of(evil);
 	long samples = 0;
-	cr_assert_eq(recover_collect_finish(c, base, &samples), 1);
+	int known = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &known), 1);
 	cr_assert_eq(samples, 1);
+	cr_assert_eq(known, 0);
 	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
 	/* the good one now ends, recovered */
 	struct rfile_reader *rd;
@@ -343,5 +345,60 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert(found_sample && found_end, "sample %d, end %d", found_sample, found_end);
 	unlink(good);
 	unlink(evil);
+	rmdir(dir);
+}
+
+/* The END of a recording, or 0 reason when it has none. */
+static struct rhea_end end_of(const char *path)
+{
+	struct rhea_end end;
+	memset(&end, 0, sizeof(end));
+	struct rfile_reader *rd;
+	if (rfile_open(path, &rd) == RFILE_OK) {
+		const void *p;
+		size_t len;
+		while (rfile_next_chunk(rd, &p, &len) == RFILE_OK) {
+			size_t off = 0;
+			const struct rhea_entry *en;
+			while (rfile_next_entry(p, len, &off, &en) == 1)
+				if (en->kind == RHEA_E_END)
+					memcpy(&end, en, sizeof(end));
+		}
+	}
+	rfile_close(rd);
+	return end;
+}
+
+/* A process rhea record reaped (as its subreaper) ends with what waitpid
+ * said, not GONE. */
+Test(recover, collector_ends_a_reaped_process_with_its_status)
+{
+	char dir[] = "/tmp/rhea-collect-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char base[128], sock[64], path[192];
+	snprintf(base, sizeof(base), "%s/out.rhea", dir);
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	cr_assert_not_null(c);
+	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
+	pid_t a = fork();
+	if (a == 0) {
+		rhea_derived_name(path, sizeof(path), base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(path);
+	}
+	int st;
+	cr_assert_eq(waitpid(a, &st, 0), a);
+	unsetenv(RHEA_SALVAGE_SOCK_ENV);
+	recover_collect_reaped(c, a, st);
+	long samples = 0;
+	int known = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &known), 1);
+	cr_assert_eq(samples, 1);
+	cr_assert_eq(known, 1);
+	rhea_derived_name(path, sizeof(path), base, (unsigned long)a, 0);
+	struct rhea_end end = end_of(path);
+	cr_assert_eq(end.reason, RHEA_END_SIGNAL);
+	cr_assert_eq(end.status, SIGKILL);
+	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
+	unlink(path);
 	rmdir(dir);
 }
