@@ -248,6 +248,29 @@ def t_redis_under_load():
         check(c.returncode == 0 and os.path.getsize(conv) > 0, "convert failed: " + c.stderr[-300:])
 
 
+def t_redis_daemonized():
+    """redis-server --daemonize yes: the process rhea record started forks
+    the daemon and exits at once.  rhea record, the daemon's subreaper,
+    waits for it until it is shut down, and the daemon's own recording
+    (<out>.<pid>.rhea) is whole: its event loop, its end."""
+    out = os.path.join(TMP, "redisd.rhea")
+    with RedisUnderRhea(out, "--daemonize", "yes") as r:
+        info = r.cmd("info", "server").stdout
+        m = re.search(r"^process_id:(\d+)", info, re.M)
+        check(m is not None, "no process_id in INFO: %r" % info[:200])
+        for i in range(200):
+            r.cmd("set", "k%d" % i, "v")
+        time.sleep(0.3)
+        check(r.srv.poll() is None, "rhea record returned while the daemon runs (status %s)" % r.srv.returncode)
+    check(r.srv.returncode == 0, "rhea record exited %s" % r.srv.returncode)
+    rep = report(out[:-5] + ".%s.rhea" % m.group(1))
+    rec = rep["recording"]
+    check(rec["complete"] and rec["end_reason"] == "exit" and rec["end_status"] == 0,
+          "the daemon's recording: complete %s, end %s %s" % (rec["complete"], rec["end_reason"], rec["end_status"]))
+    names = {f["name"] for f in rep["functions"]}
+    check("epoll_wait" in names, "no epoll_wait slices in the daemon's event loop")
+
+
 def t_redis_stalls():
     """Two commands that hold redis's event loop: DEBUG SLEEP 0.2 (a sleep
     in debugCommand) and a Lua busy loop (EVAL: computation under
@@ -478,7 +501,7 @@ def t_churn_stress():
 
 
 TESTS = [t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
-         t_redis_under_load, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
+         t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
 def main():
