@@ -40,7 +40,10 @@ static const char *const weights[CONVERT_NVALUES] = {"wall", "cpu", "alloc-count
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rhea convert [options] FILE.rhea\n"
+		"usage: rhea convert [options] FILE.rhea [MORE.rhea...]\n"
+		"\n"
+		"Several recordings (a program and its children's, one process each) go into\n"
+		"one Perfetto or Chrome trace, on one time line.\n"
 		"\n"
 		"  -f, --format FMT   perfetto (default: FILE.pftrace, for ui.perfetto.dev),\n"
 		"                     chrome (FILE.json, trace-event JSON), pprof (FILE.pb.gz,\n"
@@ -144,6 +147,220 @@ static FILE *open_output(const char *outpath, char **tmp, char **final)
 	return f;
 }
 
+/* What one recording's conversion reports for the summary line. */
+struct converted {
+	size_t threads;
+	uint64_t records, samples, nodes;
+	double symbolize_s, convert_s;
+};
+
+/* Convert one loaded recording into f (part: its place among several). */
+static int convert_one(struct recording *r, const struct convert_opts *o, int raw, int verbose, int quiet,
+		       FILE *f, struct convert_part *part, struct converted *done)
+{
+	double t1 = now_s();
+	struct model m;
+	if (model_build(&m, r, o->policy) < 0) {
+		cli_err("out of memory");
+		return 1;
+	}
+	struct model_cut cuts[4];
+	int ncuts = raw ? 0 : model_correct(&m, cuts, 4);
+	double t2 = now_s();
+	struct convert_ctx cx;
+	char err[1024];
+	int rc = EXIT_BADINPUT;
+	if (convert_init(&cx, &m, o, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		goto out;
+	}
+	size_t nsel = 0;
+	for (size_t i = 0; i < r->nthreads; i++)
+		nsel += cx.selected[i];
+	if (o->format == CONVERT_NANOSCOPE && o->nthreads && nsel != 1) {
+		cli_err("--thread selects %zu threads: a Nanoscope trace holds one", nsel);
+		goto out;
+	}
+	const char *in = r->path;
+	if (!r->have_end && !r->salvaged && r->end_outside && !r->end_recovered)
+		cli_err("warning: %s: the agent did not write the end (SIGKILL, a raw exit_group or a full "
+			"disk): its last records are missing", in);
+	else if (!r->have_end && !r->salvaged && !r->end_outside)
+		cli_err("warning: %s was cut short (no end marker: killed, disk full, or still running): "
+			"converting what it holds", in);
+	else if (r->salvaged)
+		cli_err("warning: %s: %s: converting what precedes it", in, r->problem);
+	if (cx.windowed && part->count == 1) {
+		uint64_t n = 0;
+		for (size_t i = 0; i < r->nthreads; i++) {
+			size_t lo, hi;
+			convert_range(&cx, &r->threads[i], &lo, &hi);
+			n += cx.selected[i] ? hi - lo : 0;
+		}
+		if (n == 0)
+			cli_err("warning: no sample begins between --from and --to (the recording spans %.3f s)",
+				r->last_ns > cx.origin_ns ? (double)(r->last_ns - cx.origin_ns) / 1e9 : 0.0);
+	}
+	if (verbose) {
+		const char *w;
+		for (size_t i = 0; (w = sym_warning(m.sym, i)) != NULL; i++)
+			cli_err("warning: %s", w);
+	}
+	int wrc;
+	switch (o->format) {
+	case CONVERT_PERFETTO: wrc = perfetto_write_part(&cx, f, part); break;
+	case CONVERT_CHROME: wrc = chrome_write_part(&cx, f, part); break;
+	case CONVERT_PPROF: wrc = pprof_write(&cx, f); break;
+	case CONVERT_FOLDED: wrc = folded_write(&cx, f); break;
+	default: wrc = nanoscope_write(&cx, f); break;
+	}
+	if (wrc < 0) {
+		rc = -1;
+		goto out;
+	}
+	rc = 0;
+	done->threads += nsel;
+	done->records += cx.records;
+	done->samples += r->nsamples;
+	done->nodes += r->nnodes;
+	done->symbolize_s += t2 - t1;
+	done->convert_s += now_s() - t2;
+	char note[1024];
+	if (!quiet && model_cut_note(&m, cuts, ncuts, note, sizeof(note)))
+		cli_err("note: %s%s%s", part->count > 1 ? in : "", part->count > 1 ? ": " : "", note);
+out:
+	convert_free(&cx);
+	model_free(&m);
+	return rc;
+}
+
+/* When a recording starts: its header's start, or its first sample if
+ * earlier. */
+static uint64_t start_of(const struct recording *r)
+{
+	uint64_t s = r->hdr.start_ns;
+	if (!s || (r->first_ns && r->first_ns < s))
+		s = r->first_ns;
+	return s;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	uint64_t x = start_of(a), y = start_of(b);
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Convert the recordings in[0..nin) into one output.  Every recording is
+ * loaded (and checked) before the output is created; with several, they
+ * share time 0, the earliest start, so that --from/--to and Chrome's
+ * relative timestamps mean the same instant in each.
+ */
+static int convert_files(char **in, size_t nin, const char *output, const char *ext, const char *fmt_name,
+			 struct convert_opts *o, int salvage, int timing, int verbose, int quiet, int raw)
+{
+	char *outpath = output ? strdup(output) : default_output(in[0], ext);
+	if (!outpath) {
+		cli_err("out of memory");
+		return 1;
+	}
+	int rc = EXIT_BADINPUT;
+	int to_stdout = strcmp(outpath, "-") == 0;
+	struct recording *recs = calloc(nin, sizeof(*recs));
+	uint8_t *hits = nin > 1 && o->nthreads ? calloc(o->nthreads, 1) : NULL;
+	size_t loaded = 0;
+	char *tmp = NULL, *final = NULL;
+	FILE *f = NULL;
+	if (!recs || (nin > 1 && o->nthreads && !hits)) {
+		cli_err("out of memory");
+		rc = 1;
+		goto out;
+	}
+	for (size_t k = 0; k < nin; k++) {
+		struct stat si, so;
+		if (!to_stdout && stat(in[k], &si) == 0 && stat(outpath, &so) == 0 && si.st_dev == so.st_dev &&
+		    si.st_ino == so.st_ino) {
+			cli_err("%s: the output would overwrite the recording (give -o)", outpath);
+			goto out;
+		}
+	}
+	double t0 = now_s();
+	for (; loaded < nin; loaded++)
+		if ((rc = cli_load(in[loaded], &recs[loaded], salvage)) != 0)
+			goto out;
+	double t1 = now_s();
+	if (nin > 1) {
+		/* In the order they started: a process that exec'ed has a
+		 * recording per image under one pid, and a trace processor
+		 * gives a thread's events to the pid's latest process. */
+		qsort(recs, nin, sizeof(*recs), by_start);
+		o->origin_ns = start_of(&recs[0]);
+		o->thread_hits = hits;
+	}
+
+	f = to_stdout ? stdout : open_output(outpath, &tmp, &final);
+	if (!f) {
+		cli_err("%s: cannot write: %s", outpath, strerror(errno));
+		rc = EXIT_BADINPUT;
+		goto out;
+	}
+	static char iobuf[1 << 16];
+	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
+	struct convert_part part = {0, (unsigned)nin, 0, 0};
+	struct converted done;
+	memset(&done, 0, sizeof(done));
+	for (size_t k = 0; k < nin && rc == 0; k++)
+		rc = convert_one(&recs[k], o, raw, verbose, quiet, f, &part, &done);
+	for (size_t i = 0; rc == 0 && hits && i < o->nthreads; i++)
+		if (!hits[i]) {
+			cli_err("--thread %s: no thread with that id or name in any of the recordings", o->threads[i]);
+			rc = EXIT_BADINPUT;
+		}
+	if (rc == 0 && fflush(f) != 0)
+		rc = -1;
+	if (rc < 0) {
+		cli_err("%s: write failed: %s", to_stdout ? "standard output" : outpath,
+			errno ? strerror(errno) : "out of memory");
+		rc = 1;
+	}
+	if (rc == 0 && timing) {
+		double io = (t1 - t0) + done.convert_s;
+		cli_err("timing: load %.3f s, symbolize %.3f s, convert %.3f s; %llu records, "
+			"%llu stack nodes, %.0f records/s excluding symbolization",
+			t1 - t0, done.symbolize_s, done.convert_s, (unsigned long long)done.samples,
+			(unsigned long long)done.nodes, io > 0 ? (double)done.samples / io : 0.0);
+	}
+	if (rc == 0 && !quiet) {
+		char procs[64] = "";
+		if (nin > 1)
+			snprintf(procs, sizeof(procs), " of %zu processes", nin);
+		cli_err("converted %s%s to %s (%s): %zu thread%s%s, %llu records", in[0], nin > 1 ? " and the others" : "",
+			to_stdout ? "standard output" : outpath, fmt_name, done.threads, done.threads == 1 ? "" : "s",
+			procs, (unsigned long long)done.records);
+	}
+	if (!to_stdout) {
+		if (fclose(f) != 0 && rc == 0) {
+			cli_err("%s: write failed: %s", outpath, strerror(errno));
+			rc = 1;
+		}
+		if (tmp && rc == 0 && rename(tmp, final) != 0) {
+			cli_err("%s: cannot write: %s", outpath, strerror(errno));
+			rc = 1;
+		}
+		if (tmp && rc != 0)
+			unlink(tmp); /* what was at outpath stays as it was */
+	}
+out:
+	free(tmp);
+	free(final);
+	for (size_t k = 0; k < loaded; k++)
+		recording_free(&recs[k]);
+	free(recs);
+	free(hits);
+	free(outpath);
+	return rc;
+}
+
 int cmd_convert(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -157,7 +374,7 @@ int cmd_convert(int argc, char **argv)
 		{"timeline", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0};
+	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0, 0, NULL};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
 	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, raw = 0, c;
 	char **threads = NULL;
@@ -264,8 +481,13 @@ int cmd_convert(int argc, char **argv)
 	}
 	o.threads = (const char *const *)threads;
 	o.nthreads = nthreads;
-	if (optind != argc - 1) {
-		cli_err("convert: want one recording (rhea convert [-f FORMAT] FILE.rhea)");
+	int nin = argc - optind;
+	if (nin < 1) {
+		cli_err("convert: want a recording (rhea convert [-f FORMAT] FILE.rhea [MORE.rhea...])");
+		goto out;
+	}
+	if (nin > 1 && o.format != CONVERT_PERFETTO && o.format != CONVERT_CHROME) {
+		cli_err("-f %s takes one recording (perfetto and chrome take several, one process each)", fmt_name);
 		goto out;
 	}
 	if (weight_given && o.format != CONVERT_FOLDED) {
@@ -276,149 +498,8 @@ int cmd_convert(int argc, char **argv)
 		cli_err("--from must come before --to");
 		goto out;
 	}
-	const char *in = argv[optind];
-	char *outpath = output ? strdup(output) : default_output(in, ext);
-	if (!outpath) {
-		cli_err("out of memory");
-		goto out;
-	}
-	int to_stdout = strcmp(outpath, "-") == 0;
-	struct stat si, so;
-	if (!to_stdout && stat(in, &si) == 0 && stat(outpath, &so) == 0 && si.st_dev == so.st_dev &&
-	    si.st_ino == so.st_ino) {
-		cli_err("%s: the output would overwrite the recording (give -o)", outpath);
-		free(outpath);
-		goto out;
-	}
-
-	double t0 = now_s();
-	struct recording r;
-	rc = cli_load(in, &r, salvage);
-	if (rc) {
-		free(outpath);
-		goto out;
-	}
-	double t1 = now_s();
-
-	char *tmp = NULL, *final = NULL;
-	FILE *f = to_stdout ? stdout : open_output(outpath, &tmp, &final);
-	if (!f) {
-		cli_err("%s: cannot write: %s", outpath, strerror(errno));
-		recording_free(&r);
-		free(outpath);
-		rc = EXIT_BADINPUT;
-		goto out;
-	}
-	static char iobuf[1 << 16];
-	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
-
-	struct model m;
-	if (model_build(&m, &r, o.policy) < 0) {
-		cli_err("out of memory");
-		rc = 1;
-		goto close;
-	}
-	struct model_cut cuts[4];
-	int ncuts = raw ? 0 : model_correct(&m, cuts, 4);
-	double t2 = now_s();
-	struct convert_ctx cx;
-	char err[1024];
-	if (convert_init(&cx, &m, &o, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
-		rc = EXIT_BADINPUT;
-		goto close_ctx;
-	}
-	if (o.format == CONVERT_NANOSCOPE && nthreads) {
-		size_t n = 0;
-		for (size_t i = 0; i < r.nthreads; i++)
-			n += cx.selected[i];
-		if (n != 1) {
-			cli_err("--thread selects %zu threads: a Nanoscope trace holds one", n);
-			rc = EXIT_BADINPUT;
-			goto close_ctx;
-		}
-	}
-	if (!r.have_end && !r.salvaged && r.end_outside && !r.end_recovered)
-		cli_err("warning: %s: the agent did not write the end (SIGKILL, a raw exit_group or a full "
-			"disk): its last records are missing", in);
-	else if (!r.have_end && !r.salvaged && !r.end_outside)
-		cli_err("warning: %s was cut short (no end marker: killed, disk full, or still running): "
-			"converting what it holds", in);
-	else if (r.salvaged)
-		cli_err("warning: %s: %s: converting what precedes it", in, r.problem);
-	if (cx.windowed) {
-		uint64_t n = 0;
-		for (size_t i = 0; i < r.nthreads; i++) {
-			size_t lo, hi;
-			convert_range(&cx, &r.threads[i], &lo, &hi);
-			n += cx.selected[i] ? hi - lo : 0;
-		}
-		if (n == 0)
-			cli_err("warning: no sample begins between --from and --to (the recording spans %.3f s)",
-				r.last_ns > cx.origin_ns ? (double)(r.last_ns - cx.origin_ns) / 1e9 : 0.0);
-	}
-	if (verbose) {
-		const char *w;
-		for (size_t i = 0; (w = sym_warning(m.sym, i)) != NULL; i++)
-			cli_err("warning: %s", w);
-	}
-
-	int wrc;
-	switch (o.format) {
-	case CONVERT_PERFETTO: wrc = perfetto_write(&cx, f); break;
-	case CONVERT_CHROME: wrc = chrome_write(&cx, f); break;
-	case CONVERT_PPROF: wrc = pprof_write(&cx, f); break;
-	case CONVERT_FOLDED: wrc = folded_write(&cx, f); break;
-	default: wrc = nanoscope_write(&cx, f); break;
-	}
-	if (fflush(f) != 0)
-		wrc = -1;
-	double t3 = now_s();
-	if (wrc < 0) {
-		cli_err("%s: write failed: %s", to_stdout ? "standard output" : outpath,
-			errno ? strerror(errno) : "out of memory");
-		rc = 1;
-		goto close_ctx;
-	}
-	rc = 0;
-	if (timing) {
-		double io = (t1 - t0) + (t3 - t2);
-		cli_err("timing: load %.3f s, symbolize %.3f s, convert %.3f s; %llu records, "
-			"%llu stack nodes, %.0f records/s excluding symbolization",
-			t1 - t0, t2 - t1, t3 - t2, (unsigned long long)r.nsamples,
-			(unsigned long long)r.nnodes, io > 0 ? (double)r.nsamples / io : 0.0);
-	}
-	if (!quiet) {
-		size_t n = 0;
-		for (size_t i = 0; i < r.nthreads; i++)
-			n += cx.selected[i];
-		cli_err("converted %s to %s (%s): %zu thread%s, %llu records", in,
-			to_stdout ? "standard output" : outpath, fmt_name, n, n == 1 ? "" : "s",
-			(unsigned long long)cx.records);
-		char note[1024];
-		if (model_cut_note(&m, cuts, ncuts, note, sizeof(note)))
-			cli_err("note: %s", note);
-	}
-close_ctx:
-	convert_free(&cx);
-	model_free(&m);
-close:
-	if (!to_stdout) {
-		if (fclose(f) != 0 && rc == 0) {
-			cli_err("%s: write failed: %s", outpath, strerror(errno));
-			rc = 1;
-		}
-		if (tmp && rc == 0 && rename(tmp, final) != 0) {
-			cli_err("%s: cannot write: %s", outpath, strerror(errno));
-			rc = 1;
-		}
-		if (tmp && rc != 0)
-			unlink(tmp); /* what was at outpath stays as it was */
-		free(tmp);
-		free(final);
-	}
-	recording_free(&r);
-	free(outpath);
+	rc = convert_files(argv + optind, (size_t)nin, output, ext, fmt_name, &o, salvage, timing, verbose, quiet,
+			   raw);
 out:
 	for (size_t i = 0; i < nthreads; i++)
 		free(threads[i]);

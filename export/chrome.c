@@ -162,9 +162,18 @@ static void counter(struct ch *h, const char *name, const char *key, uint64_t ts
 
 int chrome_write(struct convert_ctx *c, FILE *f)
 {
+	struct convert_part one = {0, 1, 0, 0};
+	return chrome_write_part(c, f, &one);
+}
+
+/* The first part opens the JSON object, the last closes it; every part
+ * writes its process's events (its pid on each) in between. */
+int chrome_write_part(struct convert_ctx *c, FILE *f, struct convert_part *part)
+{
 	struct recording *r = c->r;
-	struct ch h = {c, f, r->hdr.pid, 1, {0}};
-	fputs("{\"traceEvents\":[", f);
+	struct ch h = {c, f, r->hdr.pid, !part->wrote_event, {0}};
+	if (part->index == 0)
+		fputs("{\"traceEvents\":[", f);
 	const char *exe = recording_meta(r, "exe");
 	const char *cmd = recording_meta(r, "cmdline");
 	const char *pname = exe ? exe : cmd;
@@ -201,10 +210,23 @@ int chrome_write(struct convert_ctx *c, FILE *f)
 		counter(&h, "Allocated bytes/s", "bytes", at, s.bytes_per_s[i]);
 	}
 	convert_series_free(&s);
-	fputs("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tool\":\"rhea convert\",\"recording\":", f);
-	convert_clean_string(r->path, h.buf, sizeof(h.buf));
-	json_write_string(f, h.buf);
-	fprintf(f, ",\"pid\":%u,\"end_policy\":\"%s\",\"start_realtime_ns\":%" PRIu64 "}}\n", h.pid,
-		c->o->policy == MODEL_END_LAST ? "last" : "next", r->hdr.start_realtime_ns);
+	part->wrote_event = !h.first;
+	if (++part->index < part->count)
+		return ferror(f) ? -1 : 0;
+	fputs("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tool\":\"rhea convert\",", f);
+	if (part->count == 1) {
+		fputs("\"recording\":", f);
+		convert_clean_string(r->path, h.buf, sizeof(h.buf));
+		json_write_string(f, h.buf);
+		fprintf(f, ",\"pid\":%u,", h.pid);
+	} else {
+		fprintf(f, "\"processes\":%u,", part->count);
+	}
+	/* the wall-clock time of ts 0 */
+	uint64_t realtime = r->hdr.start_realtime_ns;
+	if (r->hdr.start_ns >= c->origin_ns && realtime >= r->hdr.start_ns - c->origin_ns)
+		realtime -= r->hdr.start_ns - c->origin_ns;
+	fprintf(f, "\"end_policy\":\"%s\",\"start_realtime_ns\":%" PRIu64 "}}\n",
+		c->o->policy == MODEL_END_LAST ? "last" : "next", realtime);
 	return ferror(f) ? -1 : 0;
 }

@@ -152,7 +152,7 @@ int convert_init(struct convert_ctx *c, struct model *m, const struct convert_op
 	/* Before the per-function arrays: it adds a function. */
 	c->unattributed = model_func_intern(m, "[unattributed]", NULL, NULL, 0, MODEL_SPECIAL);
 
-	c->origin_ns = r->hdr.start_ns;
+	c->origin_ns = o->origin_ns ? o->origin_ns : r->hdr.start_ns;
 	if (!c->origin_ns || (r->first_ns && r->first_ns < c->origin_ns))
 		c->origin_ns = r->first_ns;
 	c->windowed = o->from_ns > 0 || o->to_ns >= 0;
@@ -175,6 +175,10 @@ int convert_init(struct convert_ctx *c, struct model *m, const struct convert_op
 				c->selected[i] = 1;
 				hit = 1;
 			}
+		}
+		if (o->thread_hits) {
+			o->thread_hits[k] |= (uint8_t)hit;
+			continue;
 		}
 		if (!hit) {
 			size_t len = (size_t)snprintf(err, errlen, "--thread %s: no thread with that id or name (threads:", sel);

@@ -54,6 +54,10 @@ struct convert_opts {
 	uint64_t stall_ns;          /* perfetto: event-loop iterations this long on a "stalls" track (0: default) */
 	int cpu_samples;            /* perfetto: only the sampler's captures as PerfSamples, one per
 				       period of CPU (an unbiased CPU flame graph) */
+	uint64_t origin_ns;         /* time 0 (absolute monotonic ns); 0: the recording's start.
+				       Several recordings in one trace share the earliest start */
+	uint8_t *thread_hits;       /* NULL: a --thread selector no thread matches is an error;
+				       else per selector, set to 1 when one matches (no error) */
 };
 
 /* What one converter run shares: the model, filters, names, statistics. */
@@ -163,6 +167,20 @@ void convert_trie_free(struct convert_trie *tr);
 /* Writers: 0, or -1 when writing failed (errno set by stdio or zlib). */
 int perfetto_write(struct convert_ctx *c, FILE *out);
 int chrome_write(struct convert_ctx *c, FILE *out);
+
+/*
+ * Several recordings (a program and its children: one process each) into
+ * one timeline: the writers are called once per recording, in order, with
+ * the same part, which carries what must stay unique or be written once
+ * across them.  Zero-initialize it, set count.
+ */
+struct convert_part {
+	unsigned index, count;      /* this recording's position (the writer advances it), of count */
+	uint32_t next_seq;          /* perfetto: the first sequence id still free */
+	int wrote_event;            /* chrome: an event was written (the next needs a comma) */
+};
+int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
+int chrome_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int pprof_write(struct convert_ctx *c, FILE *out);
 int folded_write(struct convert_ctx *c, FILE *out);
 int nanoscope_write(struct convert_ctx *c, FILE *out);

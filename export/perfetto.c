@@ -179,6 +179,8 @@ struct pf {
 	struct pbwriter w;
 	int err;
 	uint32_t seq;
+	uint32_t seq_base;     /* this recording's sequences: seq_base + 1.. */
+	uint64_t uuid_base;    /* its tracks' (and flows') uuids: uuid_base + UUID_... */
 	int seq_first;         /* next packet is the sequence's first */
 	uint64_t track;        /* current thread's track uuid */
 	uint8_t *name_done;    /* per func: EventName interned on this sequence */
@@ -205,6 +207,12 @@ static void flush(struct pf *p, int force)
 	}
 }
 
+/* A track uuid of this recording's (several go into one trace). */
+static inline uint64_t track_uuid(const struct pf *p, uint64_t u)
+{
+	return p->uuid_base + u;
+}
+
 /* Open a TracePacket on the current sequence. */
 static void packet_begin(struct pf *p, uint64_t ts, int have_ts)
 {
@@ -225,7 +233,7 @@ static void packet_end(struct pf *p)
 
 static void start_sequence(struct pf *p, uint32_t seq)
 {
-	p->seq = seq;
+	p->seq = p->seq_base + seq;
 	p->seq_first = 1;
 }
 
@@ -248,7 +256,7 @@ static void counter_track(struct pf *p, uint64_t uuid, const char *name, const c
 	packet_begin(p, ts, 1);
 	pbwriter_begin(&p->w, TP_TRACK_DESCRIPTOR);
 	pbwriter_varint(&p->w, TD_UUID, uuid);
-	pbwriter_varint(&p->w, TD_PARENT, UUID_PROCESS);
+	pbwriter_varint(&p->w, TD_PARENT, track_uuid(p, UUID_PROCESS));
 	pbwriter_string(&p->w, TD_NAME, name);
 	pbwriter_string(&p->w, TD_DESCRIPTION, desc);
 	pbwriter_begin(&p->w, TD_COUNTER);
@@ -281,7 +289,7 @@ static void write_process(struct pf *p)
 
 	packet_begin(p, ts, 1);
 	pbwriter_begin(&p->w, TP_TRACK_DESCRIPTOR);
-	pbwriter_varint(&p->w, TD_UUID, UUID_PROCESS);
+	pbwriter_varint(&p->w, TD_UUID, track_uuid(p, UUID_PROCESS));
 	pbwriter_begin(&p->w, TD_PROCESS);
 	pbwriter_varint(&p->w, PD_PID, r->hdr.pid);
 	const char *cmd = recording_meta(r, "cmdline");
@@ -311,7 +319,7 @@ static void write_process(struct pf *p)
 		const struct rec_thread *t = &r->threads[i];
 		packet_begin(p, ts, 1);
 		pbwriter_begin(&p->w, TP_TRACK_DESCRIPTOR);
-		pbwriter_varint(&p->w, TD_UUID, UUID_THREAD0 + i);
+		pbwriter_varint(&p->w, TD_UUID, track_uuid(p, UUID_THREAD0 + i));
 		pbwriter_begin(&p->w, TD_THREAD);
 		pbwriter_varint(&p->w, THD_PID, r->hdr.pid);
 		pbwriter_varint(&p->w, THD_TID, t->tid);
@@ -331,22 +339,22 @@ static void write_process(struct pf *p)
 	}
 	if (s.n == 0)
 		return;
-	counter_track(p, UUID_CPU, "CPU use (cores)",
+	counter_track(p, track_uuid(p, UUID_CPU), "CPU use (cores)",
 		      "CPU time of the recorded threads per unit of wall time", 0, "cores", ts);
-	counter_track(p, UUID_ALLOCS, "Allocations/s",
+	counter_track(p, track_uuid(p, UUID_ALLOCS), "Allocations/s",
 		      "allocations per second (every allocation counted)", UNIT_COUNT, NULL, ts);
-	counter_track(p, UUID_BYTES, "Allocated bytes/s", "bytes requested per second",
+	counter_track(p, track_uuid(p, UUID_BYTES), "Allocated bytes/s", "bytes requested per second",
 		      UNIT_SIZE_BYTES, NULL, ts);
 	for (size_t i = 0; i < s.n; i++) {
 		uint64_t at = s.t0 + (uint64_t)i * s.width;
-		counter_value(p, UUID_CPU, at, s.cpu_cores[i]);
-		counter_value(p, UUID_ALLOCS, at, s.allocs_per_s[i]);
-		counter_value(p, UUID_BYTES, at, s.bytes_per_s[i]);
+		counter_value(p, track_uuid(p, UUID_CPU), at, s.cpu_cores[i]);
+		counter_value(p, track_uuid(p, UUID_ALLOCS), at, s.allocs_per_s[i]);
+		counter_value(p, track_uuid(p, UUID_BYTES), at, s.bytes_per_s[i]);
 	}
 	uint64_t last = s.t0 + (uint64_t)s.n * s.width;
-	counter_value(p, UUID_CPU, last, 0);
-	counter_value(p, UUID_ALLOCS, last, 0);
-	counter_value(p, UUID_BYTES, last, 0);
+	counter_value(p, track_uuid(p, UUID_CPU), last, 0);
+	counter_value(p, track_uuid(p, UUID_ALLOCS), last, 0);
+	counter_value(p, track_uuid(p, UUID_BYTES), last, 0);
 	convert_series_free(&s);
 }
 
@@ -450,7 +458,7 @@ static void write_slices(struct pf *p, size_t ti)
 	size_t lo, hi;
 	convert_range(c, t, &lo, &hi);
 	start_sequence(p, 2 + 2 * (uint32_t)ti);
-	p->track = UUID_THREAD0 + ti;
+	p->track = track_uuid(p, UUID_THREAD0 + ti);
 	memset(p->name_done, 0, c->m->nfuncs);
 	intern_debug_names(p, lo < hi ? t->samples[lo].begin_ns : c->origin_ns, annotation_names, A_COUNT);
 	struct convert_sink k = {slice_begin, slice_end, p};
@@ -485,7 +493,7 @@ static void write_flows(struct pf *p)
 	struct convert_ctx *c = p->c;
 	size_t n = 0, cap = 0;
 	struct flow_ev *ev = NULL;
-	uint64_t id = 0;
+	uint64_t id = p->uuid_base; /* flow ids are global too */
 	for (size_t ti = 0; ti < c->r->nthreads; ti++) {
 		if (!c->selected[ti])
 			continue;
@@ -512,8 +520,8 @@ static void write_flows(struct pf *p)
 					return;
 			}
 			id++;
-			ev[n++] = (struct flow_ev){s->release_ns, UUID_THREAD0 + wi, id, 0};
-			ev[n++] = (struct flow_ev){s->end_ns, UUID_THREAD0 + ti, id, 1};
+			ev[n++] = (struct flow_ev){s->release_ns, track_uuid(p, UUID_THREAD0 + wi), id, 0};
+			ev[n++] = (struct flow_ev){s->end_ns, track_uuid(p, UUID_THREAD0 + ti), id, 1};
 		}
 	}
 	if (n == 0) {
@@ -596,8 +604,8 @@ static void write_stalls(struct pf *p)
 			continue;
 		packet_begin(p, ev[0].ts, 1);
 		pbwriter_begin(&p->w, TP_TRACK_DESCRIPTOR);
-		pbwriter_varint(&p->w, TD_UUID, UUID_STALLS0 + ti);
-		pbwriter_varint(&p->w, TD_PARENT, UUID_THREAD0 + ti);
+		pbwriter_varint(&p->w, TD_UUID, track_uuid(p, UUID_STALLS0 + ti));
+		pbwriter_varint(&p->w, TD_PARENT, track_uuid(p, UUID_THREAD0 + ti));
 		pbwriter_string(&p->w, TD_NAME, "stalls");
 		pbwriter_end(&p->w);
 		packet_end(p);
@@ -607,7 +615,7 @@ static void write_stalls(struct pf *p)
 		packet_begin(p, ev[i].ts, 1);
 		pbwriter_begin(&p->w, TP_TRACK_EVENT);
 		pbwriter_varint(&p->w, TE_TYPE, ev[i].end ? TYPE_SLICE_END : TYPE_SLICE_BEGIN);
-		pbwriter_varint(&p->w, TE_TRACK, UUID_STALLS0 + ev[i].thread);
+		pbwriter_varint(&p->w, TE_TRACK, track_uuid(p, UUID_STALLS0 + ev[i].thread));
 		if (!ev[i].end) {
 			char name[sizeof(p->namebuf) + 16];
 			snprintf(name, sizeof(name), "stall: %s",
@@ -847,11 +855,24 @@ static void write_samples(struct pf *p, size_t ti)
 
 int perfetto_write(struct convert_ctx *c, FILE *out)
 {
+	struct convert_part one = {0, 1, 0, 0};
+	return perfetto_write_part(c, out, &one);
+}
+
+/* A recording's sequences are part->next_seq + 1 .. + 4 + 2 x threads (see
+ * the top), its uuids and flow ids part->index << 40 + ...: a trace
+ * processor sees each process's tracks and interned data apart. */
+int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part)
+{
 	struct pf *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -1;
 	p->c = c;
 	p->out = out;
+	p->seq_base = part->next_seq;
+	p->uuid_base = (uint64_t)part->index << 40;
+	part->next_seq += 5 + 2 * (uint32_t)c->r->nthreads;
+	part->index++;
 	pbwriter_init(&p->w);
 	p->name_done = calloc(c->m->nfuncs, 1);
 	p->frame_done = calloc(c->m->nfuncs, 1);

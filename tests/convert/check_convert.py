@@ -157,7 +157,9 @@ def packed_or_not(d, f):
 class Trace:
     def __init__(self):
         self.threads = {}     # track uuid -> (tid, name)
-        self.process = None   # (pid, name)
+        self.thread_pid = {}  # track uuid -> pid its descriptor names
+        self.process = None   # (pid, name): the first process described
+        self.processes = {}   # uuid -> (pid, name): every process (one per recording)
         self.counters = {}    # uuid -> name
         self.counter_values = {}  # uuid -> [(ts, value)]
         self.slices = []      # dicts: tid, thread, name, begin, end, depth, args
@@ -247,10 +249,16 @@ def decode_perfetto(data):
             uuid = one(d, 1)
             if 3 in d:
                 pd = msg(one(d, 3))
-                tr.process = (one(pd, 1), one(pd, 6, b"").decode())
+                if uuid in tr.processes:
+                    raise Fail("process track %d described twice" % uuid)
+                tr.processes[uuid] = (one(pd, 1), one(pd, 6, b"").decode())
+                tr.process = tr.process or tr.processes[uuid]
             elif 4 in d:
                 td = msg(one(d, 4))
+                if uuid in tr.threads:
+                    raise Fail("thread track %d described twice" % uuid)
                 tr.threads[uuid] = (one(td, 2), one(td, 5, b"").decode())
+                tr.thread_pid[uuid] = one(td, 1)
             elif 8 in d:
                 tr.counters[uuid] = one(d, 2, b"").decode()
             elif 5 in d and 2 in d:
@@ -406,10 +414,12 @@ def tp_check(ctx, path, tr):
                    % (n[0]["n"], len(tr.slices), len(tr.stalls), len(tr.instants)))
     if samples[0]["n"] != tr.samples:
         raise Fail("trace_processor sees %d perf samples, the trace has %d" % (samples[0]["n"], tr.samples))
-    names = {r["tid"]: r["name"] for r in threads}
+    names = {}  # a thread of a process that exec'ed has a name per image
+    for r in threads:
+        names.setdefault(r["tid"], set()).add(r["name"])
     for tid, name in tr.threads.values():
-        if name and names.get(tid) != name:
-            raise Fail("trace_processor names thread %d %r, want %r" % (tid, names.get(tid), name))
+        if name and name not in names.get(tid, ()):
+            raise Fail("trace_processor names thread %d %s, want %r" % (tid, sorted(names.get(tid, ())), name))
     if tr.counters and counters[0]["n"] != len(tr.counters):
         raise Fail("trace_processor sees %d counter tracks with values, want %d"
                    % (counters[0]["n"], len(tr.counters)))
@@ -958,6 +968,14 @@ def t_bad(ctx):
         raise Fail("convert --salvage of a cut recording: status %d: %s" % (rc, se.strip()[:300]))
     with open(ctx.path("cut.pftrace"), "rb") as f:
         decode_perfetto(f.read())
+    # several recordings: formats that hold one process, a thread in none of
+    # them, one bad recording among good ones (nothing is written)
+    expect_bad(ctx, [ctx.rhea, "convert", "-f", "pprof", rec, rec], "pprof of two recordings")
+    two = ctx.path("two.pftrace")
+    expect_bad(ctx, [ctx.rhea, "convert", "--thread", "no-such-thread", "-o", two, rec, rec], "unknown thread in two")
+    expect_bad(ctx, [ctx.rhea, "convert", "-o", two, rec, cut], "a cut recording among two")
+    if os.path.exists(two):
+        raise Fail("a failed conversion of two recordings left its output behind")
     return line
 
 
@@ -984,6 +1002,93 @@ def t_sigkill(ctx):
     tp = tp_check(ctx, pf, tr)
     return "%s%.0f ms of busy_before_kill; tp %s" % ("(salvaged) " if salvage else "",
                                                    sum(s["end"] - s["begin"] for s in busy) / MS, tp)
+
+
+def t_processes(ctx):
+    """A program and its children (sh running convert_loop in the
+    background and convert_known) converted together: one Perfetto trace
+    and one Chrome JSON holding every recording's process and threads, each
+    thread with exactly the slices its recording's own conversion has, on
+    one time line; protoc, the structural decoder and trace_processor
+    accept the trace and put every thread under its own process."""
+    for f in os.listdir(ctx.work):
+        if f.startswith("procs."):
+            os.unlink(ctx.path(f))
+    base = ctx.path("procs.rhea")
+    script = "%s & %s; wait" % (os.path.join(ctx.bin, "convert_loop"), os.path.join(ctx.bin, "convert_known"))
+    rc, so, se = ctx.run([ctx.rhea, "record", "-q", "-o", base, "--", "/bin/sh", "-c", script])
+    if rc != 0:
+        raise Fail("record: status %d: %s" % (rc, se.strip()[:300]))
+    recs = [base] + sorted(ctx.path(f) for f in os.listdir(ctx.work)
+                           if re.fullmatch(r"procs\.\d+(\.\d+)?\.rhea", f))
+    pids = {r: ctx.report(r)["recording"]["pid"] for r in recs}
+    if len(set(pids.values())) < 3:
+        raise Fail("want recordings of sh and its two children, got %s" % pids)
+    alone = {}
+    for i, r in enumerate(recs):
+        pf = ctx.path("procs-%d.pftrace" % i)
+        ctx.convert(r, "perfetto", pf)
+        with open(pf, "rb") as f:
+            alone[r] = decode_perfetto(f.read())
+    pf = ctx.path("procs.pftrace")
+    rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "-o", pf] + recs)
+    if rc != 0:
+        raise Fail("convert of %d recordings: status %d: %s" % (len(recs), rc, se.strip()[:300]))
+    protoc_check(pf)
+    with open(pf, "rb") as f:
+        tr = decode_perfetto(f.read())
+    got_pids = sorted(p for p, _ in tr.processes.values())
+    if got_pids != sorted(pids.values()):
+        raise Fail("the trace describes processes %s, the recordings are of %s" % (got_pids, sorted(pids.values())))
+
+    def key(s):
+        return (s["tid"], s["begin"], s["end"], s["depth"], s["name"])
+    want = sorted(key(s) for a in alone.values() for s in a.slices)
+    got = sorted(key(s) for s in tr.slices)
+    if got != want:
+        raise Fail("the trace has %d slices, the recordings' own conversions %d (or they differ)"
+                   % (len(got), len(want)))
+    # a track per thread per recording (a process that exec'ed has one
+    # recording per image: its threads a track in each), under its pid
+    for tid in {t for a in alone.values() for t, _ in a.threads.values()}:
+        owners = sorted(pids[r] for r in recs for t, _ in alone[r].threads.values() if t == tid)
+        mine = sorted(tr.thread_pid[u] for u, (t, _) in tr.threads.items() if t == tid)
+        if mine != owners:
+            raise Fail("thread %d: tracks under pids %s, want %s" % (tid, mine, owners))
+    if tr.samples != sum(a.samples for a in alone.values()):
+        raise Fail("%d perf samples, the recordings' own conversions have %d"
+                   % (tr.samples, sum(a.samples for a in alone.values())))
+    note = "%d processes, %d slices" % (len(tr.processes), len(tr.slices))
+    tp = tp_check(ctx, pf, tr)
+    if tp == "ok":
+        res = tp_query(ctx, pf, ["select thread.tid as tid, process.pid as pid from thread "
+                                 "join process using (upid) where thread.tid != 0"])
+        under = {r["tid"]: r["pid"] for r in res[0]}
+        for r in recs:
+            for tid, _ in alone[r].threads.values():
+                if under.get(tid) != pids[r]:
+                    raise Fail("trace_processor puts thread %d under pid %s, want %d" % (tid, under.get(tid), pids[r]))
+    note += "; tp %s" % tp
+    js = ctx.path("procs.json")
+    rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "-f", "chrome", "-o", js] + recs)
+    if rc != 0:
+        raise Fail("chrome convert of %d recordings: status %d: %s" % (len(recs), rc, se.strip()[:300]))
+    ch = decode_chrome(js)
+    names = [e for e in ch["doc"]["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    if sorted(e["pid"] for e in names) != sorted(pids.values()):
+        raise Fail("chrome: process names for pids %s" % sorted(e["pid"] for e in names))
+    # one time line: Chrome's relative times are Perfetto's absolute ones
+    # minus one origin, the same for every process
+    pfs = sorted(key(s) for s in tr.slices)
+    chs = sorted((s["tid"], s["begin"], s["depth"], s["name"]) for s in ch["slices"])
+    if len(pfs) != len(chs):
+        raise Fail("chrome has %d slices, perfetto %d" % (len(chs), len(pfs)))
+    shifts = {(a[0], a[1] - b[1]) for a, b in zip(pfs, sorted(chs, key=lambda c: (c[0], c[1])))}
+    if len({d for _, d in shifts}) != 1:
+        raise Fail("chrome's timestamps are not one shift of perfetto's: %s" % sorted(shifts)[:5])
+    if ch["doc"]["otherData"].get("processes") != len(recs):
+        raise Fail("chrome otherData %r" % ch["doc"]["otherData"])
+    return note
 
 
 def t_wakeup(ctx):
@@ -1024,7 +1129,7 @@ def t_wakeup(ctx):
 
 
 TESTS = [("known", t_known), ("loop", t_loop), ("filters", t_filters), ("bad_input", t_bad),
-         ("sigkill", t_sigkill), ("wakeup", t_wakeup)]
+         ("sigkill", t_sigkill), ("wakeup", t_wakeup), ("processes", t_processes)]
 
 
 def main():
