@@ -331,12 +331,12 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 			(unsigned long long)done.nodes, io > 0 ? (double)done.samples / io : 0.0);
 	}
 	if (rc == 0 && !quiet) {
-		char procs[64] = "";
+		char what[64];
 		if (nin > 1)
-			snprintf(procs, sizeof(procs), " of %zu processes", nin);
-		cli_err("converted %s%s to %s (%s): %zu thread%s%s, %llu records", in[0], nin > 1 ? " and the others" : "",
+			snprintf(what, sizeof(what), "%zu recordings", nin);
+		cli_err("converted %s to %s (%s): %zu thread%s, %llu records", nin > 1 ? what : in[0],
 			to_stdout ? "standard output" : outpath, fmt_name, done.threads, done.threads == 1 ? "" : "s",
-			procs, (unsigned long long)done.records);
+			(unsigned long long)done.records);
 	}
 	if (!to_stdout) {
 		if (fclose(f) != 0 && rc == 0) {
