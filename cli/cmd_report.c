@@ -15,7 +15,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rhea report [options] FILE.rhea\n"
+		"usage: rhea report [options] FILE.rhea [MORE.rhea...]\n"
+		"\n"
+		"Several recordings (a program and its children): one row per process.\n"
 		"\n"
 		"  --json          the same data, machine-readable (waits included)\n"
 		"  --blocking      who waited on what, for how long, and who woke them\n"
@@ -30,6 +32,44 @@ static void usage(FILE *f)
 		"                  far more often than the sampler does loses their time to\n"
 		"                  its caller (a note names it); raw: as captured\n"
 		"  --salvage       read a damaged recording up to the damage\n");
+}
+
+static uint64_t start_of(const struct recording *r)
+{
+	return r->hdr.start_ns && (!r->first_ns || r->hdr.start_ns < r->first_ns) ? r->hdr.start_ns : r->first_ns;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	uint64_t x = start_of(a), y = start_of(b);
+	return (x > y) - (x < y);
+}
+
+/* Several recordings: the processes table (report_processes), every file
+ * loaded and checked first. */
+static int report_several(char **paths, size_t n, int salvage, const struct report_opts *o)
+{
+	struct recording *recs = calloc(n, sizeof(*recs));
+	if (!recs) {
+		cli_err("out of memory");
+		return 1;
+	}
+	size_t loaded = 0;
+	int rc = 0;
+	for (; loaded < n; loaded++)
+		if ((rc = cli_load(paths[loaded], &recs[loaded], salvage)) != 0)
+			break;
+	if (rc == 0) {
+		qsort(recs, n, sizeof(*recs), by_start);
+		if (report_processes(recs, n, stdout, o) < 0 || fflush(stdout) != 0) {
+			cli_err("cannot write the report to standard output");
+			rc = 1;
+		}
+	}
+	for (size_t k = 0; k < loaded; k++)
+		recording_free(&recs[k]);
+	free(recs);
+	return rc;
 }
 
 int cmd_report(int argc, char **argv)
@@ -72,13 +112,20 @@ int cmd_report(int argc, char **argv)
 		default: usage(stderr); return EXIT_BADINPUT;
 		}
 	}
-	if (optind != argc - 1) {
-		cli_err("report: want one recording (rhea report FILE.rhea)");
+	if (optind >= argc) {
+		cli_err("report: want a recording (rhea report FILE.rhea [MORE.rhea...])");
 		return EXIT_BADINPUT;
 	}
 	struct winsize ws;
 	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 60)
 		o.width = ws.ws_col;
+	if (optind < argc - 1) {
+		if (o.blocking || o.stalls) {
+			cli_err("report: --%s takes one recording", o.blocking ? "blocking" : "stalls");
+			return EXIT_BADINPUT;
+		}
+		return report_several(argv + optind, (size_t)(argc - optind), salvage, &o);
+	}
 	struct recording r;
 	int rc = cli_load(argv[optind], &r, salvage);
 	if (rc)

@@ -1359,3 +1359,133 @@ out:
 	free(a.f);
 	return ferror(out) ? -1 : 0;
 }
+
+/* ---- several recordings: one row per process (image) ---------------------- */
+
+struct prow {
+	const struct recording *r;
+	uint64_t start_ns, end_ns, cpu_ns, captures, allocs, alloc_bytes;
+};
+
+static int by_row_cpu(const void *a, const void *b)
+{
+	const struct prow *x = a, *y = b;
+	if (x->cpu_ns != y->cpu_ns)
+		return x->cpu_ns < y->cpu_ns ? 1 : -1;
+	return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+}
+
+/* "exit 0", "signal 9", "exec", "gone", "cut short"... */
+static const char *end_short(const struct recording *r, char *buf, size_t len)
+{
+	const struct rhea_end *e = end_of(r);
+	const char *k = end_reason_key(r);
+	if (!e)
+		return "cut short";
+	if (e->reason == RHEA_END_EXIT || e->reason == RHEA_END_SIGNAL)
+		snprintf(buf, len, "%s %d", k, e->status);
+	else
+		snprintf(buf, len, "%s", k);
+	return buf;
+}
+
+int report_processes(struct recording *recs, size_t n, FILE *out, const struct report_opts *o)
+{
+	struct prow *rows = calloc(n ? n : 1, sizeof(*rows));
+	if (!rows)
+		return -1;
+	uint64_t t0 = UINT64_MAX, t1 = 0, cpu = 0, allocs = 0, threads = 0;
+	for (size_t k = 0; k < n; k++) {
+		const struct recording *r = &recs[k];
+		struct prow *p = &rows[k];
+		p->r = r;
+		p->start_ns = r->hdr.start_ns && (!r->first_ns || r->hdr.start_ns < r->first_ns) ? r->hdr.start_ns
+												    : r->first_ns;
+		p->end_ns = end_of(r) && end_of(r)->time_ns > r->last_ns ? end_of(r)->time_ns : r->last_ns;
+		for (size_t i = 0; i < r->nthreads; i++) {
+			struct tstat ts;
+			thread_stats(&r->threads[i], &ts);
+			p->cpu_ns += ts.cpu_ns;
+			p->captures += ts.captures;
+			p->allocs += ts.alloc_count;
+			p->alloc_bytes += ts.alloc_bytes;
+		}
+		if (p->start_ns && p->start_ns < t0)
+			t0 = p->start_ns;
+		if (p->end_ns > t1)
+			t1 = p->end_ns;
+		cpu += p->cpu_ns;
+		allocs += p->allocs;
+		threads += r->nthreads;
+	}
+	if (t0 == UINT64_MAX)
+		t0 = 0;
+	char b1[64], b2[64], b3[64], b4[64], eb[64], nb[512];
+	if (o->json) {
+		struct json j;
+		json_init(&j, out, 1);
+		json_obj_begin(&j, NULL);
+		json_arr_begin(&j, "processes"); /* in the order given (the CLI sorts them by start) */
+		for (size_t k = 0; k < n; k++) {
+			const struct prow *p = &rows[k];
+			const struct recording *r = p->r;
+			json_obj_begin(&j, NULL);
+			json_str(&j, "path", r->path);
+			json_u64(&j, "pid", r->hdr.pid);
+			json_u64(&j, "ppid", r->hdr.ppid);
+			json_str(&j, "command", recording_meta(r, "cmdline"));
+			json_str(&j, "exe", recording_meta(r, "exe"));
+			json_u64(&j, "start_ns", p->start_ns > t0 ? p->start_ns - t0 : 0);
+			json_u64(&j, "wall_ns", p->end_ns > p->start_ns ? p->end_ns - p->start_ns : 0);
+			json_u64(&j, "cpu_ns", p->cpu_ns);
+			json_u64(&j, "threads", r->nthreads);
+			json_u64(&j, "samples", r->nsamples);
+			json_u64(&j, "captures", p->captures);
+			json_u64(&j, "allocs", p->allocs);
+			json_u64(&j, "alloc_bytes", p->alloc_bytes);
+			json_bool(&j, "complete", r->have_end && !r->salvaged);
+			json_str(&j, "end_reason", end_reason_key(r));
+			json_i64(&j, "end_status", end_of(r) ? end_of(r)->status : 0);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_obj_begin(&j, "total");
+		json_u64(&j, "recordings", n);
+		json_u64(&j, "threads", threads);
+		json_u64(&j, "cpu_ns", cpu);
+		json_u64(&j, "allocs", allocs);
+		json_u64(&j, "span_ns", t1 > t0 ? t1 - t0 : 0);
+		json_obj_end(&j);
+		json_obj_end(&j);
+		fputc('\n', out);
+		free(rows);
+		return ferror(out) ? -1 : 0;
+	}
+	int W = o->width;
+	const char *cmd = n ? recording_meta(&recs[0], "cmdline") : NULL;
+	fprintf(out, "rhea report: %zu recordings, %s from the first start to the last end\n", n,
+		fmt_ns(t1 > t0 ? t1 - t0 : 0, b1));
+	if (cmd)
+		fprintf(out, "  first:    pid %u, %s\n", recs[0].hdr.pid, fit(cmd, W - 20, nb));
+	fprintf(out, "  total:    %s CPU in %" PRIu64 " threads, %s allocations\n\n", fmt_ns(cpu, b1), threads,
+		fmt_count(allocs, b2));
+	qsort(rows, n, sizeof(*rows), by_row_cpu);
+	size_t shown = n < (size_t)o->top ? n : (size_t)o->top;
+	fprintf(out, "Processes by CPU (%zu of %zu; a process that exec'ed has a row per program; START from\n"
+		     "the first start)\n", shown, n);
+	fprintf(out, "  %-8s %-8s %9s %10s %10s %7s %8s %-10s %s\n", "PID", "PPID", "START", "WALL", "CPU",
+		"THREADS", "ALLOCS", "ENDED", "COMMAND");
+	for (size_t k = 0; k < shown; k++) {
+		const struct prow *p = &rows[k];
+		const struct recording *r = p->r;
+		const char *c = recording_meta(r, "cmdline");
+		fprintf(out, "  %-8u %-8u %9s %10s %10s %7zu %8s %-10s %s\n", r->hdr.pid, r->hdr.ppid,
+			fmt_ns(p->start_ns > t0 ? p->start_ns - t0 : 0, b1),
+			fmt_ns(p->end_ns > p->start_ns ? p->end_ns - p->start_ns : 0, b2), fmt_ns(p->cpu_ns, b3),
+			r->nthreads, fmt_count(p->allocs, b4), end_short(r, eb, sizeof(eb)),
+			fit(c ? c : base(r->path), W - 80 > 20 ? W - 80 : 20, nb));
+	}
+	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
+	free(rows);
+	return ferror(out) ? -1 : 0;
+}

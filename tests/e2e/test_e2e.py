@@ -878,6 +878,31 @@ def t_orphans(c, variant):
     c.check(w >= 150 * MS, "victim_work has %s of its 250 ms" % ms(w))
     c.check(re.search(r"child .*out\.%d\.rhea: .*killed by signal 9" % pids["victim"], err),
             "the summary does not say the victim was killed: %s" % one_line(err))
+    # the three recordings in one report: a row per process
+    files = [c.path("out.rhea")] + [c.path("out.%d.rhea" % pids[k]) for k in ("stayer", "victim")]
+    rc, out, err = c.run([c.rhea, "report", "--json"] + files)
+    if c.check(rc == 0, "rhea report of three recordings: status %d: %s" % (rc, one_line(err))):
+        rows = {p["pid"]: p for p in json.loads(out)["processes"]}
+        c.check(sorted(rows) == sorted([pids["stayer"], pids["victim"], rows and min(rows)]) and len(rows) == 3,
+                "report rows for pids %s" % sorted(rows))
+        st, vi = rows.get(pids["stayer"], {}), rows.get(pids["victim"], {})
+        c.check((st.get("end_reason"), st.get("end_status")) == ("exit", 3)
+                and (vi.get("end_reason"), vi.get("end_status")) == ("signal", 9),
+                "report: the stayer ended %s %s, the victim %s %s" % (st.get("end_reason"), st.get("end_status"),
+                                                                      vi.get("end_reason"), vi.get("end_status")))
+        for who, row in (("stayer", st), ("victim", vi)):
+            one = c.report(c.path("out.%d.rhea" % pids[who]))
+            want = sum(t["cpu_ns"] for t in one["threads"])
+            c.check(row.get("cpu_ns") == want and want > 0, "report: the %s's row has %s of CPU, its own report %s"
+                    % (who, ms(row.get("cpu_ns", 0)), ms(want)))
+        c.check(st.get("start_ns", 0) < 50 * MS and st.get("wall_ns", 0) >= 250 * MS,
+                "report: the stayer starts at %s, lasts %s; want < 50 ms (the fork) and >= 250 ms"
+                % (ms(st.get("start_ns", 0)), ms(st.get("wall_ns", 0))))
+    rc, out, err = c.run([c.rhea, "report"] + files)
+    c.check(rc == 0 and "Processes by CPU (3 of 3" in out, "text report of three: status %d, %r" % (rc, out[:300]))
+    rc, out, err = c.run([c.rhea, "report", c.path("out.rhea"), c.path("missing.rhea")])
+    c.check(rc == 2 and len(err.strip().splitlines()) == 1 and "missing.rhea" in err,
+            "report with a missing recording among two: status %d, %r" % (rc, err))
     c.done()
 
 
