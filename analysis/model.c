@@ -195,11 +195,19 @@ static uint64_t unclaimed_group(const uint64_t *v, size_t n, uint64_t addr)
 
 int model_build(struct model *m, struct recording *r, int policy)
 {
+	return model_build_shared(m, r, policy, NULL);
+}
+
+int model_build_shared(struct model *m, struct recording *r, int policy, struct symbolizer *sym)
+{
 	memset(m, 0, sizeof(*m));
 	m->rec = r;
 	m->policy = policy;
 	m->index = calloc(1, sizeof(struct index));
-	m->sym = sym_new();
+	m->sym_shared = sym != NULL;
+	if (sym)
+		sym_begin_process(sym);
+	m->sym = sym ? sym : sym_new();
 	if (!m->index || !m->sym)
 		return -ENOMEM;
 	model_func_intern(m, "[unknown]", NULL, NULL, 0, MODEL_SPECIAL);
@@ -289,7 +297,7 @@ void model_free(struct model *m)
 		free(((struct index *)m->index)->slots);
 		free(m->index);
 	}
-	if (m->sym)
+	if (m->sym && !m->sym_shared)
 		sym_free(m->sym);
 	memset(m, 0, sizeof(*m));
 }

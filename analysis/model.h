@@ -37,6 +37,7 @@ enum model_end_policy { /* the values --end next|last parses to */
 struct model {
 	struct recording *rec;
 	struct symbolizer *sym;
+	int sym_shared;          /* sym is the caller's (model_build_shared): not freed here */
 	char *perf_map; /* the perf map JIT code was named from, NULL none */
 	struct model_func *funcs; /* funcs[0] = [unknown] */
 	uint32_t nfuncs, cap;
@@ -68,6 +69,10 @@ struct model_cb {
 /* Symbolize the recording's stacks (one batch over distinct addresses) and
  * prepare the function table.  0 or -errno. */
 int model_build(struct model *m, struct recording *r, int policy);
+/* The same with the caller's symbolizer, which keeps what it read of the
+ * files for the next recording (sym_begin_process): several recordings of
+ * one program's processes are symbolized once per library. */
+int model_build_shared(struct model *m, struct recording *r, int policy, struct symbolizer *sym);
 void model_free(struct model *m);
 
 /* The sampling periods of CPU a capture of the sampler stands for (its

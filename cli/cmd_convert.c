@@ -155,12 +155,12 @@ struct converted {
 };
 
 /* Convert one loaded recording into f (part: its place among several). */
-static int convert_one(struct recording *r, const struct convert_opts *o, int raw, int verbose, int quiet,
-		       FILE *f, struct convert_part *part, struct converted *done)
+static int convert_one(struct recording *r, const struct convert_opts *o, int raw, int quiet, FILE *f,
+		       struct convert_part *part, struct symbolizer *sym, struct converted *done)
 {
 	double t1 = now_s();
 	struct model m;
-	if (model_build(&m, r, o->policy) < 0) {
+	if (model_build_shared(&m, r, o->policy, sym) < 0) {
 		cli_err("out of memory");
 		return 1;
 	}
@@ -200,11 +200,6 @@ static int convert_one(struct recording *r, const struct convert_opts *o, int ra
 		if (n == 0)
 			cli_err("warning: no sample begins between --from and --to (the recording spans %.3f s)",
 				r->last_ns > cx.origin_ns ? (double)(r->last_ns - cx.origin_ns) / 1e9 : 0.0);
-	}
-	if (verbose) {
-		const char *w;
-		for (size_t i = 0; (w = sym_warning(m.sym, i)) != NULL; i++)
-			cli_err("warning: %s", w);
 	}
 	int wrc;
 	switch (o->format) {
@@ -309,8 +304,20 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 	struct convert_part part = {0, (unsigned)nin, 0, 0};
 	struct converted done;
 	memset(&done, 0, sizeof(done));
+	/* one symbolizer for all: a library the processes share is read once */
+	struct symbolizer *sym = sym_new();
+	if (!sym) {
+		cli_err("out of memory");
+		rc = 1;
+	}
 	for (size_t k = 0; k < nin && rc == 0; k++)
-		rc = convert_one(&recs[k], o, raw, verbose, quiet, f, &part, &done);
+		rc = convert_one(&recs[k], o, raw, quiet, f, &part, sym, &done);
+	if (verbose) {
+		const char *w;
+		for (size_t i = 0; (w = sym_warning(sym, i)) != NULL; i++)
+			cli_err("warning: %s", w);
+	}
+	sym_free(sym);
 	for (size_t i = 0; rc == 0 && hits && i < o->nthreads; i++)
 		if (!hits[i]) {
 			cli_err("--thread %s: no thread with that id or name in any of the recordings", o->threads[i]);

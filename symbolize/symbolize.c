@@ -9,11 +9,15 @@
  *
  * Design:
  * - One Dwfl in offline mode (dwfl_standard_find_debuginfo,
- *   dwfl_offline_section_address).  Every module is reported with
- *   dwfl_report_elf at its recorded bias, so the Dwfl's address space is the
- *   traced process's.  Addresses are translated through the ELF vaddr
- *   (addr - recorded bias + the bias libdwfl chose), which also covers an
- *   ET_EXEC whose base libdwfl ignores.
+ *   dwfl_offline_section_address).  Every file is reported once, with
+ *   dwfl_report_elf at the recorded bias of its first mapping.  Addresses
+ *   are translated through the ELF vaddr (addr - recorded bias + the bias
+ *   libdwfl chose), which also covers an ET_EXEC whose base libdwfl
+ *   ignores, a file mapped again elsewhere, and another process's mapping
+ *   of it (sym_begin_process: converting a program's and its children's
+ *   recordings together read libc's compressed debug info once, not once
+ *   per process: 103 recordings of gzip and sh in 0.06 s instead of 3.7 s,
+ *   the output byte for byte the same).
  * - Module lookup uses our own table sorted by start address, not
  *   dwfl_addrmodule: it also holds the modules libdwfl does not know (vdso,
  *   missing files, build-id mismatches, which all resolve to module+offset)
@@ -57,10 +61,9 @@
  *   inlined instance it continues in the abstract origin).  When the symbol
  *   table has no name but DWARF has the enclosing subprogram, that is used.
  * - Caches: results by address (open addressing hash, the same addresses
- *   come back many times), per module the Dwfl_Module, the symbol index and
- *   the CU indexes, demangled names per mangled name.  The same file added
- *   twice at the same bias (loaded, unloaded, loaded again) shares one
- *   Dwfl_Module: libdwfl refuses a second report of it.
+ *   come back many times; per process), per file (struct dfile, for the
+ *   symbolizer's life) the Dwfl_Module, the symbol index, the CU indexes
+ *   and the FDE ranges, demangled names per mangled name.
  * - Names: __cxa_demangle for "_Z" names (C++, Rust legacy); anything it
  *   rejects (Rust v0 "_R" names) is shown as is.
  *
@@ -131,14 +134,12 @@ struct symidx {
 	bool built;
 };
 
-struct mod {
+/* A file as libdwfl opened it, and what is built from it on demand: one per
+ * path for the symbolizer's life, whatever the processes that mapped it
+ * (sym_begin_process) and wherever they did (addresses are translated). */
+struct dfile {
 	char *path;       /* owned copy */
-	const char *name; /* basename of path, or a static string */
-	uint64_t bias, lo, hi;
-	Dwfl_Module *file_dm; /* as reported to libdwfl, even if refused */
-	Dwfl_Module *dm;  /* NULL: shown as module+offset */
-	uint64_t dwbias;  /* Dwfl address = ELF vaddr + dwbias */
-	size_t seq;       /* order of addition */
+	Dwfl_Module *dm;  /* as reported to libdwfl; NULL: could not be opened */
 	struct symidx idx;
 	struct cuidx *cus; /* hash by CU offset */
 	size_t ncus, cucap;
@@ -149,6 +150,17 @@ struct mod {
 	struct cfi_range *fdes; /* functions by .eh_frame, for stripped code */
 	size_t nfde;
 	bool fdes_loaded;
+};
+
+/* A mapping of the current process. */
+struct mod {
+	char *path;       /* owned copy */
+	const char *name; /* basename of path, or a static string */
+	uint64_t bias, lo, hi;
+	struct dfile *d;  /* NULL for the vdso */
+	Dwfl_Module *dm;  /* d->dm when usable (build-id matches); NULL: shown as module+offset */
+	uint64_t dwbias;  /* Dwfl address = ELF vaddr + dwbias */
+	size_t seq;       /* order of addition */
 };
 
 struct curange {
@@ -181,6 +193,8 @@ struct symbolizer {
 
 	struct mod *mods;
 	size_t nmods, capmods;
+	struct dfile **files; /* every file opened, for the symbolizer's life */
+	size_t nfiles, capfiles;
 	uint64_t *maxhi;   /* prefix max of mods[].hi, valid when sorted */
 	bool sorted;
 
@@ -287,33 +301,44 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-/*
- * Report m's file to libdwfl (or reuse prev, the same file at the same bias
- * added before: libdwfl refuses a second report of it) and check its
- * build-id.  NULL when unusable.
- */
-static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md,
-				const struct sym_module *m, const struct mod *prev)
+/* The file at path, opened (reported to libdwfl at bias) the first time it
+ * is asked for; NULL when out of memory.  A file that cannot be opened is
+ * kept too (dm NULL), so that it is tried and warned about once. */
+static struct dfile *file_of(struct symbolizer *s, const char *path, uint64_t bias)
 {
-	Dwfl_Module *dm;
-	if (prev) {
-		dm = prev->file_dm;
-		if (!dm)
-			return NULL; /* could not be opened: warned already */
-	} else {
-		if (!s->reporting) {
-			dwfl_report_begin_add(s->dwfl);
-			s->reporting = true;
-		}
-		/* ET_DYN with add_p_vaddr: base is the load bias.  ET_EXEC: ignored. */
-		dm = dwfl_report_elf(s->dwfl, md->path, md->path, -1, m->bias, true);
-		if (!dm) {
-			add_warning(s, "%s: cannot open (%s); its frames are shown as module+offset",
-				    md->path, dwfl_errmsg(-1));
-			return NULL;
-		}
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (!strcmp(s->files[i]->path, path))
+			return s->files[i];
+	if (grow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
+		return NULL;
+	struct dfile *d = calloc(1, sizeof(*d));
+	if (!d || !(d->path = strdup(path))) {
+		free(d);
+		return NULL;
 	}
-	md->file_dm = dm;
+	if (!s->reporting) {
+		dwfl_report_begin_add(s->dwfl);
+		s->reporting = true;
+	}
+	/* ET_DYN with add_p_vaddr: base is the load bias.  ET_EXEC: ignored. */
+	d->dm = dwfl_report_elf(s->dwfl, d->path, d->path, -1, bias, true);
+	if (!d->dm)
+		add_warning(s, "%s: cannot open (%s); its frames are shown as module+offset", path,
+			    dwfl_errmsg(-1));
+	s->files[s->nfiles++] = d;
+	return d;
+}
+
+/*
+ * md's file, as libdwfl opened it (file_of), if its build-id is the
+ * recorded one.  NULL when unusable.
+ */
+static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const struct sym_module *m)
+{
+	md->d = file_of(s, md->path, m->bias);
+	Dwfl_Module *dm = md->d ? md->d->dm : NULL;
+	if (!dm)
+		return NULL; /* could not be opened: warned already */
 	if (m->build_id_len) {
 		const unsigned char *bits = NULL;
 		GElf_Addr vaddr;
@@ -364,17 +389,28 @@ int sym_add_module(struct symbolizer *s, const struct sym_module *m)
 		md->name = "[anon]";
 	else
 		md->name = base_name(md->path);
-	if (!is_vdso(m->path)) {
-		const struct mod *prev = NULL;
-		for (size_t i = 0; i < s->nmods && !prev; i++)
-			if (s->mods[i].bias == m->bias && !strcmp(s->mods[i].path, m->path))
-				prev = &s->mods[i];
-		md->dm = open_module(s, md, m, prev);
-	}
+	if (!is_vdso(m->path))
+		md->dm = open_module(s, md, m);
 	s->nmods++;
 	s->sorted = false;
 	clear_cache(s);
 	return 0;
+}
+
+void sym_begin_process(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++)
+		free(s->mods[i].path);
+	s->nmods = 0;
+	s->sorted = false;
+	for (size_t i = 0; i < s->njit; i++)
+		free(s->jit[i].name);
+	free(s->jit);
+	s->jit = NULL;
+	s->njit = 0;
+	clear_cache(s);
 }
 
 static int cmp_mod(const void *a, const void *b)
@@ -446,7 +482,7 @@ static int cmp_ksym(const void *a, const void *b)
 /* Build md's sorted symbol index from whatever table libdwfl selected. */
 static int build_index(struct mod *md)
 {
-	struct symidx *ix = &md->idx;
+	struct symidx *ix = &md->d->idx;
 	ix->built = true;
 	int n = dwfl_module_getsymtab(md->dm);
 	if (n <= 1)
@@ -541,7 +577,7 @@ static bool fde_allows(Dwfl_Module *dm, uint64_t a, uint64_t lo)
 /* The symbol a (Dwfl address) belongs to in md, or NULL. */
 static const struct ksym *lookup_sym(struct mod *md, uint64_t a)
 {
-	struct symidx *ix = &md->idx;
+	struct symidx *ix = &md->d->idx;
 	if (!ix->built)
 		build_index(md);
 	size_t lo = 0, hi = ix->n;
@@ -755,32 +791,32 @@ static int cmp_irange(const void *a, const void *b)
 static struct cuidx *cu_index(struct mod *md, Dwarf_Die *cu)
 {
 	Dwarf_Off key = dwarf_dieoffset(cu) + 1; /* + 1: 0 marks empty slots */
-	if (md->ncus * 2 >= md->cucap) {
-		size_t ncap = md->cucap ? md->cucap * 2 : 64;
+	if (md->d->ncus * 2 >= md->d->cucap) {
+		size_t ncap = md->d->cucap ? md->d->cucap * 2 : 64;
 		struct cuidx *nt = calloc(ncap, sizeof(*nt));
 		if (!nt)
 			return NULL;
-		for (size_t i = 0; i < md->cucap; i++) {
-			if (!md->cus[i].key)
+		for (size_t i = 0; i < md->d->cucap; i++) {
+			if (!md->d->cus[i].key)
 				continue;
-			size_t h = hash64(md->cus[i].key) & (ncap - 1);
+			size_t h = hash64(md->d->cus[i].key) & (ncap - 1);
 			while (nt[h].key)
 				h = (h + 1) & (ncap - 1);
-			nt[h] = md->cus[i];
+			nt[h] = md->d->cus[i];
 		}
-		free(md->cus);
-		md->cus = nt;
-		md->cucap = ncap;
+		free(md->d->cus);
+		md->d->cus = nt;
+		md->d->cucap = ncap;
 	}
-	size_t h = hash64(key) & (md->cucap - 1);
-	while (md->cus[h].key) {
-		if (md->cus[h].key == key)
-			return &md->cus[h];
-		h = (h + 1) & (md->cucap - 1);
+	size_t h = hash64(key) & (md->d->cucap - 1);
+	while (md->d->cus[h].key) {
+		if (md->d->cus[h].key == key)
+			return &md->d->cus[h];
+		h = (h + 1) & (md->d->cucap - 1);
 	}
-	struct cuidx *ci = &md->cus[h];
+	struct cuidx *ci = &md->d->cus[h];
 	ci->key = key;
-	md->ncus++;
+	md->d->ncus++;
 	struct walk w = { .ci = ci };
 	if (dwarf_getsrcfiles(cu, &w.files, &w.nfiles) != 0)
 		w.files = NULL;
@@ -819,41 +855,41 @@ static int cmp_curange(const void *a, const void *b)
  */
 static Dwarf_Die *cu_by_ranges(struct mod *md, uint64_t a, Dwarf_Addr *dbias)
 {
-	if (!md->cur_built) {
-		md->cur_built = true;
+	if (!md->d->cur_built) {
+		md->d->cur_built = true;
 		Dwarf_Die *cu = NULL;
 		Dwarf_Addr b = 0;
 		size_t cap = 0;
 		while ((cu = dwfl_module_nextcu(md->dm, cu, &b)) != NULL) {
 			Dwarf_Addr base, start, end;
 			ptrdiff_t off = 0;
-			md->cur_bias = b;
+			md->d->cur_bias = b;
 			while ((off = dwarf_ranges(cu, off, &base, &start, &end)) > 0) {
 				if (end <= start)
 					continue;
-				if (grow((void **)&md->cur, &cap, md->ncur + 1, sizeof(*md->cur)))
+				if (grow((void **)&md->d->cur, &cap, md->d->ncur + 1, sizeof(*md->d->cur)))
 					goto done;
-				md->cur[md->ncur++] = (struct curange){ start, end, cu };
+				md->d->cur[md->d->ncur++] = (struct curange){ start, end, cu };
 			}
 		}
 	done:
-		if (md->ncur > 1)
-			qsort(md->cur, md->ncur, sizeof(*md->cur), cmp_curange);
+		if (md->d->ncur > 1)
+			qsort(md->d->cur, md->d->ncur, sizeof(*md->d->cur), cmp_curange);
 	}
-	uint64_t pc = a - md->cur_bias;
-	size_t lo = 0, hi = md->ncur;
+	uint64_t pc = a - md->d->cur_bias;
+	size_t lo = 0, hi = md->d->ncur;
 	while (lo < hi) { /* first range with lo > pc */
 		size_t mid = lo + (hi - lo) / 2;
-		if (md->cur[mid].lo <= pc)
+		if (md->d->cur[mid].lo <= pc)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	/* CUs do not overlap; the few ranges before are enough to look at. */
 	for (size_t j = lo, k = 0; j-- > 0 && k < 8; k++) {
-		if (pc < md->cur[j].hi) {
-			*dbias = md->cur_bias;
-			return md->cur[j].cu;
+		if (pc < md->d->cur[j].hi) {
+			*dbias = md->d->cur_bias;
+			return md->d->cur[j].cu;
 		}
 	}
 	return NULL;
@@ -969,22 +1005,22 @@ static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 	}
 	/* Stripped: name the address after the function that contains it, the
 	 * FDE covering it, so that all its addresses are one function. */
-	if (!md->fdes_loaded) {
-		md->fdes_loaded = true;
-		if (cfi_fde_ranges(md->path, &md->fdes, &md->nfde) < 0) {
-			md->fdes = NULL;
-			md->nfde = 0;
+	if (!md->d->fdes_loaded) {
+		md->d->fdes_loaded = true;
+		if (cfi_fde_ranges(md->path, &md->d->fdes, &md->d->nfde) < 0) {
+			md->d->fdes = NULL;
+			md->d->nfde = 0;
 		}
 	}
-	size_t lo = 0, hi = md->nfde;
+	size_t lo = 0, hi = md->d->nfde;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (f->module_off < md->fdes[mid].lo)
+		if (f->module_off < md->d->fdes[mid].lo)
 			hi = mid;
-		else if (f->module_off >= md->fdes[mid].hi)
+		else if (f->module_off >= md->d->fdes[mid].hi)
 			lo = mid + 1;
 		else {
-			f->func_off = md->fdes[mid].lo;
+			f->func_off = md->d->fdes[mid].lo;
 			f->func_off_known = 1;
 			break;
 		}
@@ -1130,19 +1166,24 @@ void sym_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nmods; i++) {
+	for (size_t i = 0; i < s->nmods; i++)
 		free(s->mods[i].path);
-		free(s->mods[i].idx.v);
-		free(s->mods[i].idx.maxend);
-		for (size_t j = 0; j < s->mods[i].cucap; j++) {
-			free(s->mods[i].cus[j].v);
-			free(s->mods[i].cus[j].maxend);
-		}
-		free(s->mods[i].cus);
-		free(s->mods[i].cur);
-		free(s->mods[i].fdes);
-	}
 	free(s->mods);
+	for (size_t i = 0; i < s->nfiles; i++) {
+		struct dfile *d = s->files[i];
+		free(d->path);
+		free(d->idx.v);
+		free(d->idx.maxend);
+		for (size_t j = 0; j < d->cucap; j++) {
+			free(d->cus[j].v);
+			free(d->cus[j].maxend);
+		}
+		free(d->cus);
+		free(d->cur);
+		free(d->fdes);
+		free(d);
+	}
+	free(s->files);
 	for (size_t i = 0; i < s->njit; i++)
 		free(s->jit[i].name);
 	free(s->jit);

@@ -69,6 +69,15 @@ struct symbolizer *sym_new(void);
 int sym_add_module(struct symbolizer *s, const struct sym_module *m);
 
 /*
+ * Another process (another recording) from here on: forget the modules
+ * added, the perf map's names and the results cached, keep the files opened
+ * and what was read from them (symbol indexes, CU indexes, decompressed
+ * debug info), so that a second recording mapping the same libraries does
+ * not read them again.
+ */
+void sym_begin_process(struct symbolizer *s);
+
+/*
  * Names for JIT code, from a perf map: the text file of "START SIZE name"
  * lines (hexadecimal START and SIZE) that perf reads from
  * /tmp/perf-PID.map, written by node --perf-basic-prof, the JVM's perf-map

@@ -267,6 +267,40 @@ Test(symbolize, own_function_name_file_line)
 	free(map);
 }
 
+/* A second "process" maps the test binary elsewhere: after
+ * sym_begin_process the old mapping is gone and the new one resolves to
+ * the same function and line, from the file opened for the first. */
+Test(symbolize, second_process_shares_the_files)
+{
+	struct live_map *map = live_map();
+	uintptr_t site = (uintptr_t)&symtest_caller + 1;
+	const struct live_mod *self = live_find(map, site);
+	cr_assert_not_null(self);
+	struct symbolizer *s = sym_new();
+	struct sym_module m = to_sym(self);
+	cr_assert_eq(sym_add_module(s, &m), 0);
+	struct sym_frame a, b;
+	cr_assert_eq(sym_resolve(s, site, &a), 0);
+	cr_assert_str_eq(a.func, "symtest_caller");
+	int line = a.line;
+	sym_begin_process(s);
+	cr_assert_eq(sym_resolve(s, site, &b), 0);
+	cr_assert_str_eq(b.module, "?", "the first process's mapping is forgotten");
+	const uint64_t shift = 0x100000000ull;
+	struct sym_module moved = m;
+	moved.bias += shift;
+	moved.lo += shift;
+	moved.hi += shift;
+	cr_assert_eq(sym_add_module(s, &moved), 0);
+	cr_assert_eq(sym_resolve(s, site + shift, &b), 0);
+	cr_assert_str_eq(b.func, "symtest_caller");
+	cr_assert_eq(b.line, line);
+	cr_assert_eq(b.module_off, site - self->bias);
+	cr_assert_eq(count_warnings(s), 0, "unexpected: %s", sym_warning(s, 0));
+	sym_free(s);
+	free(map);
+}
+
 Test(symbolize, results_are_cached)
 {
 	struct live_map *map = live_map();
