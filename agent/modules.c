@@ -210,25 +210,26 @@ static void sort_index(struct module **a, uint32_t n)
 
 /* The vDSO has no file: hand its in-memory ELF image to the CFI compiler
  * through a memfd (samples taken inside clock_gettime & co. then unwind). */
-static struct cfi_table *vdso_cfi(void)
+static int vdso_cfi(struct cfi_table **t)
 {
+	*t = NULL;
 	uint64_t base = getauxval(AT_SYSINFO_EHDR);
 	if (!base)
-		return NULL;
+		return -ENOENT;
 	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-		return NULL;
+		return -ENOEXEC;
 	size_t size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
 	if (size == 0 || size > (1u << 20))
-		return NULL;
+		return -ENOEXEC;
 	int fd = (int)syscall(SYS_memfd_create, "rhea-vdso", MFD_CLOEXEC);
 	if (fd < 0)
-		return NULL;
-	struct cfi_table *t = NULL;
+		return -ENOMEM;
+	int err = -EIO;
 	if (syscall(SYS_write, fd, (const void *)base, size) == (long)size)
-		cfi_build_fd(fd, &t);
+		err = cfi_build_fd(fd, t);
 	syscall(SYS_close, fd);
-	return t;
+	return err;
 }
 
 static uint32_t *seen_gen;
@@ -262,16 +263,21 @@ int modules_scan(void)
 	}
 	for (uint32_t i = before; i < nmods; i++) {
 		struct module *m = &mods[i];
-		if (!rhea_g.cfg.unwind_fp && m->path[0] == '/') {
+		int is_vdso = m->bias == getauxval(AT_SYSINFO_EHDR);
+		if (!rhea_g.cfg.unwind_fp && (m->path[0] == '/' || is_vdso)) {
+			/* the vDSO's too: its build-id names it, and a cached
+			 * table spares loading libdw (cfi.c) */
 			m->cfi = m->build_id_len ? cficache_load(m->build_id, m->build_id_len) : NULL;
 			if (!m->cfi) {
-				if (cfi_build(m->path, &m->cfi) < 0)
+				int err = is_vdso ? vdso_cfi(&m->cfi) : cfi_build(m->path, &m->cfi);
+				if (err == -ELIBACC)
+					agent_warn("libdw.so.1 (elfutils) cannot be loaded: stacks through code "
+						   "without frame pointers end early", 0);
+				if (err < 0)
 					m->cfi = NULL;
 				else if (m->build_id_len)
 					cficache_store(m->build_id, m->build_id_len, m->cfi);
 			}
-		} else if (!rhea_g.cfg.unwind_fp && m->bias == getauxval(AT_SYSINFO_EHDR)) {
-			m->cfi = vdso_cfi();
 		}
 		if (m->lo <= (uint64_t)(uintptr_t)&modules_scan &&
 		    (uint64_t)(uintptr_t)&modules_scan < m->hi) {
