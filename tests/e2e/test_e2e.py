@@ -1732,10 +1732,38 @@ def t_cfi_cache_cap(c):
     p = subprocess.run([c.rhea, "record", "-q", "-o", c.path("out.rhea"), "--", c.prog("gcc-O2", "allocs")],
                        env=env, capture_output=True, text=True, timeout=60)
     expect_status(c, p.returncode, 0, p.stderr)
-    left = sorted(os.listdir(os.path.join(cache, "cfi")))
+    left = sorted(f for f in os.listdir(os.path.join(cache, "cfi")) if f.endswith(".cfi"))
     old = [f for f in left if f.startswith("old")]
     c.check(old == ["old4.cfi", "old5.cfi"], "old tables left: %s" % old)
     c.check(len(left) > len(old), "the program's own tables were not cached: %s" % left)
+
+    def run(cap):
+        env["RHEA_CFI_CACHE_MAX"] = cap
+        p = subprocess.run([c.rhea, "record", "-q", "-o", c.path("out.rhea"), "--", c.prog("gcc-O2", "allocs")],
+                           env=env, capture_output=True, text=True, timeout=60)
+        expect_status(c, p.returncode, 0, p.stderr)
+        return sorted(f for f in os.listdir(os.path.join(cache, "cfi")) if f.startswith("old"))
+
+    def add(name, day, dir_time=None):
+        f = os.path.join(cache, "cfi", name)
+        with open(f, "wb") as fh:
+            fh.write(os.urandom(1 << 20))
+        t = time.mktime((2026, 1, day, 12, 0, 0, 0, 0, -1))
+        os.utime(f, (t, t))
+        if dir_time:
+            os.utime(os.path.join(cache, "cfi"), (dir_time, dir_time))
+
+    # the scan is skipped while nothing was added: a table slipped in without
+    # moving the directory's time stays, past the cap
+    add("old6.cfi", 6, dir_time=time.time() - 3600)
+    c.check(run("3M") == ["old4.cfi", "old5.cfi", "old6.cfi"], "a scan ran although nothing was added")
+    # a table added: scanned again, the least recently used go
+    add("old7.cfi", 7)
+    got = run("3M")
+    c.check(got == ["old7.cfi"], "after adding a table: %s" % got)
+    # a smaller cap: scanned although nothing was added
+    got = run("1M")
+    c.check(got == [], "a smaller cap kept %s" % got)
     c.done()
 
 
