@@ -383,3 +383,20 @@ const char *recording_meta(const struct recording *r, const char *key)
 			v = r->meta[i].value;
 	return v;
 }
+
+uint64_t recording_start(const struct recording *r)
+{
+	uint64_t s = r->hdr.start_ns;
+	return !s || (r->first_ns && r->first_ns < s) ? r->first_ns : s;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	uint64_t x = recording_start(a), y = recording_start(b);
+	return (x > y) - (x < y);
+}
+
+void recording_sort_by_start(struct recording *recs, size_t n)
+{
+	qsort(recs, n, sizeof(*recs), by_start);
+}

@@ -82,6 +82,13 @@ void recording_free(struct recording *r);
 int recording_stack(const struct recording *r, uint32_t leaf, uint64_t *out, int max, int *broken);
 
 const char *recording_meta(const struct recording *r, const char *key);
+
+/* When the recording starts: its header's start, or its first sample if
+ * earlier (absolute monotonic ns, 0 when it has neither). */
+uint64_t recording_start(const struct recording *r);
+
+/* Sort recordings (of one program's processes) by recording_start. */
+void recording_sort_by_start(struct recording *recs, size_t n);
 struct rec_thread *recording_thread(struct recording *r, uint32_t tid);
 
 #endif

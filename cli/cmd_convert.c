@@ -229,22 +229,6 @@ out:
 	return rc;
 }
 
-/* When a recording starts: its header's start, or its first sample if
- * earlier. */
-static uint64_t start_of(const struct recording *r)
-{
-	uint64_t s = r->hdr.start_ns;
-	if (!s || (r->first_ns && r->first_ns < s))
-		s = r->first_ns;
-	return s;
-}
-
-static int by_start(const void *a, const void *b)
-{
-	uint64_t x = start_of(a), y = start_of(b);
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Convert the recordings in[0..nin) into one output.  Every recording is
  * loaded (and checked) before the output is created; with several, they
@@ -288,8 +272,8 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 		/* In the order they started: a process that exec'ed has a
 		 * recording per image under one pid, and a trace processor
 		 * gives a thread's events to the pid's latest process. */
-		qsort(recs, nin, sizeof(*recs), by_start);
-		o->origin_ns = start_of(&recs[0]);
+		recording_sort_by_start(recs, nin);
+		o->origin_ns = recording_start(&recs[0]);
 		o->thread_hits = hits;
 	}
 

@@ -34,17 +34,6 @@ static void usage(FILE *f)
 		"  --salvage       read a damaged recording up to the damage\n");
 }
 
-static uint64_t start_of(const struct recording *r)
-{
-	return r->hdr.start_ns && (!r->first_ns || r->hdr.start_ns < r->first_ns) ? r->hdr.start_ns : r->first_ns;
-}
-
-static int by_start(const void *a, const void *b)
-{
-	uint64_t x = start_of(a), y = start_of(b);
-	return (x > y) - (x < y);
-}
-
 /* Several recordings: the processes table (report_processes), every file
  * loaded and checked first. */
 static int report_several(char **paths, size_t n, int salvage, const struct report_opts *o)
@@ -60,7 +49,7 @@ static int report_several(char **paths, size_t n, int salvage, const struct repo
 		if ((rc = cli_load(paths[loaded], &recs[loaded], salvage)) != 0)
 			break;
 	if (rc == 0) {
-		qsort(recs, n, sizeof(*recs), by_start);
+		recording_sort_by_start(recs, n);
 		if (report_processes(recs, n, stdout, o) < 0 || fflush(stdout) != 0) {
 			cli_err("cannot write the report to standard output");
 			rc = 1;

@@ -152,9 +152,9 @@ int convert_init(struct convert_ctx *c, struct model *m, const struct convert_op
 	/* Before the per-function arrays: it adds a function. */
 	c->unattributed = model_func_intern(m, "[unattributed]", NULL, NULL, 0, MODEL_SPECIAL);
 
-	c->origin_ns = o->origin_ns ? o->origin_ns : r->hdr.start_ns;
-	if (!c->origin_ns || (r->first_ns && r->first_ns < c->origin_ns))
-		c->origin_ns = r->first_ns;
+	c->origin_ns = recording_start(r);
+	if (o->origin_ns && (!c->origin_ns || o->origin_ns < c->origin_ns))
+		c->origin_ns = o->origin_ns;
 	c->windowed = o->from_ns > 0 || o->to_ns >= 0;
 	c->win_lo = c->origin_ns + (uint64_t)(o->from_ns > 0 ? o->from_ns : 0);
 	c->win_hi = o->to_ns >= 0 ? c->origin_ns + (uint64_t)o->to_ns : UINT64_MAX;

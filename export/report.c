@@ -1399,8 +1399,7 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 		const struct recording *r = &recs[k];
 		struct prow *p = &rows[k];
 		p->r = r;
-		p->start_ns = r->hdr.start_ns && (!r->first_ns || r->hdr.start_ns < r->first_ns) ? r->hdr.start_ns
-												    : r->first_ns;
+		p->start_ns = recording_start(r);
 		p->end_ns = end_of(r) && end_of(r)->time_ns > r->last_ns ? end_of(r)->time_ns : r->last_ns;
 		for (size_t i = 0; i < r->nthreads; i++) {
 			struct tstat ts;
