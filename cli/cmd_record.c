@@ -295,7 +295,7 @@ static void summarize_children(const char *base_path, struct timespec since)
 	if (!dp)
 		return;
 	struct dirent *de;
-	int n = 0;
+	int n = 0, stale = 0;
 	while ((de = readdir(dp)) != NULL) {
 		const char *name = de->d_name;
 		size_t nl = strlen(name);
@@ -309,9 +309,13 @@ static void summarize_children(const char *base_path, struct timespec since)
 		char full[PATH_MAX + 300];
 		snprintf(full, sizeof(full), "%s/%s", d, name);
 		struct stat st;
-		if (!digits || stat(full, &st) != 0 || st.st_mtim.tv_sec < since.tv_sec ||
-		    (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec))
+		if (!digits || stat(full, &st) != 0)
 			continue;
+		if (st.st_mtim.tv_sec < since.tv_sec ||
+		    (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec)) {
+			stale++;
+			continue;
+		}
 		if (n++ > 20)
 			continue;
 		cli_summarize(full, 1);
@@ -319,6 +323,20 @@ static void summarize_children(const char *base_path, struct timespec since)
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
 	closedir(dp);
+	if (n == 0)
+		return;
+	/* how to see them all, with paths as short as the current directory allows */
+	char cwd[PATH_MAX], rel[PATH_MAX + 64];
+	const char *shown = base_path;
+	size_t cl = getcwd(cwd, sizeof(cwd)) ? strlen(cwd) : 0;
+	if (cl && strncmp(base_path, cwd, cl) == 0 && base_path[cl] == '/')
+		shown = base_path + cl + 1;
+	snprintf(rel, sizeof(rel), "%s", shown);
+	size_t rl = strlen(rel);
+	if (rl > 5 && strcmp(rel + rl - 5, ".rhea") == 0)
+		rel[rl - 5] = 0;
+	fprintf(stderr, "rhea: all its processes: rhea report %s %s.*.rhea (rhea convert ... for one trace)%s\n",
+		shown, rel, stale ? "; that pattern also matches recordings of earlier runs" : "");
 }
 
 /*

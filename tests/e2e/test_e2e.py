@@ -516,6 +516,8 @@ def t_forkexec(c, variant):
     listed = sorted(re.findall(r"^rhea:   child \S*/(out\.[0-9.]+\.rhea):", err, re.M))
     c.check(listed == sorted(f for f in files if f != "out.rhea"),
             "rhea record listed the child recordings %s, want %s" % (listed, files[1:]))
+    c.check("rhea: all its processes: rhea report out.rhea out.*.rhea (rhea convert ... for one trace)\n" in err,
+            "rhea record did not say how to see every process: %s" % one_line(err))
     # The same output again, by a program without children, 20 ms after
     # those were last written (so nearly always in the same second): it has
     # no child recordings to list.
