@@ -1477,12 +1477,24 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 	for (size_t k = 0; k < shown; k++) {
 		const struct prow *p = &rows[k];
 		const struct recording *r = p->r;
+		/* the program's name without its directory, then its arguments,
+		 * cut at the end: their start tells processes apart */
 		const char *c = recording_meta(r, "cmdline");
+		char cb[512];
+		if (c) {
+			size_t w0 = strcspn(c, " ");
+			const char *slash = memrchr(c, '/', w0);
+			snprintf(cb, sizeof(cb), "%s", slash ? slash + 1 : c);
+			int cw = W - 80 > 20 ? W - 80 : 20;
+			if ((int)strlen(cb) > cw)
+				snprintf(cb + cw - 3, sizeof(cb) - (size_t)cw + 3, "...");
+			c = cb;
+		}
 		fprintf(out, "  %-8u %-8u %9s %10s %10s %7zu %8s %-10s %s\n", r->hdr.pid, r->hdr.ppid,
 			fmt_ns(p->start_ns > t0 ? p->start_ns - t0 : 0, b1),
 			fmt_ns(p->end_ns > p->start_ns ? p->end_ns - p->start_ns : 0, b2), fmt_ns(p->cpu_ns, b3),
 			r->nthreads, fmt_count(p->allocs, b4), end_short(r, eb, sizeof(eb)),
-			fit(c ? c : base(r->path), W - 80 > 20 ? W - 80 : 20, nb));
+			c ? c : fit(base(r->path), W - 80 > 20 ? W - 80 : 20, nb));
 	}
 	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
 	free(rows);
