@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "model.h"
 #include "report.h"
+#include "symbolize.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ static void usage(FILE *f)
 
 /* Several recordings: the processes table (report_processes), every file
  * loaded and checked first. */
-static int report_several(char **paths, size_t n, int salvage, const struct report_opts *o)
+static int report_several(char **paths, size_t n, int salvage, int policy, int raw, const struct report_opts *o)
 {
 	struct recording *recs = calloc(n, sizeof(*recs));
 	if (!recs) {
@@ -48,13 +49,32 @@ static int report_several(char **paths, size_t n, int salvage, const struct repo
 	for (; loaded < n; loaded++)
 		if ((rc = cli_load(paths[loaded], &recs[loaded], salvage)) != 0)
 			break;
+	/* symbolized with one symbolizer: the libraries they share are read once */
+	struct symbolizer *sym = rc == 0 ? sym_new() : NULL;
+	struct model *models = sym ? calloc(n, sizeof(*models)) : NULL;
+	size_t built = 0;
 	if (rc == 0) {
 		recording_sort_by_start(recs, n);
-		if (report_processes(recs, n, stdout, o) < 0 || fflush(stdout) != 0) {
+		for (; models && built < n; built++)
+			if (model_build_shared(&models[built], &recs[built], policy, sym) < 0) {
+				model_free(&models[built]);
+				break;
+			} else if (!raw) {
+				struct model_cut cuts[8]; /* as for one recording (the note is left out) */
+				model_correct(&models[built], cuts, 8);
+			}
+		if (built < n) {
+			cli_err("out of memory");
+			rc = 1;
+		} else if (report_processes(recs, models, n, stdout, o) < 0 || fflush(stdout) != 0) {
 			cli_err("cannot write the report to standard output");
 			rc = 1;
 		}
 	}
+	for (size_t k = 0; k < built; k++)
+		model_free(&models[k]);
+	free(models);
+	sym_free(sym);
 	for (size_t k = 0; k < loaded; k++)
 		recording_free(&recs[k]);
 	free(recs);
@@ -113,7 +133,7 @@ int cmd_report(int argc, char **argv)
 			cli_err("report: --%s takes one recording", o.blocking ? "blocking" : "stalls");
 			return EXIT_BADINPUT;
 		}
-		return report_several(argv + optind, (size_t)(argc - optind), salvage, &o);
+		return report_several(argv + optind, (size_t)(argc - optind), salvage, policy, raw, &o);
 	}
 	struct recording r;
 	int rc = cli_load(argv[optind], &r, salvage);

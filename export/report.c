@@ -1389,7 +1389,108 @@ static const char *end_short(const struct recording *r, char *buf, size_t len)
 	return buf;
 }
 
-int report_processes(struct recording *recs, size_t n, FILE *out, const struct report_opts *o)
+/* Functions of several processes, merged by (name, module). */
+struct xfunc {
+	const char *name, *module; /* the first model's strings */
+	uint64_t self_ns, self_cpu, incl_ns, incl_cpu;
+	uint32_t procs;            /* processes (recordings) it ran in */
+	uint32_t last_proc;        /* + 1: the last recording counted in procs */
+};
+
+struct xtab {
+	struct xfunc *v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1, 0 free; power of two */
+	size_t nslots;
+};
+
+static uint64_t str_hash(const char *s, uint64_t h)
+{
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static struct xfunc *xtab_get(struct xtab *t, const char *name, const char *module)
+{
+	if ((t->n + 1) * 2 > t->nslots) {
+		size_t ns = t->nslots ? t->nslots * 2 : 1024;
+		uint32_t *sl = calloc(ns, sizeof(*sl));
+		if (!sl)
+			return NULL;
+		for (size_t i = 0; i < t->n; i++) {
+			size_t h = str_hash(t->v[i].module, str_hash(t->v[i].name, 14695981039346656037ull)) & (ns - 1);
+			while (sl[h])
+				h = (h + 1) & (ns - 1);
+			sl[h] = (uint32_t)i + 1;
+		}
+		free(t->slots);
+		t->slots = sl;
+		t->nslots = ns;
+	}
+	size_t h = str_hash(module, str_hash(name, 14695981039346656037ull)) & (t->nslots - 1);
+	for (; t->slots[h]; h = (h + 1) & (t->nslots - 1)) {
+		struct xfunc *x = &t->v[t->slots[h] - 1];
+		if (!strcmp(x->name, name) && !strcmp(x->module ? x->module : "", module ? module : ""))
+			return x;
+	}
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 512;
+		struct xfunc *nv = realloc(t->v, nc * sizeof(*nv));
+		if (!nv)
+			return NULL;
+		t->v = nv;
+		t->cap = nc;
+	}
+	struct xfunc *x = &t->v[t->n];
+	memset(x, 0, sizeof(*x));
+	x->name = name;
+	x->module = module;
+	t->slots[h] = (uint32_t)++t->n;
+	return x;
+}
+
+/* Walk model k's slices and add its functions to t. */
+static int xtab_add(struct xtab *t, struct model *m, uint32_t k)
+{
+	struct agg a = {m, calloc(m->nfuncs ? m->nfuncs : 1, sizeof(struct fstat))};
+	if (!a.f)
+		return -1;
+	struct model_cb cb = {NULL, on_end, &a};
+	for (size_t i = 0; i < m->rec->nthreads; i++)
+		model_walk_thread(m, &m->rec->threads[i], &cb);
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		const struct fstat *f = &a.f[i];
+		if (!f->self_ns && !f->incl_ns)
+			continue;
+		struct xfunc *x = xtab_get(t, m->funcs[i].name, m->funcs[i].module);
+		if (!x) {
+			free(a.f);
+			return -1;
+		}
+		x->self_ns += f->self_ns;
+		x->self_cpu += f->self_cpu;
+		x->incl_ns += f->incl_ns;
+		x->incl_cpu += f->incl_cpu;
+		if (x->last_proc != k + 1) {
+			x->last_proc = k + 1;
+			x->procs++;
+		}
+	}
+	free(a.f);
+	return 0;
+}
+
+static int by_xself_cpu(const void *a, const void *b)
+{
+	const struct xfunc *x = a, *y = b;
+	if (x->self_cpu != y->self_cpu)
+		return (x->self_cpu < y->self_cpu) - (x->self_cpu > y->self_cpu);
+	return (x->self_ns < y->self_ns) - (x->self_ns > y->self_ns);
+}
+
+int report_processes(struct recording *recs, struct model *models, size_t n, FILE *out,
+		     const struct report_opts *o)
 {
 	struct prow *rows = calloc(n ? n : 1, sizeof(*rows));
 	if (!rows)
@@ -1419,6 +1520,17 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 	}
 	if (t0 == UINT64_MAX)
 		t0 = 0;
+	/* the functions of all of them, when the caller symbolized them */
+	struct xtab xt = {0};
+	for (size_t k = 0; models && k < n; k++)
+		if (xtab_add(&xt, &models[k], (uint32_t)k) < 0) {
+			free(rows);
+			free(xt.v);
+			free(xt.slots);
+			return -1;
+		}
+	if (xt.n > 1)
+		qsort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
 	char b1[64], b2[64], b3[64], b4[64], eb[64], nb[512];
 	if (o->json) {
 		struct json j;
@@ -1448,6 +1560,20 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
+		json_arr_begin(&j, "functions"); /* all processes', by self CPU */
+		for (size_t i = 0; i < xt.n; i++) {
+			const struct xfunc *x = &xt.v[i];
+			json_obj_begin(&j, NULL);
+			json_str(&j, "name", x->name);
+			json_str(&j, "module", x->module);
+			json_u64(&j, "self_cpu_ns", x->self_cpu);
+			json_u64(&j, "self_ns", x->self_ns);
+			json_u64(&j, "inclusive_cpu_ns", x->incl_cpu);
+			json_u64(&j, "inclusive_ns", x->incl_ns);
+			json_u64(&j, "processes", x->procs);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
 		json_obj_begin(&j, "total");
 		json_u64(&j, "recordings", n);
 		json_u64(&j, "threads", threads);
@@ -1458,6 +1584,8 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 		json_obj_end(&j);
 		fputc('\n', out);
 		free(rows);
+		free(xt.v);
+		free(xt.slots);
 		return ferror(out) ? -1 : 0;
 	}
 	int W = o->width;
@@ -1496,7 +1624,22 @@ int report_processes(struct recording *recs, size_t n, FILE *out, const struct r
 			r->nthreads, fmt_count(p->allocs, b4), end_short(r, eb, sizeof(eb)),
 			c ? c : fit(base(r->path), W - 80 > 20 ? W - 80 : 20, nb));
 	}
+	if (xt.n) {
+		size_t m = xt.n < (size_t)o->top ? xt.n : (size_t)o->top;
+		fprintf(out, "\nTop functions by self CPU, all processes\n  %10s %10s %10s %5s %s\n", "SELF CPU",
+			"SELF", "INCL CPU", "PROCS", "FUNCTION");
+		for (size_t i = 0; i < m && xt.v[i].self_cpu; i++) {
+			const struct xfunc *x = &xt.v[i];
+			char fn[600];
+			snprintf(fn, sizeof(fn), "%s%s%s%s", x->name, x->module ? " (" : "", x->module ? x->module : "",
+				 x->module ? ")" : "");
+			fprintf(out, "  %10s %10s %10s %5u %s\n", fmt_ns(x->self_cpu, b1), fmt_ns(x->self_ns, b2),
+				fmt_ns(x->incl_cpu, b3), x->procs, fit(fn, W - 43 > 16 ? W - 43 : 16, nb));
+		}
+	}
 	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
 	free(rows);
+	free(xt.v);
+	free(xt.slots);
 	return ferror(out) ? -1 : 0;
 }

@@ -21,9 +21,12 @@ struct report_opts {
 int report_write(struct model *m, FILE *out, const struct report_opts *o);
 
 /* Several recordings (a program and its children): one row per recording,
- * by CPU (text) or in the order given (JSON, "processes"); no symbols
- * needed.  o->json, o->top and o->width apply. */
+ * by CPU (text) or in the order given (JSON, "processes"); with models
+ * (one per recording, may be NULL: no symbols then), the functions of all
+ * of them merged by name and module, by self CPU.  o->json, o->top and
+ * o->width apply. */
 struct recording;
-int report_processes(struct recording *recs, size_t n, FILE *out, const struct report_opts *o);
+int report_processes(struct recording *recs, struct model *models, size_t n, FILE *out,
+		     const struct report_opts *o);
 
 #endif

@@ -897,6 +897,17 @@ def t_orphans(c, variant):
             want = sum(t["cpu_ns"] for t in one["threads"])
             c.check(row.get("cpu_ns") == want and want > 0, "report: the %s's row has %s of CPU, its own report %s"
                     % (who, ms(row.get("cpu_ns", 0)), ms(want)))
+        funcs = {f["name"]: f for f in json.loads(out)["functions"]}
+        for fn in ("stayer_work", "victim_work"):
+            one = c.report(c.path("out.%d.rhea" % pids[fn.split("_")[0]]))
+            want = sum(f["self_cpu_ns"] for f in one["functions"] if f["name"] == fn)
+            got = funcs.get(fn, {})
+            c.check(got.get("processes") == 1 and got.get("self_cpu_ns") == want and want > 0,
+                    "report of three: %s in %s processes with %s of self CPU; its own report: %s"
+                    % (fn, got.get("processes"), ms(got.get("self_cpu_ns", 0)), ms(want)))
+        main_fn = funcs.get("main", {})  # the parent's main spans no time: it exits at once
+        c.check(main_fn.get("processes", 0) >= 2, "main is in %s processes, want the two children's"
+                % main_fn.get("processes"))
         c.check(st.get("start_ns", 0) < 50 * MS and st.get("wall_ns", 0) >= 250 * MS,
                 "report: the stayer starts at %s, lasts %s; want < 50 ms (the fork) and >= 250 ms"
                 % (ms(st.get("start_ns", 0)), ms(st.get("wall_ns", 0))))
