@@ -109,6 +109,48 @@ def t_libdw_only_when_compiling():
           % tuple(got))
 
 
+def t_make_build():
+    """make -j2 building four C files with Debian's gcc under rhea record:
+    every process of the build (make, the gcc drivers, cc1, as, collect2,
+    ld) is recorded and ends as it did; rhea report of all of them has a
+    row per process and cc1's own functions; rhea convert puts them in one
+    trace."""
+    d = os.path.join(TMP, "build")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for i in range(4):
+        with open(os.path.join(d, "f%d.c" % i), "w") as f:
+            f.write("#include <stdlib.h>\nint main(void) { char *p = malloc(%d); free(p); return 0; }\n" % (i + 1))
+    with open(os.path.join(d, "Makefile"), "w") as f:
+        f.write("all: f0 f1 f2 f3\nf%: f%.c\n\tgcc -O2 -o $@ $<\n")
+    out = os.path.join(d, "build.rhea")
+    p = subprocess.run([RHEA, "record", "-o", out, "--", "make", "-s", "-j2", "-C", d],
+                       capture_output=True, text=True, timeout=300, start_new_session=True)
+    check(p.returncode == 0, "rhea record make: status %d: %s" % (p.returncode, p.stderr[-300:]))
+    for i in range(4):
+        check(os.access(os.path.join(d, "f%d" % i), os.X_OK), "make under rhea did not build f%d" % i)
+    check("rhea: all its processes: rhea report" in p.stderr, "no hint how to see every process: " + p.stderr[-300:])
+    files = [out] + sorted(os.path.join(d, f) for f in os.listdir(d) if re.fullmatch(r"build\.\d+(\.\d+)?\.rhea", f))
+    r = subprocess.run([RHEA, "report", "--json"] + files, capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, "rhea report of the build: " + r.stderr[-300:])
+    rep = json.loads(r.stdout)
+    procs = rep["processes"]
+    progs = [os.path.basename((x["command"] or "").split(" ")[0]) for x in procs]
+    check(progs.count("cc1") == 4, "cc1 ran %d times in the report, want 4: %s" % (progs.count("cc1"), progs))
+    for want in ("make", "as", "collect2", "ld"):
+        check(want in progs, "no %s process in the report: %s" % (want, sorted(set(progs))))
+    bad = [(x["pid"], x["command"], x["end_reason"], x["end_status"]) for x in procs
+           if not x["complete"] or x["end_reason"] not in ("exit", "exec") or
+           (x["end_reason"] == "exit" and x["end_status"] != 0)]
+    check(not bad, "processes that did not end with exit 0 or exec: %s" % bad[:5])
+    cc1 = [f for f in rep["functions"] if f["module"] == "cc1" and f["self_cpu_ns"] > 0]
+    check(cc1, "no function of cc1 with CPU in the merged functions")
+    pf = os.path.join(d, "build.pftrace")
+    c = subprocess.run([RHEA, "convert", "-o", pf] + files, capture_output=True, text=True, timeout=300)
+    check(c.returncode == 0 and ("converted %d recordings" % len(files)) in c.stderr,
+          "rhea convert of the build: status %d: %s" % (c.returncode, c.stderr[-300:]))
+
+
 # ---- blocking attribution -------------------------------------------------
 
 def t_lock_wait_and_waker():
@@ -524,7 +566,7 @@ def t_churn_stress():
               "run %d: recording not complete" % i)
 
 
-TESTS = [t_libdw_only_when_compiling, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_libdw_only_when_compiling, t_make_build, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
