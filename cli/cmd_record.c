@@ -433,8 +433,8 @@ static void wait_descendants(struct recover_collector *collector, const char *pr
 		if (!said && !quiet) {
 			char pids[160];
 			children_list(pids, sizeof(pids));
-			fprintf(stderr, "rhea: %s has ended; waiting for what it left running (%s; Ctrl-C stops waiting)\n",
-				prog, pids);
+			fprintf(stderr, "rhea: %s has ended; waiting for what it left running (%s%sCtrl-C stops waiting)\n",
+				prog, pids, pids[0] ? "; " : "");
 		}
 		said = 1;
 		sigsuspend(&wait_mask);
@@ -567,6 +567,7 @@ int cmd_record(int argc, char **argv)
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	child_pid = 0; /* reaped: its pid may name another process from now on */
 	char path[PATH_MAX + 64];
 	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
