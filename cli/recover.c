@@ -454,8 +454,9 @@ void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
 
 /* How pid ended, when rhea record reaped it: 1 and *status, else 0.  (Not
  * ordered against the memfd's arrival: a process may send it and die before
- * the collector thread takes it.  A pid reused within one run would need
- * pid_max more processes in between: 4194304 here.) */
+ * the collector thread takes it.  A pid reused within one run, the pids
+ * wrapped around pid_max (32768 here) in between, can take an earlier
+ * process's status.) */
 static int reaped_status(const struct recover_collector *c, pid_t pid, int *status)
 {
 	for (int i = c->nreaped - 1; i >= 0; i--)
