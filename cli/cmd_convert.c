@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"usage: rhea convert [options] FILE.rhea [MORE.rhea...]\n"
 		"\n"
 		"Several recordings (a program and its children's, one process each) go into\n"
-		"one Perfetto or Chrome trace, on one time line.\n"
+		"one Perfetto or Chrome trace, on one time line, or one folded file whose\n"
+		"stacks start with the program's name.\n"
 		"\n"
 		"  -f, --format FMT   perfetto (default: FILE.pftrace, for ui.perfetto.dev),\n"
 		"                     chrome (FILE.json, trace-event JSON), pprof (FILE.pb.gz,\n"
@@ -206,7 +207,7 @@ static int convert_one(struct recording *r, const struct convert_opts *o, int ra
 	case CONVERT_PERFETTO: wrc = perfetto_write_part(&cx, f, part); break;
 	case CONVERT_CHROME: wrc = chrome_write_part(&cx, f, part); break;
 	case CONVERT_PPROF: wrc = pprof_write(&cx, f); break;
-	case CONVERT_FOLDED: wrc = folded_write(&cx, f); break;
+	case CONVERT_FOLDED: wrc = folded_write_part(&cx, f, part); break;
 	default: wrc = nanoscope_write(&cx, f); break;
 	}
 	if (wrc < 0) {
@@ -477,8 +478,8 @@ int cmd_convert(int argc, char **argv)
 		cli_err("convert: want a recording (rhea convert [-f FORMAT] FILE.rhea [MORE.rhea...])");
 		goto out;
 	}
-	if (nin > 1 && o.format != CONVERT_PERFETTO && o.format != CONVERT_CHROME) {
-		cli_err("-f %s takes one recording (perfetto and chrome take several, one process each)", fmt_name);
+	if (nin > 1 && o.format != CONVERT_PERFETTO && o.format != CONVERT_CHROME && o.format != CONVERT_FOLDED) {
+		cli_err("-f %s takes one recording (perfetto, chrome and folded take several)", fmt_name);
 		goto out;
 	}
 	if (weight_given && o.format != CONVERT_FOLDED) {

@@ -181,6 +181,7 @@ struct convert_part {
 };
 int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int chrome_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
+int folded_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int pprof_write(struct convert_ctx *c, FILE *out);
 int folded_write(struct convert_ctx *c, FILE *out);
 int nanoscope_write(struct convert_ctx *c, FILE *out);

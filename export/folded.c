@@ -9,6 +9,10 @@
  * same totals.  Threads are merged (a thread's stacks start at its own
  * root, start_thread or main, anyway); --thread keeps some of them.
  * A ';' inside a function name would split the frame and becomes ':'.
+ * Several recordings (a program and its children): every line starts with
+ * the program's name as a frame of its own, so that the processes of one
+ * program (the four cc1 of a build) merge and different programs stand
+ * apart.
  */
 #include "convert.h"
 
@@ -18,6 +22,37 @@
 
 int folded_write(struct convert_ctx *c, FILE *out)
 {
+	struct convert_part one = {0, 1, 0, 0};
+	return folded_write_part(c, out, &one);
+}
+
+/* The program's name: its executable's, else its command's first word,
+ * without the directory; ';' and ' ' would split it. */
+static void program_frame(const struct recording *r, char *buf, size_t len)
+{
+	const char *exe = recording_meta(r, "exe");
+	const char *p = exe ? exe : recording_meta(r, "cmdline");
+	if (!p)
+		p = "?";
+	size_t w = exe ? strlen(p) : strcspn(p, " ");
+	const char *slash = memrchr(p, '/', w);
+	if (slash) {
+		w -= (size_t)(slash + 1 - p);
+		p = slash + 1;
+	}
+	if (w >= len)
+		w = len - 1;
+	for (size_t i = 0; i < w; i++)
+		buf[i] = p[i] == ';' || p[i] == ' ' ? ':' : p[i];
+	buf[w] = 0;
+}
+
+int folded_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part)
+{
+	char prog[256] = "";
+	if (part->count > 1)
+		program_frame(c->r, prog, sizeof(prog));
+	part->index++;
 	struct convert_trie tr;
 	convert_trie_build(c, &tr, 0);
 	uint32_t *path = malloc(4096 * sizeof(uint32_t));
@@ -33,6 +68,8 @@ int folded_write(struct convert_ctx *c, FILE *out)
 		int n = 0;
 		for (uint32_t k = id; k && n < 4096; k = tr.parent[k])
 			path[n++] = tr.func[k];
+		if (prog[0])
+			fprintf(out, "%s;", prog);
 		for (int i = n - 1; i >= 0; i--) {
 			const char *name = convert_func_name(c, path[i]);
 			for (const char *s = name; *s; s++)

@@ -1088,6 +1088,21 @@ def t_processes(ctx):
         raise Fail("chrome's timestamps are not one shift of perfetto's: %s" % sorted(shifts)[:5])
     if ch["doc"]["otherData"].get("processes") != len(recs):
         raise Fail("chrome otherData %r" % ch["doc"]["otherData"])
+    # folded: each recording's lines, behind its program's name
+    fo = ctx.path("procs.folded")
+    rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "-f", "folded", "-o", fo] + recs)
+    if rc != 0:
+        raise Fail("folded convert of %d recordings: status %d: %s" % (len(recs), rc, se.strip()[:300]))
+    want = 0
+    for i, r in enumerate(recs):
+        one = ctx.path("procs-%d.folded" % i)
+        ctx.convert(r, "folded", one)
+        want += folded_total(one)
+    if folded_total(fo) != want:
+        raise Fail("folded of all: total %d, the recordings' own %d" % (folded_total(fo), want))
+    firsts = {ln.split(";", 1)[0] for ln in open(fo) if ln.strip()}
+    if not firsts or not firsts <= {"dash", "convert_loop", "convert_known"}:
+        raise Fail("folded of all: stacks start with %s, want the programs' names" % sorted(firsts))
     return note
 
 
