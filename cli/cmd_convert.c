@@ -43,8 +43,8 @@ static void usage(FILE *f)
 		"usage: rhea convert [options] FILE.rhea [MORE.rhea...]\n"
 		"\n"
 		"Several recordings (a program and its children's, one process each) go into\n"
-		"one Perfetto or Chrome trace, on one time line, or one folded file whose\n"
-		"stacks start with the program's name.\n"
+		"one Perfetto or Chrome trace, on one time line, one folded file whose stacks\n"
+		"start with the program's name, or one pprof profile labelled by program and pid.\n"
 		"\n"
 		"  -f, --format FMT   perfetto (default: FILE.pftrace, for ui.perfetto.dev),\n"
 		"                     chrome (FILE.json, trace-event JSON), pprof (FILE.pb.gz,\n"
@@ -206,7 +206,7 @@ static int convert_one(struct recording *r, const struct convert_opts *o, int ra
 	switch (o->format) {
 	case CONVERT_PERFETTO: wrc = perfetto_write_part(&cx, f, part); break;
 	case CONVERT_CHROME: wrc = chrome_write_part(&cx, f, part); break;
-	case CONVERT_PPROF: wrc = pprof_write(&cx, f); break;
+	case CONVERT_PPROF: wrc = pprof_write_part(&cx, f, part); break;
 	case CONVERT_FOLDED: wrc = folded_write_part(&cx, f, part); break;
 	default: wrc = nanoscope_write(&cx, f); break;
 	}
@@ -286,7 +286,7 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 	}
 	static char iobuf[1 << 16];
 	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
-	struct convert_part part = {0, (unsigned)nin, 0, 0};
+	struct convert_part part = {0, (unsigned)nin, 0, 0, NULL, NULL};
 	struct converted done;
 	memset(&done, 0, sizeof(done));
 	/* one symbolizer for all: a library the processes share is read once */
@@ -297,6 +297,7 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 	}
 	for (size_t k = 0; k < nin && rc == 0; k++)
 		rc = convert_one(&recs[k], o, raw, quiet, f, &part, sym, &done);
+	convert_part_end(&part); /* a writer's state, when a part failed */
 	if (verbose) {
 		const char *w;
 		for (size_t i = 0; (w = sym_warning(sym, i)) != NULL; i++)
@@ -478,8 +479,8 @@ int cmd_convert(int argc, char **argv)
 		cli_err("convert: want a recording (rhea convert [-f FORMAT] FILE.rhea [MORE.rhea...])");
 		goto out;
 	}
-	if (nin > 1 && o.format != CONVERT_PERFETTO && o.format != CONVERT_CHROME && o.format != CONVERT_FOLDED) {
-		cli_err("-f %s takes one recording (perfetto, chrome and folded take several)", fmt_name);
+	if (nin > 1 && o.format == CONVERT_NANOSCOPE) {
+		cli_err("-f nanoscope takes one recording (it holds one thread)");
 		goto out;
 	}
 	if (weight_given && o.format != CONVERT_FOLDED) {

@@ -162,7 +162,7 @@ static void counter(struct ch *h, const char *name, const char *key, uint64_t ts
 
 int chrome_write(struct convert_ctx *c, FILE *f)
 {
-	struct convert_part one = {0, 1, 0, 0};
+	struct convert_part one = {0, 1, 0, 0, NULL, NULL};
 	return chrome_write_part(c, f, &one);
 }
 

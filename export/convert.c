@@ -651,3 +651,11 @@ void convert_trie_free(struct convert_trie *tr)
 	free(tr->slots);
 	memset(tr, 0, sizeof(*tr));
 }
+
+void convert_part_end(struct convert_part *part)
+{
+	if (part->state && part->free_state)
+		part->free_state(part->state);
+	part->state = NULL;
+	part->free_state = NULL;
+}

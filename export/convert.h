@@ -178,10 +178,15 @@ struct convert_part {
 	unsigned index, count;      /* this recording's position (the writer advances it), of count */
 	uint32_t next_seq;          /* perfetto: the first sequence id still free */
 	int wrote_event;            /* chrome: an event was written (the next needs a comma) */
+	void *state;                /* pprof: the profile being written, until the last part */
+	void (*free_state)(void *); /* frees it when the parts stop early (convert_part_end) */
 };
 int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int chrome_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int folded_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
+int pprof_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
+/* After the last part, or instead of it when a part failed. */
+void convert_part_end(struct convert_part *part);
 int pprof_write(struct convert_ctx *c, FILE *out);
 int folded_write(struct convert_ctx *c, FILE *out);
 int nanoscope_write(struct convert_ctx *c, FILE *out);

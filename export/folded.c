@@ -22,7 +22,7 @@
 
 int folded_write(struct convert_ctx *c, FILE *out)
 {
-	struct convert_part one = {0, 1, 0, 0};
+	struct convert_part one = {0, 1, 0, 0, NULL, NULL};
 	return folded_write_part(c, out, &one);
 }
 

@@ -855,7 +855,7 @@ static void write_samples(struct pf *p, size_t ti)
 
 int perfetto_write(struct convert_ctx *c, FILE *out)
 {
-	struct convert_part one = {0, 1, 0, 0};
+	struct convert_part one = {0, 1, 0, 0, NULL, NULL};
 	return perfetto_write_part(c, out, &one);
 }
 

@@ -28,6 +28,10 @@
  *
  * The profile is written as it is encoded, through zlib's deflate in gzip
  * mode; only the call-path trie and the string table are held in memory.
+ * Several recordings (a program and its children) make one profile: each
+ * one's functions, locations and mappings get ids past the earlier ones',
+ * its samples the labels "program" and "pid", and the string table, written
+ * last, is shared.
  */
 #include "convert.h"
 #include "pbwriter.h"
@@ -188,6 +192,13 @@ struct pp {
 	struct strtab st;
 	struct gz *gz;
 	int oom;
+	/* several recordings in one profile: this one's function (and
+	 * location) ids and mapping ids start past the earlier ones'; each
+	 * sample says whose it is ("program", "pid" labels) */
+	uint64_t fbase, mbase;
+	int several;
+	uint64_t first_start, last_ns; /* for time and duration, at the end */
+	int64_t realtime0;
 	char buf[1024];
 };
 
@@ -223,6 +234,15 @@ static void write_samples(struct pp *p, const struct convert_trie *tr)
 {
 	struct convert_ctx *c = p->c;
 	int64_t k_thread = sid(p, "thread"), k_tid = sid(p, "tid");
+	int64_t k_prog = 0, k_pid = 0, prog = 0;
+	if (p->several) {
+		const char *e = recording_meta(c->r, "exe");
+		const char *slash = e ? strrchr(e, '/') : NULL;
+		convert_clean_string(slash ? slash + 1 : e ? e : "?", p->buf, sizeof(p->buf));
+		k_prog = sid(p, "program");
+		k_pid = sid(p, "pid");
+		prog = sid(p, p->buf);
+	}
 	for (uint32_t id = 1; id < tr->n; id++) {
 		const uint64_t *v = tr->val[id];
 		int any = 0;
@@ -236,7 +256,7 @@ static void write_samples(struct pp *p, const struct convert_trie *tr)
 		pbwriter_begin(&p->w, S_LOCATION); /* leaf first */
 		uint32_t n = id;
 		while (n && !(tr->func[n] & CONVERT_THREAD_NODE)) {
-			pbwriter_raw_varint(&p->w, (uint64_t)tr->func[n] + 1);
+			pbwriter_raw_varint(&p->w, p->fbase + tr->func[n] + 1);
 			n = tr->parent[n];
 		}
 		pbwriter_end(&p->w);
@@ -254,6 +274,16 @@ static void write_samples(struct pp *p, const struct convert_trie *tr)
 			pbwriter_begin(&p->w, S_LABEL);
 			pbwriter_int(&p->w, L_KEY, k_tid);
 			pbwriter_int(&p->w, L_NUM, t->tid);
+			pbwriter_end(&p->w);
+		}
+		if (p->several) {
+			pbwriter_begin(&p->w, S_LABEL);
+			pbwriter_int(&p->w, L_KEY, k_prog);
+			pbwriter_int(&p->w, L_STR, prog);
+			pbwriter_end(&p->w);
+			pbwriter_begin(&p->w, S_LABEL);
+			pbwriter_int(&p->w, L_KEY, k_pid);
+			pbwriter_int(&p->w, L_NUM, c->r->hdr.pid);
 			pbwriter_end(&p->w);
 		}
 		pbwriter_end(&p->w);
@@ -280,7 +310,7 @@ static void write_mappings(struct pp *p)
 			sprintf(hex + 2 * b, "%02x", m->build_id[b]);
 		hex[2 * (m->build_id_len < 36 ? m->build_id_len : 36)] = 0;
 		pbwriter_begin(&p->w, P_MAPPING);
-		pbwriter_varint(&p->w, M_ID, i + 1);
+		pbwriter_varint(&p->w, M_ID, p->mbase + i + 1);
 		pbwriter_varint(&p->w, M_START, m->lo);
 		pbwriter_varint(&p->w, M_LIMIT, m->hi > m->lo ? m->hi : m->lo);
 		/* The ELF address of the executable range, which is its file
@@ -306,13 +336,13 @@ static void write_functions(struct pp *p, const uint8_t *used)
 			continue;
 		const struct model_func *mf = &c->m->funcs[f];
 		pbwriter_begin(&p->w, P_LOCATION);
-		pbwriter_varint(&p->w, LOC_ID, (uint64_t)f + 1);
+		pbwriter_varint(&p->w, LOC_ID, p->fbase + f + 1);
 		if (c->func_mod[f] >= 0)
-			pbwriter_varint(&p->w, LOC_MAPPING, (uint64_t)c->func_mod[f] + 1);
+			pbwriter_varint(&p->w, LOC_MAPPING, p->mbase + (uint64_t)c->func_mod[f] + 1);
 		if (c->func_addr[f])
 			pbwriter_varint(&p->w, LOC_ADDRESS, c->func_addr[f]);
 		pbwriter_begin(&p->w, LOC_LINE);
-		pbwriter_varint(&p->w, LN_FUNCTION, (uint64_t)f + 1);
+		pbwriter_varint(&p->w, LN_FUNCTION, p->fbase + f + 1);
 		if (mf->line > 0)
 			pbwriter_int(&p->w, LN_LINE, mf->line);
 		pbwriter_end(&p->w);
@@ -320,7 +350,7 @@ static void write_functions(struct pp *p, const uint8_t *used)
 
 		int64_t name = sid(p, convert_func_name(c, f));
 		pbwriter_begin(&p->w, P_FUNCTION);
-		pbwriter_varint(&p->w, F_ID, (uint64_t)f + 1);
+		pbwriter_varint(&p->w, F_ID, p->fbase + f + 1);
 		pbwriter_int(&p->w, F_NAME, name);
 		pbwriter_int(&p->w, F_SYSTEM_NAME, name);
 		if (mf->file) {
@@ -332,61 +362,101 @@ static void write_functions(struct pp *p, const uint8_t *used)
 	}
 }
 
+static void pp_free(void *arg)
+{
+	struct pp *p = arg;
+	if (!p)
+		return;
+	if (p->gz)
+		deflateEnd(&p->gz->z);
+	free(p->gz);
+	strtab_free(&p->st);
+	pbwriter_free(&p->w);
+	free(p);
+}
+
 int pprof_write(struct convert_ctx *c, FILE *out)
 {
-	struct recording *r = c->r;
-	struct convert_trie tr;
-	struct pp p;
-	memset(&p, 0, sizeof(p));
-	p.c = c;
-	pbwriter_init(&p.w);
-	p.gz = calloc(1, sizeof(*p.gz));
-	uint8_t *used = calloc(c->m->nfuncs, 1);
-	int rc = -1;
-	if (!p.gz || !used)
-		goto out_nogz;
-	p.gz->f = out;
-	if (deflateInit2(&p.gz->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		goto out_nogz;
-	sid(&p, ""); /* string 0 must be "" */
+	struct convert_part one = {0, 1, 0, 0, NULL, NULL};
+	return pprof_write_part(c, out, &one);
+}
 
+/* The first part opens the profile (gzip stream, sample types), each part
+ * writes its samples, mappings, locations and functions with its ids, the
+ * last one closes it (time, duration, the string table). */
+int pprof_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part)
+{
+	struct recording *r = c->r;
+	struct pp *p = part->state;
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || !(p->gz = calloc(1, sizeof(*p->gz)))) {
+			free(p);
+			return -1;
+		}
+		pbwriter_init(&p->w);
+		p->gz->f = out;
+		if (deflateInit2(&p->gz->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+			free(p->gz);
+			p->gz = NULL;
+			pp_free(p);
+			return -1;
+		}
+		part->state = p;
+		part->free_state = pp_free;
+		p->several = part->count > 1;
+		p->first_start = r->hdr.start_ns;
+		p->realtime0 = (int64_t)r->hdr.start_realtime_ns +
+			       (int64_t)(c->origin_ns > r->hdr.start_ns ? c->origin_ns - r->hdr.start_ns : 0);
+		sid(p, ""); /* string 0 must be "" */
+		value_type(p, P_SAMPLE_TYPE, "wall", "nanoseconds");
+		value_type(p, P_SAMPLE_TYPE, "cpu", "nanoseconds");
+		value_type(p, P_SAMPLE_TYPE, "alloc_objects", "count");
+		value_type(p, P_SAMPLE_TYPE, "alloc_space", "bytes");
+		value_type(p, P_SAMPLE_TYPE, "cpu_samples", "count");
+	}
+	p->c = c;
+	part->index++;
+	uint8_t *used = calloc(c->m->nfuncs ? c->m->nfuncs : 1, 1);
+	if (!used)
+		return -1;
+	struct convert_trie tr;
 	convert_trie_build(c, &tr, 1);
 	for (uint32_t id = 1; id < tr.n; id++)
 		if (!(tr.func[id] & CONVERT_THREAD_NODE))
 			used[tr.func[id]] = 1;
+	write_samples(p, &tr);
+	write_mappings(p);
+	write_functions(p, used);
+	convert_trie_free(&tr);
+	free(used);
+	p->fbase += c->m->nfuncs;
+	p->mbase += r->nmods;
+	if (r->last_ns > p->last_ns)
+		p->last_ns = r->last_ns;
+	if (part->index < part->count)
+		return p->oom || p->gz->err ? -1 : 0;
 
-	value_type(&p, P_SAMPLE_TYPE, "wall", "nanoseconds");
-	value_type(&p, P_SAMPLE_TYPE, "cpu", "nanoseconds");
-	value_type(&p, P_SAMPLE_TYPE, "alloc_objects", "count");
-	value_type(&p, P_SAMPLE_TYPE, "alloc_space", "bytes");
-	value_type(&p, P_SAMPLE_TYPE, "cpu_samples", "count");
-	write_samples(&p, &tr);
-	write_mappings(&p);
-	write_functions(&p, used);
-	pbwriter_int(&p.w, P_TIME, (int64_t)r->hdr.start_realtime_ns +
-					 (int64_t)(c->origin_ns > r->hdr.start_ns ? c->origin_ns - r->hdr.start_ns : 0));
-	pbwriter_int(&p.w, P_DURATION, (int64_t)(r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0));
-	value_type(&p, P_PERIOD_TYPE, "wall", "nanoseconds");
-	pbwriter_int(&p.w, P_PERIOD, (int64_t)r->hdr.interval_ns);
-	snprintf(p.buf, sizeof(p.buf), "rhea convert: self values of the slice model (end policy %s); "
+	uint64_t from = c->origin_ns ? c->origin_ns : r->first_ns;
+	pbwriter_int(&p->w, P_TIME, p->realtime0);
+	pbwriter_int(&p->w, P_DURATION, (int64_t)(p->last_ns > from ? p->last_ns - from : 0));
+	value_type(p, P_PERIOD_TYPE, "wall", "nanoseconds");
+	pbwriter_int(&p->w, P_PERIOD, (int64_t)r->hdr.interval_ns);
+	snprintf(p->buf, sizeof(p->buf), "rhea convert: self values of the slice model (end policy %s); "
 		 "cpu_samples: the sampler's captures, one per sampling period of a thread's CPU, unbiased "
 		 "(-sample_index=cpu_samples)", c->o->policy == MODEL_END_LAST ? "last" : "next");
-	pbwriter_int(&p.w, P_COMMENT, sid(&p, p.buf));
-	pbwriter_int(&p.w, P_DEFAULT_TYPE, sid(&p, "wall"));
+	pbwriter_int(&p->w, P_COMMENT, sid(p, p->buf));
+	pbwriter_int(&p->w, P_DEFAULT_TYPE, sid(p, "wall"));
 	/* Last: every string is known now. */
-	for (uint32_t i = 0; i < p.st.n; i++) {
-		pbwriter_string(&p.w, P_STRING, p.st.s[i]);
-		drain(&p, 0);
+	for (uint32_t i = 0; i < p->st.n; i++) {
+		pbwriter_string(&p->w, P_STRING, p->st.s[i]);
+		drain(p, 0);
 	}
-	drain(&p, 1);
-	gz_put(p.gz, NULL, 0, 1);
-	rc = p.oom || p.gz->err ? -1 : 0;
-	deflateEnd(&p.gz->z);
-	convert_trie_free(&tr);
-out_nogz:
-	free(used);
-	free(p.gz);
-	strtab_free(&p.st);
-	pbwriter_free(&p.w);
+	drain(p, 1);
+	gz_put(p->gz, NULL, 0, 1);
+	int rc = p->oom || p->gz->err ? -1 : 0;
+	pp_free(p);
+	part->state = NULL;
+	part->free_state = NULL;
 	return rc;
 }

@@ -970,7 +970,7 @@ def t_bad(ctx):
         decode_perfetto(f.read())
     # several recordings: formats that hold one process, a thread in none of
     # them, one bad recording among good ones (nothing is written)
-    expect_bad(ctx, [ctx.rhea, "convert", "-f", "pprof", rec, rec], "pprof of two recordings")
+    expect_bad(ctx, [ctx.rhea, "convert", "-f", "nanoscope", rec, rec], "nanoscope of two recordings")
     two = ctx.path("two.pftrace")
     expect_bad(ctx, [ctx.rhea, "convert", "--thread", "no-such-thread", "-o", two, rec, rec], "unknown thread in two")
     expect_bad(ctx, [ctx.rhea, "convert", "-o", two, rec, cut], "a cut recording among two")
@@ -1103,6 +1103,25 @@ def t_processes(ctx):
     firsts = {ln.split(";", 1)[0] for ln in open(fo) if ln.strip()}
     if not firsts or not firsts <= {"dash", "convert_loop", "convert_known"}:
         raise Fail("folded of all: stacks start with %s, want the programs' names" % sorted(firsts))
+    # pprof: one profile, every recording's values, labelled with its pid
+    pp = ctx.path("procs.pb.gz")
+    rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "-f", "pprof", "-o", pp] + recs)
+    if rc != 0:
+        raise Fail("pprof convert of %d recordings: status %d: %s" % (len(recs), rc, se.strip()[:300]))
+    want = {}
+    for i, r in enumerate(recs):
+        one = ctx.path("procs-%d.pb.gz" % i)
+        ctx.convert(r, "pprof", one)
+        for k, v in go_pprof_totals(one).items():
+            want[k] = want.get(k, 0) + v
+    got = go_pprof_totals(pp)
+    if got != want:
+        raise Fail("pprof of all: totals %s, the recordings' own add up to %s" % (got, want))
+    r = subprocess.run(["go", "tool", "pprof", "-tags", pp], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
+    tagged = set(int(x) for x in re.findall(rb"^\s+\S+ \(\s*[\d.]+%\): (\d+)$", r.stdout, re.M))
+    if not set(pids.values()) <= tagged:
+        raise Fail("pprof of all: pid labels %s, want %s" % (sorted(tagged), sorted(set(pids.values()))))
     return note
 
 
