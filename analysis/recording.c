@@ -400,3 +400,18 @@ void recording_sort_by_start(struct recording *recs, size_t n)
 {
 	qsort(recs, n, sizeof(*recs), by_start);
 }
+
+void recording_program(const struct recording *r, char *buf, size_t len)
+{
+	const char *exe = recording_meta(r, "exe");
+	const char *p = exe ? exe : recording_meta(r, "cmdline");
+	if (!p)
+		p = "?";
+	size_t w = exe ? strlen(p) : strcspn(p, " ");
+	const char *slash = memrchr(p, '/', w);
+	if (slash) {
+		w -= (size_t)(slash + 1 - p);
+		p = slash + 1;
+	}
+	snprintf(buf, len, "%.*s", (int)w, p);
+}

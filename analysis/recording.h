@@ -87,6 +87,10 @@ const char *recording_meta(const struct recording *r, const char *key);
  * earlier (absolute monotonic ns, 0 when it has neither). */
 uint64_t recording_start(const struct recording *r);
 
+/* The program a recording is of, for people: its executable's name, else
+ * its command's first word, without the directory ("?" when neither). */
+void recording_program(const struct recording *r, char *buf, size_t len);
+
 /* Sort recordings (of one program's processes) by recording_start. */
 void recording_sort_by_start(struct recording *recs, size_t n);
 struct rec_thread *recording_thread(struct recording *r, uint32_t tid);

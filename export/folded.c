@@ -26,25 +26,13 @@ int folded_write(struct convert_ctx *c, FILE *out)
 	return folded_write_part(c, out, &one);
 }
 
-/* The program's name: its executable's, else its command's first word,
- * without the directory; ';' and ' ' would split it. */
+/* The program's name as a frame: ';' and ' ' would split it. */
 static void program_frame(const struct recording *r, char *buf, size_t len)
 {
-	const char *exe = recording_meta(r, "exe");
-	const char *p = exe ? exe : recording_meta(r, "cmdline");
-	if (!p)
-		p = "?";
-	size_t w = exe ? strlen(p) : strcspn(p, " ");
-	const char *slash = memrchr(p, '/', w);
-	if (slash) {
-		w -= (size_t)(slash + 1 - p);
-		p = slash + 1;
-	}
-	if (w >= len)
-		w = len - 1;
-	for (size_t i = 0; i < w; i++)
-		buf[i] = p[i] == ';' || p[i] == ' ' ? ':' : p[i];
-	buf[w] = 0;
+	recording_program(r, buf, len);
+	for (char *c = buf; *c; c++)
+		if (*c == ';' || *c == ' ')
+			*c = ':';
 }
 
 int folded_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part)

@@ -236,9 +236,9 @@ static void write_samples(struct pp *p, const struct convert_trie *tr)
 	int64_t k_thread = sid(p, "thread"), k_tid = sid(p, "tid");
 	int64_t k_prog = 0, k_pid = 0, prog = 0;
 	if (p->several) {
-		const char *e = recording_meta(c->r, "exe");
-		const char *slash = e ? strrchr(e, '/') : NULL;
-		convert_clean_string(slash ? slash + 1 : e ? e : "?", p->buf, sizeof(p->buf));
+		char name[256];
+		recording_program(c->r, name, sizeof(name));
+		convert_clean_string(name, p->buf, sizeof(p->buf));
 		k_prog = sid(p, "program");
 		k_pid = sid(p, "pid");
 		prog = sid(p, p->buf);

@@ -1389,6 +1389,19 @@ static const char *end_short(const struct recording *r, char *buf, size_t len)
 	return buf;
 }
 
+/* Processes of one program, added up. */
+struct prog {
+	char name[64];
+	uint32_t procs;
+	uint64_t cpu_ns, wall_ns, allocs;
+};
+
+static int by_prog_cpu(const void *a, const void *b)
+{
+	const struct prog *x = a, *y = b;
+	return (x->cpu_ns < y->cpu_ns) - (x->cpu_ns > y->cpu_ns);
+}
+
 /* Functions of several processes, merged by (name, module). */
 struct xfunc {
 	const char *name, *module; /* the first model's strings */
@@ -1520,11 +1533,30 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	}
 	if (t0 == UINT64_MAX)
 		t0 = 0;
+	/* the same program's processes added up (a build's cc1 runs) */
+	struct prog *progs = calloc(n ? n : 1, sizeof(*progs));
+	size_t nprogs = 0;
+	for (size_t k = 0; progs && k < n; k++) {
+		char name[sizeof(progs->name)];
+		recording_program(rows[k].r, name, sizeof(name));
+		size_t i = 0;
+		while (i < nprogs && strcmp(progs[i].name, name) != 0)
+			i++;
+		if (i == nprogs)
+			memcpy(progs[nprogs++].name, name, sizeof(name));
+		progs[i].procs++;
+		progs[i].cpu_ns += rows[k].cpu_ns;
+		progs[i].wall_ns += rows[k].end_ns > rows[k].start_ns ? rows[k].end_ns - rows[k].start_ns : 0;
+		progs[i].allocs += rows[k].allocs;
+	}
+	if (nprogs > 1)
+		qsort(progs, nprogs, sizeof(*progs), by_prog_cpu);
 	/* the functions of all of them, when the caller symbolized them */
 	struct xtab xt = {0};
 	for (size_t k = 0; models && k < n; k++)
 		if (xtab_add(&xt, &models[k], (uint32_t)k) < 0) {
 			free(rows);
+			free(progs);
 			free(xt.v);
 			free(xt.slots);
 			return -1;
@@ -1560,6 +1592,17 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
+		json_arr_begin(&j, "programs"); /* the processes of each program added up, by CPU */
+		for (size_t i = 0; i < nprogs; i++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "program", progs[i].name);
+			json_u64(&j, "processes", progs[i].procs);
+			json_u64(&j, "cpu_ns", progs[i].cpu_ns);
+			json_u64(&j, "wall_ns", progs[i].wall_ns);
+			json_u64(&j, "allocs", progs[i].allocs);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
 		json_arr_begin(&j, "functions"); /* all processes', by self CPU */
 		for (size_t i = 0; i < xt.n; i++) {
 			const struct xfunc *x = &xt.v[i];
@@ -1584,6 +1627,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		json_obj_end(&j);
 		fputc('\n', out);
 		free(rows);
+		free(progs);
 		free(xt.v);
 		free(xt.slots);
 		return ferror(out) ? -1 : 0;
@@ -1624,6 +1668,14 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 			r->nthreads, fmt_count(p->allocs, b4), end_short(r, eb, sizeof(eb)),
 			c ? c : fit(base(r->path), W - 80 > 20 ? W - 80 : 20, nb));
 	}
+	if (nprogs > 1) {
+		size_t m = nprogs < (size_t)o->top ? nprogs : (size_t)o->top;
+		fprintf(out, "\nPrograms by CPU (%zu of %zu; the processes of each added up)\n  %-24s %5s %10s %10s %8s\n", m,
+			nprogs, "PROGRAM", "PROCS", "CPU", "WALL", "ALLOCS");
+		for (size_t i = 0; i < m; i++)
+			fprintf(out, "  %-24s %5u %10s %10s %8s\n", fit(progs[i].name, 24, nb), progs[i].procs,
+				fmt_ns(progs[i].cpu_ns, b1), fmt_ns(progs[i].wall_ns, b2), fmt_count(progs[i].allocs, b3));
+	}
 	if (xt.n) {
 		size_t m = xt.n < (size_t)o->top ? xt.n : (size_t)o->top;
 		fprintf(out, "\nTop functions by self CPU, all processes\n  %10s %10s %10s %5s %s\n", "SELF CPU",
@@ -1639,6 +1691,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	}
 	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
 	free(rows);
+	free(progs);
 	free(xt.v);
 	free(xt.slots);
 	return ferror(out) ? -1 : 0;

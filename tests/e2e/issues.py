@@ -143,6 +143,11 @@ def t_make_build():
            if not x["complete"] or x["end_reason"] not in ("exit", "exec") or
            (x["end_reason"] == "exit" and x["end_status"] != 0)]
     check(not bad, "processes that did not end with exit 0 or exec: %s" % bad[:5])
+    cc1_prog = [x for x in rep["programs"] if x["program"] == "cc1"]
+    cc1_rows = [x for x, name in zip(procs, progs) if name == "cc1"]
+    check(len(cc1_prog) == 1 and cc1_prog[0]["processes"] == 4 and
+          cc1_prog[0]["cpu_ns"] == sum(x["cpu_ns"] for x in cc1_rows),
+          "programs: cc1 %s, its rows' CPU %d" % (cc1_prog, sum(x["cpu_ns"] for x in cc1_rows)))
     cc1 = [f for f in rep["functions"] if f["module"] == "cc1" and f["self_cpu_ns"] > 0]
     check(cc1, "no function of cc1 with CPU in the merged functions")
     pf = os.path.join(d, "build.pftrace")
