@@ -193,6 +193,16 @@ static uint64_t unclaimed_group(const uint64_t *v, size_t n, uint64_t addr)
 	return v[lo];
 }
 
+int model_funcs_init(struct model *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->index = calloc(1, sizeof(struct index));
+	if (!m->index)
+		return -ENOMEM;
+	model_func_intern(m, "[unknown]", NULL, NULL, 0, MODEL_SPECIAL);
+	return 0;
+}
+
 int model_build(struct model *m, struct recording *r, int policy)
 {
 	return model_build_shared(m, r, policy, NULL);

@@ -157,6 +157,11 @@ static inline int model_reaches_root(const struct model *m, const uint32_t *ids,
  * order, innermost first). */
 void model_walk_thread(struct model *m, const struct rec_thread *t, const struct model_cb *cb);
 
+/* A model with nothing but its function table (id 0 "[unknown]"), for
+ * interning the functions of several models together; model_free frees
+ * it.  0 or -ENOMEM. */
+int model_funcs_init(struct model *m);
+
 /* Find or add a function by name (used for pseudo-frames). */
 uint32_t model_func_intern(struct model *m, const char *name, const char *module,
 			   const char *file, int line, int kind);

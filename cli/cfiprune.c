@@ -117,10 +117,10 @@ void cli_prune_cfi_cache(void)
 	/* created (which moves the directory's time), then written after it */
 	int fd = open(stamp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd >= 0) {
-		if (write(fd, cap_text, strlen(cap_text)) < 0) {
-			/* an unwritten stamp only means the next scan is not skipped */
-		}
+		/* a short write leaves a stamp that names no cap: the next scan runs */
+		ssize_t w = write(fd, cap_text, strlen(cap_text));
 		close(fd);
-		utimensat(AT_FDCWD, stamp, NULL, 0);
+		if (w == (ssize_t)strlen(cap_text))
+			utimensat(AT_FDCWD, stamp, NULL, 0);
 	}
 }

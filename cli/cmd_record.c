@@ -237,9 +237,7 @@ static long salvaged_samples; /* samples recover_append added */
 
 static void append_outside_end(const char *path, int status, const struct recover_view *sv)
 {
-	unsigned reason = WIFSIGNALED(status) ? RHEA_END_SIGNAL : RHEA_END_EXIT;
-	int code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-	long n = recover_end(path, reason, code, sv && recover_is_for(sv, path) ? sv : NULL);
+	long n = recover_end_waited(path, status, sv && recover_is_for(sv, path) ? sv : NULL);
 	if (n > 0)
 		salvaged_samples += n;
 	else if (n == RECOVER_END_FAILED)

@@ -440,16 +440,21 @@ static int gone(pid_t pid)
 	return rp && rp[1] == ' ' && rp[2] == 'Z';
 }
 
+long recover_end_waited(const char *path, int wstatus, const struct recover_view *sv)
+{
+	if (WIFSIGNALED(wstatus))
+		return recover_end(path, RHEA_END_SIGNAL, WTERMSIG(wstatus), sv);
+	return recover_end(path, RHEA_END_EXIT, WEXITSTATUS(wstatus), sv);
+}
+
+/* Only rhea record's main thread writes the reaped table and reads it (in
+ * finish, after the collector thread is joined): no lock. */
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->mu);
-	if (c->nreaped < COLLECT_MAX) {
+	if (c && c->nreaped < COLLECT_MAX) {
 		c->reaped[c->nreaped] = pid;
 		c->reaped_status[c->nreaped++] = status;
 	}
-	pthread_mutex_unlock(&c->mu);
 }
 
 /* How pid ended, when rhea record reaped it: 1 and *status, else 0.  (Not
@@ -496,11 +501,8 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 				continue;
 			}
 			/* an orphan rhea record reaped: it knows how it ended */
-			unsigned reason = !have_status	       ? RHEA_END_GONE
-					  : WIFSIGNALED(status) ? RHEA_END_SIGNAL
-								: RHEA_END_EXIT;
-			int code = !have_status ? 0 : WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-			long n = recover_end(path, reason, code, &v);
+			long n = have_status ? recover_end_waited(path, status, &v)
+					     : recover_end(path, RHEA_END_GONE, 0, &v);
 			if (n >= 0) {
 				ended++;
 				*known += have_status;

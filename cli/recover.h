@@ -48,6 +48,9 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
 #define RECOVER_END_NONE (-1)
 #define RECOVER_END_FAILED (-2)
 long recover_end(const char *path, unsigned reason, int status, const struct recover_view *sv);
+/* The same with the end waitpid reported (wstatus): EXIT with its status, or
+ * SIGNAL with its number. */
+long recover_end_waited(const char *path, int wstatus, const struct recover_view *sv);
 
 /*
  * rhea record's collector of the other processes' memory: it listens on an

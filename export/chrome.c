@@ -174,16 +174,9 @@ int chrome_write_part(struct convert_ctx *c, FILE *f, struct convert_part *part)
 	struct ch h = {c, f, r->hdr.pid, !part->wrote_event, {0}};
 	if (part->index == 0)
 		fputs("{\"traceEvents\":[", f);
-	const char *exe = recording_meta(r, "exe");
-	const char *cmd = recording_meta(r, "cmdline");
-	const char *pname = exe ? exe : cmd;
-	if (pname) {
-		const char *slash = strrchr(pname, '/');
-		snprintf(h.buf, sizeof(h.buf), "%s", slash ? slash + 1 : pname);
-		if (!exe)
-			h.buf[strcspn(h.buf, " ")] = 0;
+	if (recording_meta(r, "exe") || recording_meta(r, "cmdline")) {
 		char name[256];
-		memcpy(name, h.buf, sizeof(name));
+		recording_program(r, name, sizeof(name));
 		meta(&h, "process_name", h.pid, name);
 	}
 	for (size_t i = 0; i < r->nthreads; i++) {
@@ -222,11 +215,7 @@ int chrome_write_part(struct convert_ctx *c, FILE *f, struct convert_part *part)
 	} else {
 		fprintf(f, "\"processes\":%u,", part->count);
 	}
-	/* the wall-clock time of ts 0 */
-	uint64_t realtime = r->hdr.start_realtime_ns;
-	if (r->hdr.start_ns >= c->origin_ns && realtime >= r->hdr.start_ns - c->origin_ns)
-		realtime -= r->hdr.start_ns - c->origin_ns;
 	fprintf(f, "\"end_policy\":\"%s\",\"start_realtime_ns\":%" PRIu64 "}}\n",
-		c->o->policy == MODEL_END_LAST ? "last" : "next", realtime);
+		c->o->policy == MODEL_END_LAST ? "last" : "next", convert_origin_realtime(c));
 	return ferror(f) ? -1 : 0;
 }

@@ -659,3 +659,12 @@ void convert_part_end(struct convert_part *part)
 	part->state = NULL;
 	part->free_state = NULL;
 }
+
+uint64_t convert_origin_realtime(const struct convert_ctx *c)
+{
+	const struct rhea_file_header *h = &c->r->hdr;
+	if (c->origin_ns >= h->start_ns)
+		return h->start_realtime_ns + (c->origin_ns - h->start_ns);
+	uint64_t before = h->start_ns - c->origin_ns;
+	return h->start_realtime_ns >= before ? h->start_realtime_ns - before : 0;
+}

@@ -116,6 +116,9 @@ int convert_init(struct convert_ctx *c, struct model *m, const struct convert_op
 		 size_t errlen);
 void convert_free(struct convert_ctx *c);
 
+/* The wall-clock time (CLOCK_REALTIME ns) of the origin, time 0. */
+uint64_t convert_origin_realtime(const struct convert_ctx *c);
+
 /* Printable name of a function (never NULL). */
 const char *convert_func_name(struct convert_ctx *c, uint32_t func);
 

@@ -406,8 +406,7 @@ int pprof_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part
 		part->free_state = pp_free;
 		p->several = part->count > 1;
 		p->first_start = r->hdr.start_ns;
-		p->realtime0 = (int64_t)r->hdr.start_realtime_ns +
-			       (int64_t)(c->origin_ns > r->hdr.start_ns ? c->origin_ns - r->hdr.start_ns : 0);
+		p->realtime0 = (int64_t)convert_origin_realtime(c);
 		sid(p, ""); /* string 0 must be "" */
 		value_type(p, P_SAMPLE_TYPE, "wall", "nanoseconds");
 		value_type(p, P_SAMPLE_TYPE, "cpu", "nanoseconds");

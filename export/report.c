@@ -1411,55 +1411,30 @@ struct xfunc {
 };
 
 struct xtab {
-	struct xfunc *v;
+	struct model names; /* the functions, interned by (name, module) as a model interns them */
+	struct xfunc *v;    /* by id in names; sorted once every model is in */
 	size_t n, cap;
-	uint32_t *slots; /* index + 1, 0 free; power of two */
-	size_t nslots;
 };
-
-static uint64_t str_hash(const char *s, uint64_t h)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
 
 static struct xfunc *xtab_get(struct xtab *t, const char *name, const char *module)
 {
-	if ((t->n + 1) * 2 > t->nslots) {
-		size_t ns = t->nslots ? t->nslots * 2 : 1024;
-		uint32_t *sl = calloc(ns, sizeof(*sl));
-		if (!sl)
-			return NULL;
-		for (size_t i = 0; i < t->n; i++) {
-			size_t h = str_hash(t->v[i].module, str_hash(t->v[i].name, 14695981039346656037ull)) & (ns - 1);
-			while (sl[h])
-				h = (h + 1) & (ns - 1);
-			sl[h] = (uint32_t)i + 1;
-		}
-		free(t->slots);
-		t->slots = sl;
-		t->nslots = ns;
-	}
-	size_t h = str_hash(module, str_hash(name, 14695981039346656037ull)) & (t->nslots - 1);
-	for (; t->slots[h]; h = (h + 1) & (t->nslots - 1)) {
-		struct xfunc *x = &t->v[t->slots[h] - 1];
-		if (!strcmp(x->name, name) && !strcmp(x->module ? x->module : "", module ? module : ""))
-			return x;
-	}
-	if (t->n == t->cap) {
+	uint32_t id = model_func_intern(&t->names, name, module, NULL, 0, MODEL_CODE);
+	if (id >= t->cap) {
 		size_t nc = t->cap ? t->cap * 2 : 512;
+		while (nc <= id)
+			nc *= 2;
 		struct xfunc *nv = realloc(t->v, nc * sizeof(*nv));
 		if (!nv)
 			return NULL;
+		memset(nv + t->cap, 0, (nc - t->cap) * sizeof(*nv));
 		t->v = nv;
 		t->cap = nc;
 	}
-	struct xfunc *x = &t->v[t->n];
-	memset(x, 0, sizeof(*x));
-	x->name = name;
-	x->module = module;
-	t->slots[h] = (uint32_t)++t->n;
+	if (id >= t->n)
+		t->n = id + 1;
+	struct xfunc *x = &t->v[id];
+	x->name = t->names.funcs[id].name; /* strings that stay put when funcs grows */
+	x->module = t->names.funcs[id].module;
 	return x;
 }
 
@@ -1497,6 +1472,8 @@ static int xtab_add(struct xtab *t, struct model *m, uint32_t k)
 static int by_xself_cpu(const void *a, const void *b)
 {
 	const struct xfunc *x = a, *y = b;
+	if (!x->procs != !y->procs) /* the unused ids (id 0) last */
+		return x->procs ? -1 : 1;
 	if (x->self_cpu != y->self_cpu)
 		return (x->self_cpu < y->self_cpu) - (x->self_cpu > y->self_cpu);
 	return (x->self_ns < y->self_ns) - (x->self_ns > y->self_ns);
@@ -1552,15 +1529,18 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	if (nprogs > 1)
 		qsort(progs, nprogs, sizeof(*progs), by_prog_cpu);
 	/* the functions of all of them, when the caller symbolized them */
-	struct xtab xt = {0};
-	for (size_t k = 0; models && k < n; k++)
-		if (xtab_add(&xt, &models[k], (uint32_t)k) < 0) {
-			free(rows);
-			free(progs);
-			free(xt.v);
-			free(xt.slots);
-			return -1;
-		}
+	struct xtab xt;
+	memset(&xt, 0, sizeof(xt));
+	int bad = models && model_funcs_init(&xt.names) < 0;
+	for (size_t k = 0; models && !bad && k < n; k++)
+		bad = xtab_add(&xt, &models[k], (uint32_t)k) < 0;
+	if (bad) {
+		free(rows);
+		free(progs);
+		free(xt.v);
+		model_free(&xt.names);
+		return -1;
+	}
 	if (xt.n > 1)
 		qsort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
 	char b1[64], b2[64], b3[64], b4[64], eb[64], nb[512];
@@ -1604,7 +1584,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		}
 		json_arr_end(&j);
 		json_arr_begin(&j, "functions"); /* all processes', by self CPU */
-		for (size_t i = 0; i < xt.n; i++) {
+		for (size_t i = 0; i < xt.n && xt.v[i].procs; i++) {
 			const struct xfunc *x = &xt.v[i];
 			json_obj_begin(&j, NULL);
 			json_str(&j, "name", x->name);
@@ -1629,7 +1609,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		free(rows);
 		free(progs);
 		free(xt.v);
-		free(xt.slots);
+		model_free(&xt.names);
 		return ferror(out) ? -1 : 0;
 	}
 	int W = o->width;
@@ -1693,6 +1673,6 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	free(rows);
 	free(progs);
 	free(xt.v);
-	free(xt.slots);
+	model_free(&xt.names);
 	return ferror(out) ? -1 : 0;
 }
