@@ -70,6 +70,7 @@ static uint32_t drain_lock;
 static int is_root;
 static int file_failed;
 static pthread_t ticker_th, writer_th;
+static uint32_t writer_wake0; /* rhea_g.buf.wake when the writer was started */
 static volatile int threads_stop;
 static char output_base[4096];
 
@@ -196,7 +197,7 @@ int agent_move_fd(int fd)
 			writer.fd = n;
 		else if (own == &rhea_g.fd) {
 			file_failed = 1;
-			agent_disable("the program took the recording's file descriptor: ", -r);
+			agent_disable("the program took the recording's file descriptor", -r);
 		}
 	}
 	unlock_drain();
@@ -239,7 +240,7 @@ static int write_staging(void)
 	if (r < 0 && !file_failed) {
 		file_failed = 1;
 		__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
-		agent_disable("cannot write the recording: ", -r);
+		agent_disable("cannot write the recording", -r);
 	}
 	return r;
 }
@@ -500,7 +501,7 @@ static int open_output(void)
 	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
 	if (r < 0) {
 		syscall(SYS_close, fd);
-		agent_disable("cannot set up the writer: ", -r);
+		agent_disable("cannot set up the writer", -r);
 		return r;
 	}
 	struct rhea_file_header h;
@@ -521,7 +522,7 @@ static int open_output(void)
 	r = rfile_write_header(&writer, &h);
 	if (r < 0) {
 		syscall(SYS_close, fd);
-		agent_disable("cannot write the recording: ", -r);
+		agent_disable("cannot write the recording", -r);
 		return r;
 	}
 	rhea_g.fd = fd;
@@ -615,10 +616,17 @@ static void *writer_main(void *arg)
 	(void)arg;
 	rhea_guard = 1; /* nothing this thread does is traced */
 	rhea_agent_tids[1] = thread_gettid();
+	/* A call for a round counts from before this thread existed: a forked
+	 * child's first capture may come before it first runs (capture.c). */
+	uint32_t seen = writer_wake0;
 	while (!threads_stop) {
 		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
-		struct timespec ts = {0, FLUSH_PERIOD_NS};
-		syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
+		if (w == seen) {
+			struct timespec ts = {0, FLUSH_PERIOD_NS};
+			syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
+		}
+		/* calls from here on are for the next round */
+		seen = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		if (threads_stop || rhea_g.finished)
 			break;
 		lock_drain(UINT64_MAX);
@@ -909,6 +917,7 @@ static int start_threads(void)
 	ticker_wakes = coast_total_ns = coast_since_ns = 0; /* a forked child counts its own */
 	rhea_guard++;
 	const pthread_attr_t *attr = agent_thread_attr();
+	writer_wake0 = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 	int r = pthread_create(&ticker_th, attr, ticker_main, NULL);
 	if (r == 0)
 		r = pthread_create(&writer_th, attr, writer_main, NULL);
@@ -1265,6 +1274,7 @@ void agent_postfork_child(void)
 	file_failed = 0;
 	staging_used = 0;
 	nhold = 0;
+	rhea_g.file_asked = 0;
 	rhea_g.pid = getpid();
 	rhea_g.start_ns = rhea_now();
 	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
@@ -1449,7 +1459,7 @@ __attribute__((constructor)) static void agent_init(void)
 	staging = mmap(NULL, STAGING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (staging == MAP_FAILED) {
 		staging = NULL;
-		agent_disable("cannot map the staging buffer: ", errno);
+		agent_disable("cannot map the staging buffer", errno);
 		goto out;
 	}
 	uint32_t chunk = 64u << 10;
@@ -1467,16 +1477,16 @@ __attribute__((constructor)) static void agent_init(void)
 	size_t node_bytes = (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node);
 	if (!salvage_region(rhea_attached ? SALVAGE_OWN : SALVAGE_INHERITED, buf_bytes(nchunks, chunk), node_bytes,
 			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
-		agent_disable("cannot map the buffers: ", errno);
+		agent_disable("cannot map the buffers", errno);
 		goto out;
 	}
 	if ((r = buf_init_at(&rhea_g.buf, bm, nchunks, chunk, 8)) < 0) {
-		agent_disable("cannot set up the buffers: ", -r);
+		agent_disable("cannot set up the buffers", -r);
 		goto out;
 	}
 	rhea_g.buf.keep_drained = (uint8_t)salvage_shared();
 	if ((r = stacktab_init_at(&rhea_g.st, nm, rhea_g.cfg.max_nodes)) < 0) {
-		agent_disable("cannot map the stack table: ", -r);
+		agent_disable("cannot map the stack table", -r);
 		goto out;
 	}
 	rhea_pends = pm; /* RHEA_MAX_THREADS of them: one per registry slot */
@@ -1495,7 +1505,7 @@ __attribute__((constructor)) static void agent_init(void)
 	if (thread_task_state((uint32_t)rhea_g.pid) == 0)
 		rhea_g.leader_gone = 1; /* attached after main's pthread_exit */
 	if ((r = start_threads()) < 0) {
-		agent_disable("cannot start the agent's threads: ", -r);
+		agent_disable("cannot start the agent's threads", -r);
 		goto out;
 	}
 	for (int c = 1; c < RHEA_C_COUNT; c++)

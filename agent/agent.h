@@ -149,6 +149,7 @@ struct rhea_agent {
 	struct rhea_config cfg;
 	uint64_t start_ns;
 	int fd;         /* the recording, -1 none (see agent_owns_fd) */
+	uint32_t file_asked; /* a capture asked the writer to open the recording */
 	int control_fd; /* rhea attach's control FIFO, -1 none */
 	pid_t pid;
 	struct buf buf;
@@ -453,6 +454,8 @@ int salvage_shared(void); /* the region is a memfd */
 int salvage_fd_number(void); /* the memfd's descriptor, -1 none */
 void salvage_close_fd(void); /* rhea attach detached: no descriptor left behind */
 void salvage_set_state(uint32_t state);
+/* A child was reaped with wstatus: tell rhea record (async-signal-safe). */
+void salvage_note_reaped(pid_t pid, int wstatus);
 void salvage_round(int begin, uint64_t file_offset);
 void salvage_nodes_in_file(uint32_t written);
 /* In a forked child (traced: it records, its memory may go to rhea

@@ -119,10 +119,14 @@ static void seal(struct buf *b, struct buf_chunk *c)
 	c->seq = __atomic_fetch_add(&b->seq, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->state, BUF_FULL, __ATOMIC_RELEASE);
 	uint32_t nfull = __atomic_add_fetch(&b->nfull, 1, __ATOMIC_RELAXED);
-	if (nfull == b->nchunks / 2) {
-		__atomic_add_fetch(&b->wake, 1, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &b->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-	}
+	if (nfull == b->nchunks / 2)
+		buf_wake_writer(b);
+}
+
+void buf_wake_writer(struct buf *b)
+{
+	__atomic_add_fetch(&b->wake, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &b->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static inline int try_lock(uint32_t *l)

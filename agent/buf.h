@@ -51,6 +51,8 @@ int buf_init(struct buf *b, uint32_t nchunks, uint32_t chunk_size, uint32_t nsha
 size_t buf_bytes(uint32_t nchunks, uint32_t chunk_size);
 int buf_init_at(struct buf *b, void *mem, uint32_t nchunks, uint32_t chunk_size, uint32_t nshards);
 void buf_destroy(struct buf *b);
+/* Wake the writer thread for a round now (async-signal-safe). */
+void buf_wake_writer(struct buf *b);
 
 /*
  * Store one entry (len <= chunk_size, multiple of 8).  Never blocks: it

@@ -311,11 +311,22 @@ static __attribute__((noinline)) uint32_t stack_here(struct rhea_tstate *t, unsi
 	return take_stack(t, &regs, 0, 0, flags);
 }
 
+/*
+ * A forked child opens its recording only once it captures (one that only
+ * execs leaves no file), in a writer round.  Its first capture calls the
+ * writer at once instead of at its next round, up to 100 ms later: its
+ * memfd goes to rhea record when the file is open (salvage.c), so a child
+ * killed with SIGKILL or ending by a raw exit_group in between would
+ * otherwise leave no recording at all.
+ */
 static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
 {
 	t->last_capture_ns = s->end_ns;
 	t->last_c = s->c_end;
 	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
+	if (__builtin_expect(__atomic_load_n(&rhea_g.fd, __ATOMIC_RELAXED) < 0, 0) &&
+	    !__atomic_exchange_n(&rhea_g.file_asked, 1, __ATOMIC_RELAXED))
+		buf_wake_writer(&rhea_g.buf);
 }
 
 /* The end of a capture at one point in time (hook or signal): time and

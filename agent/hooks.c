@@ -48,6 +48,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <sys/syscall.h>
@@ -137,6 +138,10 @@
 	X(prctl, int, (int, unsigned long, unsigned long, unsigned long, unsigned long)) \
 	X(pthread_join, int, (pthread_t, void **))                               \
 	X(waitpid, pid_t, (pid_t, int *, int))                                   \
+	X(wait, pid_t, (int *))                                                  \
+	X(wait3, pid_t, (int *, int, struct rusage *))                           \
+	X(wait4, pid_t, (pid_t, int *, int, struct rusage *))                    \
+	X(waitid, int, (idtype_t, id_t, siginfo_t *, int))                       \
 	X(dlopen, void *, (const char *, int))                                   \
 	X(dlclose, int, (void *))                                                \
 	X(execve, int, (const char *, char *const[], char *const[]))             \
@@ -1039,7 +1044,82 @@ SLEEP_HOOK(int, clock_nanosleep, RHEA_FN_CLOCK_NANOSLEEP,
 SLEEP_HOOK(int, usleep, RHEA_FN_USLEEP, (useconds_t u), (u))
 SLEEP_HOOK(unsigned, sleep, RHEA_FN_SLEEP, (unsigned s), (s))
 SLEEP_HOOK(int, pthread_join, RHEA_FN_PTHREAD_JOIN, (pthread_t th, void **ret), (th, ret))
-SLEEP_HOOK(pid_t, waitpid, RHEA_FN_WAITPID, (pid_t p, int *st, int o), (p, st, o))
+
+/*
+ * The wait family: timed like the sleeps, and the status of a child it
+ * reaped goes to rhea record, traced or not: only the parent learns how a
+ * child ended, and a child killed before it could write its end (SIGKILL,
+ * a raw exit_group) gets its recording finished with that status instead
+ * of `gone` (salvage.c).  A caller that passes no status gets one of ours
+ * to the real call; a caller's own is read only after the call wrote it.
+ */
+static inline struct rhea_tstate *reap_begin(struct block_info *b)
+{
+	struct rhea_tstate *t = enter(RHEA_C_WAIT);
+	if (t) {
+		b->begin = rhea_now();
+		b->epoch0 = epoch_now();
+		b->timed = 1;
+		b->cpu_begin = thread_cpu_now(t, b->begin);
+	}
+	return t;
+}
+
+static inline void reap_end(struct rhea_tstate *t, unsigned fn, struct block_info *b, pid_t pid, int wstatus)
+{
+	int e = errno;
+	if (t)
+		after_block(t, fn, b);
+	if (pid > 0 && !rhea_guard)
+		salvage_note_reaped(pid, wstatus);
+	errno = e;
+}
+
+#define REAP_HOOK(name, FN, params, args)                                       \
+	EXPORT pid_t name params                                                 \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		int own_ = 0, *sp = st ? st : &own_;                             \
+		struct block_info b_ = {0};                                      \
+		struct rhea_tstate *t = reap_begin(&b_);                         \
+		pid_t r = real_##name args;                                      \
+		reap_end(t, FN, &b_, r, r > 0 ? *sp : 0);                        \
+		return r;                                                        \
+	}
+
+REAP_HOOK(waitpid, RHEA_FN_WAITPID, (pid_t p, int *st, int o), (p, sp, o))
+REAP_HOOK(wait, RHEA_FN_WAIT, (int *st), (sp))
+REAP_HOOK(wait3, RHEA_FN_WAIT3, (int *st, int o, struct rusage *ru), (sp, o, ru))
+REAP_HOOK(wait4, RHEA_FN_WAIT4, (pid_t p, int *st, int o, struct rusage *ru), (p, sp, o, ru))
+
+EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
+{
+	if (unlikely(!resolved))
+		resolve();
+	siginfo_t own;
+	siginfo_t *sp = ip ? ip : &own;
+	if (!ip)
+		memset(&own, 0, sizeof(own));
+	struct block_info b_ = {0};
+	struct rhea_tstate *t = reap_begin(&b_);
+	int r = real_waitid(idt, id, sp, o);
+	pid_t pid = 0;
+	int ws = 0;
+	if (r == 0 && !(o & WNOWAIT) && sp->si_pid > 0) {
+		pid = sp->si_pid;
+		if (sp->si_code == CLD_EXITED)
+			ws = (sp->si_status & 0xff) << 8;
+		else if (sp->si_code == CLD_KILLED)
+			ws = sp->si_status & 0x7f;
+		else if (sp->si_code == CLD_DUMPED)
+			ws = (sp->si_status & 0x7f) | 0x80;
+		else
+			pid = 0; /* stopped, continued: not reaped */
+	}
+	reap_end(t, RHEA_FN_WAITID, &b_, pid, ws);
+	return r;
+}
 
 /* ---- mmap and time ------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
  */
 #include "agent.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "salvage.h"
@@ -111,53 +113,87 @@ static int salvage_memfd(int mode)
 	return fd;
 }
 
-/*
- * Hand fd to rhea record, which listens on the abstract socket that
- * RHEA_SALVAGE_SOCK names: the processes it did not start itself (forked
- * children, what they exec) keep their buffers in memfds of their own,
- * and rhea record holds on to them so that one killed with SIGKILL is
- * recovered too.  Non-blocking: a busy or gone rhea record just means no
- * recovery.  0, or -1.
- */
-static int send_memfd(int fd)
+/* rhea record's socket (RHEA_SALVAGE_SOCK), read when the region is set
+ * up: a hook that tells it something may run in a signal handler, where
+ * the environment may be half-changed by the program. */
+static char sock_name[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static void sock_name_read(void)
 {
 	const char *name = getenv(RHEA_SALVAGE_SOCK_ENV);
 	size_t n = name ? strlen(name) : 0;
+	if (n + 1 >= sizeof(sock_name))
+		n = 0;
+	memcpy(sock_name, name ? name : "", n);
+	sock_name[n] = 0;
+}
+
+/*
+ * One message to rhea record, which listens on the abstract socket that
+ * RHEA_SALVAGE_SOCK names, with descriptor fd (-1: none) attached.
+ * Non-blocking: a busy or gone rhea record just means no recovery.  Raw
+ * system calls: connect and sendmsg are hooks.  Async-signal-safe; errno
+ * is left alone.  0, or -1.
+ */
+static int send_to_record(const void *data, size_t len, int fd)
+{
+	size_t n = strlen(sock_name);
 	struct sockaddr_un a;
-	if (n == 0 || n + 1 > sizeof(a.sun_path))
+	if (n == 0)
 		return -1;
+	int err = errno;
 	memset(&a, 0, sizeof(a));
 	a.sun_family = AF_UNIX;
-	memcpy(a.sun_path + 1, name, n); /* abstract: a leading NUL */
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s < 0)
-		return -1;
+	memcpy(a.sun_path + 1, sock_name, n); /* abstract: a leading NUL */
+	int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int ok = -1;
-	if (connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0) {
-		char byte = 'm';
-		struct iovec iov = {&byte, 1};
+	if (s >= 0 && syscall(SYS_connect, s, (struct sockaddr *)&a,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0) {
+		struct iovec iov = {(void *)data, len};
 		union {
 			struct cmsghdr h;
 			char buf[CMSG_SPACE(sizeof(int))];
 		} c;
 		memset(&c, 0, sizeof(c));
-		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
-				     .msg_controllen = sizeof(c.buf)};
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		ok = sendmsg(s, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+		if (fd >= 0) {
+			msg.msg_control = c.buf;
+			msg.msg_controllen = sizeof(c.buf);
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		}
+		ok = syscall(SYS_sendmsg, s, &msg, MSG_NOSIGNAL) == (long)len ? 0 : -1;
 	}
-	syscall(SYS_close, s);
+	if (s >= 0)
+		syscall(SYS_close, s);
+	errno = err;
 	return ok;
+}
+
+/* Hand the memfd to rhea record: the processes it did not start itself
+ * (forked children, what they exec) keep their buffers in memfds of their
+ * own, and rhea record holds on to them so that one killed with SIGKILL is
+ * recovered too. */
+static int send_memfd(int fd)
+{
+	char byte = 'm';
+	return send_to_record(&byte, 1, fd);
+}
+
+void salvage_note_reaped(pid_t pid, int wstatus)
+{
+	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = pid, .status = wstatus};
+	if (pid > 0 && (WIFEXITED(wstatus) || WIFSIGNALED(wstatus)))
+		send_to_record(&m, sizeof(m), -1);
 }
 
 /* A memfd of this process's own for rhea record, sized, or -1. */
 static int memfd_for_record(size_t size)
 {
-	if (!getenv(RHEA_SALVAGE_SOCK_ENV))
+	if (!sock_name[0])
 		return -1;
 	int fd = memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
 	if (fd >= 0 && ftruncate(fd, (off_t)size) != 0) {
@@ -205,6 +241,7 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	size_t off_buf = hdr, nodes_at = off_buf + page_up(buf_bytes);
 	size_t off_pend = nodes_at + page_up(node_bytes);
 	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
+	sock_name_read();
 	int fd = salvage_memfd(mode), own = mode == SALVAGE_OWN;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
 	if (fd >= 0 && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)size) != 0)) {

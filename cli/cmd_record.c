@@ -592,7 +592,8 @@ int cmd_record(int argc, char **argv)
 		wait_descendants(collector, prog[0], quiet);
 	long child_samples = 0;
 	int children_known = 0;
-	int children_ended = recover_collect_finish(collector, path, &child_samples, &children_known);
+	int children_told = 0;
+	int children_ended = recover_collect_finish(collector, path, &child_samples, &children_known, &children_told);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
@@ -609,9 +610,14 @@ int cmd_record(int argc, char **argv)
 		if (unknown > 0)
 			fprintf(stderr, "rhea: %d child process%s gone without an end (SIGKILL?)\n", unknown,
 				unknown == 1 ? "" : "es");
-		if (children_known > 0)
+		if (children_known - children_told > 0)
 			fprintf(stderr, "rhea: %d child process%s ended without writing an end (rhea record reaped %s)\n",
-				children_known, children_known == 1 ? "" : "es", children_known == 1 ? "it" : "them");
+				children_known - children_told, children_known - children_told == 1 ? "" : "es",
+				children_known - children_told == 1 ? "it" : "them");
+		if (children_told > 0)
+			fprintf(stderr, "rhea: %d child process%s ended without writing an end (%s parent%s reaped %s)\n",
+				children_told, children_told == 1 ? "" : "es", children_told == 1 ? "its" : "their",
+				children_told == 1 ? "" : "s", children_told == 1 ? "it" : "them");
 		if (child_samples > 0)
 			fprintf(stderr, "rhea: their last %ld samples were recovered from their memory\n", child_samples);
 		if (ao.follow)

@@ -276,6 +276,8 @@ struct recover_collector {
 	pthread_mutex_t mu;
 	int fds[COLLECT_MAX];
 	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
+	int status[COLLECT_MAX]; /* how it ended, as its parent reaped it... */
+	char have_status[COLLECT_MAX]; /* ...when its parent told */
 	int n;
 	/* processes rhea record reaped (it is their subreaper): how they ended */
 	pid_t reaped[COLLECT_MAX];
@@ -298,28 +300,50 @@ static void sweep(struct recover_collector *c)
 			close(c->fds[i]);
 		} else {
 			c->pids[k] = c->pids[i];
+			c->status[k] = c->status[i];
+			c->have_status[k] = c->have_status[i];
 			c->fds[k++] = c->fds[i];
 		}
 	}
 	c->n = k;
 }
 
-static int recv_fd(int s)
+/* One message: its length (*fd: the descriptor it carried, else -1), or -1. */
+static ssize_t recv_msg(int s, void *buf, size_t cap, int *fd)
 {
-	char byte;
-	struct iovec iov = {&byte, 1};
+	struct iovec iov = {buf, cap};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-	if (recvmsg(s, &msg, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	int fd = -1;
+	*fd = -1;
+	ssize_t n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL;
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
+		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	if (n < 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return n;
+}
+
+/* A parent reaped pid: its status goes with the latest memfd pid sent (the
+ * child sent it before it died, so it came first).  A pid that sent none
+ * left nothing to finish. */
+static void note_reaped(struct recover_collector *c, const struct rhea_salvage_reaped *m)
+{
+	pthread_mutex_lock(&c->mu);
+	for (int i = c->n - 1; i >= 0; i--)
+		if (c->pids[i] == m->pid) {
+			c->status[i] = m->status;
+			c->have_status[i] = 1;
+			break;
+		}
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void *collect_main(void *arg)
@@ -349,17 +373,31 @@ static void *collect_main(void *arg)
 			close(s);
 			return NULL;
 		}
-		/* from a process of ours only (the socket's name is no secret) */
+		/* from a process of ours only (the socket's name is no secret):
+		 * its memfd (one byte and the descriptor), or how a child it
+		 * reaped ended */
+		union {
+			char byte;
+			struct rhea_salvage_reaped reaped;
+		} m;
 		int fd = -1;
+		ssize_t len = -1;
 		if (ok && (cred.uid == geteuid() || geteuid() == 0))
-			fd = recv_fd(s);
+			len = recv_msg(s, &m, sizeof(m), &fd);
 		close(s);
+		if (len == (ssize_t)sizeof(m.reaped) && fd < 0 && m.reaped.magic == RHEA_SALVAGE_REAPED_MAGIC)
+			note_reaped(c, &m.reaped);
 		if (fd < 0)
 			continue;
+		if (len != 1) {
+			close(fd);
+			continue;
+		}
 		pthread_mutex_lock(&c->mu);
 		sweep(c);
 		if (c->n < COLLECT_MAX) {
 			c->pids[c->n] = cred.pid;
+			c->have_status[c->n] = 0;
 			c->fds[c->n++] = fd;
 		} else {
 			close(fd);
@@ -472,10 +510,11 @@ static int reaped_status(const struct recover_collector *c, pid_t pid, int *stat
 	return 0;
 }
 
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known)
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told)
 {
 	*samples = 0;
 	*known = 0;
+	*told = 0;
 	if (!c)
 		return 0;
 	/* our own connection ends the thread, after those queued before it */
@@ -490,7 +529,10 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 	for (int i = 0; i < c->n; i++) {
 		struct rhea_salvage h;
 		struct recover_view v;
-		int status = 0, have_status = reaped_status(c, c->pids[i], &status);
+		/* its parent told how it ended, or rhea record reaped it */
+		int status = c->status[i], have_status = c->have_status[i], by_parent = have_status;
+		if (!have_status)
+			have_status = reaped_status(c, c->pids[i], &status);
 		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && h.pid == c->pids[i] &&
 		    (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
@@ -500,12 +542,13 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 				close(c->fds[i]);
 				continue;
 			}
-			/* an orphan rhea record reaped: it knows how it ended */
+			/* reaped by its parent or by rhea record: how it ended is known */
 			long n = have_status ? recover_end_waited(path, status, &v)
 					     : recover_end(path, RHEA_END_GONE, 0, &v);
 			if (n >= 0) {
 				ended++;
 				*known += have_status;
+				*told += by_parent;
 				*samples += n;
 			}
 			recover_close(&v);

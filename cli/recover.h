@@ -61,15 +61,17 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
  * recording rhea record named (<base>.<pid>[.<n>].rhea).  recover_collect_finish
  * stops listening and, for every process that is gone without writing its
  * END (SIGKILL), appends what its memory holds and an END: how it ended
- * when rhea record reaped it (recover_collect_reaped: an orphan, rhea record
- * being the subreaper), else reason GONE (only its parent could tell).
- * Returns the processes so ended; *samples: the samples recovered; *known:
- * how many of them ended with their status.  NULL from start: no collector
- * (then finish does nothing).
+ * when its parent reaped it (the parent's agent says so on the socket:
+ * core/salvage.h, struct rhea_salvage_reaped) or rhea record did
+ * (recover_collect_reaped: an orphan, rhea record being the subreaper),
+ * else reason GONE (a parent that was not traced).  Returns the processes
+ * so ended; *samples: the samples recovered; *known: how many of them ended
+ * with their status; *told: how many of those their parent's agent told.
+ * NULL from start: no collector (then finish does nothing).
  */
 struct recover_collector;
 struct recover_collector *recover_collect_start(char *name, size_t cap);
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status);
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known);
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told);
 
 #endif

@@ -87,7 +87,11 @@ enum rhea_class {
 	X(OPERATOR_DELETE, "operator delete", RHEA_C_ALLOC, 0)     \
 	X(FORCED, "forced", RHEA_C_SAMPLER, 0)                     \
 	X(PTHREAD_JOIN, "pthread_join", RHEA_C_WAIT, 1)            \
-	X(WAITPID, "waitpid", RHEA_C_WAIT, 1)
+	X(WAITPID, "waitpid", RHEA_C_WAIT, 1)                      \
+	X(WAIT, "wait", RHEA_C_WAIT, 1)                            \
+	X(WAIT3, "wait3", RHEA_C_WAIT, 1)                          \
+	X(WAIT4, "wait4", RHEA_C_WAIT, 1)                          \
+	X(WAITID, "waitid", RHEA_C_WAIT, 1)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,

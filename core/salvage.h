@@ -36,8 +36,23 @@
 #define RHEA_SALVAGE_ENV "RHEA_SALVAGE" /* /proc/<rhea record's pid>/fd/<n> */
 #define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
 /* rhea record's abstract unix socket (the name without its leading NUL):
- * the other processes' agents send it their memfds (SCM_RIGHTS). */
+ * the other processes' agents send it their memfds (SCM_RIGHTS, with one
+ * byte of data), and how the children they reaped ended (below). */
 #define RHEA_SALVAGE_SOCK_ENV "RHEA_SALVAGE_SOCK"
+
+/* A process reaped a child (waitpid, wait, wait3, wait4, waitid): how it
+ * ended, which only the parent learns.  If that child was killed before it
+ * could write its end (SIGKILL, a raw exit_group), rhea record finishes its
+ * recording with this status instead of `gone`.  One SEQPACKET message of
+ * exactly this size; sent after the child's memfd, which the child sent
+ * before it died, so the collector has the memfd when this arrives. */
+#define RHEA_SALVAGE_REAPED_MAGIC 0x50524852u /* "RHRP" */
+struct rhea_salvage_reaped {
+	uint32_t magic;
+	int32_t pid;    /* the child */
+	int32_t status; /* as waitpid gives it: exited or killed */
+	uint32_t reserved;
+};
 
 enum rhea_salvage_state {
 	RHEA_SALVAGE_UNSET = 0,  /* not (yet) set up */

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -825,17 +825,21 @@ def t_fdreuse(c, variant):
 def t_killchild(c, variant):
     """killchild.c: a child killed with SIGKILL by its parent.  Its agent
     had sent its memory to rhea record, which finishes the child's recording
-    from it: ended "gone", recovered, up to where the child really got."""
+    from it: recovered, up to where the child really got, and ended with
+    signal 9, which the parent's agent told when its waitpid reaped it."""
     rc, out, err = c.record([c.prog(variant, "killchild")], opts=SIGKILL_OPTS)
     expect_status(c, rc, 0, err)
     m = re.search(r"^child (\d+)$", out, re.M)
     c.check(m and "child killed: 9" in out, "stdout %r" % out)
-    c.check("1 child process gone without an end" in err, "rhea record did not say: %s" % one_line(err))
+    c.check("1 child process ended without writing an end (its parent reaped it)" in err,
+            "rhea record did not say: %s" % one_line(err))
+    c.check("gone without an end" not in err, "rhea record says a child is gone: %s" % one_line(err))
     if m:
         rec = c.report(c.path("out.%s.rhea" % m.group(1)))
         r = rec["recording"]
-        c.check(r["end_reason"] == "gone" and r["end_recovered"] is True,
-                "the child's recording ends %r, recovered %r; want gone, true" % (r["end_reason"], r["end_recovered"]))
+        c.check(r["end_reason"] == "signal" and r["end_status"] == 9 and r["end_recovered"] is True,
+                "the child's recording ends %r %r, recovered %r; want signal 9, true"
+                % (r["end_reason"], r["end_status"], r["end_recovered"]))
         w = incl(rec, "victim_work")
         c.check(w >= 200 * MS, "victim_work has %s of its ~300 ms" % ms(w))
         data = open(c.path("progress.bin"), "rb").read()
@@ -846,6 +850,40 @@ def t_killchild(c, variant):
             c.check(t[0]["end_ns"] >= ran - 20 * MS, "the child is recorded up to %s, but it ran up to %s"
                     % (ms(t[0]["end_ns"]), ms(ran)))
         check_end(c, c.report(c.path("out.rhea")), "exit", 0)
+    c.done()
+
+
+def t_reapers(c, variant):
+    """reapers.c: four children end without writing their end, each reaped
+    by the parent through another call of the wait family (waitpid, wait4,
+    waitid, wait(NULL)).  The parent's agent tells rhea record how each
+    ended, so every child's recording ends with that status (SIGKILL, a raw
+    exit_group(7)), recovered from its memory, with its own work in it: the
+    two that end at 100 ms included, which die before the writer's first
+    periodic round."""
+    rc, out, err = c.record([c.prog(variant, "reapers")], opts=SIGKILL_OPTS)
+    expect_status(c, rc, 0, err)
+    pids = dict((k, int(v)) for k, v in re.findall(r"^(killed|exiter|idkill|nostat) (\d+)$", out, re.M))
+    if not c.check(len(pids) == 4 and re.search(r"^ok$", out, re.M), "stdout %r" % out):
+        return c.done()
+    c.check("4 child processes ended without writing an end (their parents reaped them)" in err,
+            "rhea record did not say: %s" % one_line(err))
+    c.check("gone without an end" not in err, "rhea record says a child is gone: %s" % one_line(err))
+    want = {"killed": ("signal", 9, 100), "exiter": ("exit", 7, 70), "idkill": ("signal", 9, 100),
+            "nostat": ("signal", 9, 70)}
+    for who, (reason, status, work_ms) in want.items():
+        path = c.path("out.%d.rhea" % pids[who])
+        if not c.check(os.path.exists(path), "%s (pid %d) left no recording" % (who, pids[who])):
+            continue
+        rec = c.report(path)
+        r = rec["recording"]
+        c.check((r["end_reason"], r["end_status"], r["end_seen_by"], r["end_recovered"])
+                == (reason, status, "rhea record", True),
+                "%s: the recording ends %r %r seen by %r, recovered %r; want %s %d, rhea record, true"
+                % (who, r["end_reason"], r["end_status"], r["end_seen_by"], r["end_recovered"], reason, status))
+        w = incl(rec, who + "_work")
+        c.check(w >= work_ms * MS, "%s: %s_work has %s, want >= %d ms" % (who, who, ms(w), work_ms))
+    check_end(c, c.report(c.path("out.rhea")), "exit", 0)
     c.done()
 
 
@@ -1688,7 +1726,7 @@ head -c 249856 /dev/zero > "$D/filler"
 echo "keep $(cat "$D/keep.json")"
 echo "files $(ls "$D" | xargs)"
 head -c 4096 /dev/zero > "$D/filler2"
-"$RHEA" record -o "$D/full.rhea" -- "$PROG" 2>"$D/../record.err" >/dev/null; echo "record rc $?"
+"$RHEA" record --interval 100us -o "$D/full.rhea" -- "$PROG" 2>"$D/../record.err" >/dev/null; echo "record rc $?"
 "$RHEA" report "$D/full.rhea" >"$D/../report.txt" 2>&1; echo "report rc $?"
 """
 
@@ -1716,11 +1754,13 @@ def t_bad_full_disk(c):
             "convert on a full disk: %s, stderr %r" % (lines.get("convert"), cerr))
     c.check(lines.get("keep") == '{"keep": true}', "the file convert was to replace now holds %r" % lines.get("keep"))
     c.check(lines.get("files", "").split() == ["filler", "keep.json"], "files left on the disk: %s" % lines.get("files"))
-    # the recording then gets the last 4 KB page: it fills it mid-run
+    # the recording then gets the last 4 KB page: it fills it mid-run (at
+    # the default interval ratio's recording can be smaller than a page)
     with open(c.path("record.err")) as f:
         rerr = f.read()
     c.check(lines.get("record") == "rc 0", "record on a full disk: %s, want the program's own 0" % lines.get("record"))
-    c.check("No space left on device" in rerr, "record's stderr does not name the full disk: %r" % rerr)
+    c.check("cannot write the recording: No space left on device" in rerr,
+            "record's stderr does not name the full disk: %r" % rerr)
     with open(c.path("report.txt")) as f:
         rep = f.read()
     c.check(lines.get("report") == "rc 0" and "the disk filled up" in rep,
@@ -2513,6 +2553,8 @@ def all_tests():
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/killchild", t_killchild, ("gcc-O2",)))
     t.append(Test("sigkill/clang-O2-nofp/killchild", t_killchild, ("clang-O2-nofp",)))
+    t.append(Test("reapers/gcc-O2", t_reapers, ("gcc-O2",)))
+    t.append(Test("reapers/clang-O2-nofp", t_reapers, ("clang-O2-nofp",)))
     t.append(Test("orphans/gcc-O2", t_orphans, ("gcc-O2",)))
     t.append(Test("orphans/clang-O2-nofp", t_orphans, ("clang-O2-nofp",)))
     t.append(Test("orphans/stop", t_orphans_stop, ("gcc-O2",)))

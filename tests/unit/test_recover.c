@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -319,8 +322,9 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
 	off_t evil_before = size_of(evil);
 	long samples = 0;
-	int known = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &known), 1);
+	int known = -1, told = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
+	cr_assert_eq(told, 0);
 	cr_assert_eq(samples, 1);
 	cr_assert_eq(known, 0);
 	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
@@ -390,14 +394,80 @@ Test(recover, collector_ends_a_reaped_process_with_its_status)
 	unsetenv(RHEA_SALVAGE_SOCK_ENV);
 	recover_collect_reaped(c, a, st);
 	long samples = 0;
-	int known = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &known), 1);
+	int known = -1, told = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
+	cr_assert_eq(told, 0);
 	cr_assert_eq(samples, 1);
 	cr_assert_eq(known, 1);
 	rhea_derived_name(path, sizeof(path), base, (unsigned long)a, 0);
 	struct rhea_end end = end_of(path);
 	cr_assert_eq(end.reason, RHEA_END_SIGNAL);
 	cr_assert_eq(end.status, SIGKILL);
+	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* One message to the collector's socket, as an agent sends it. */
+static void send_to_collector(const char *sock, const void *m, size_t len)
+{
+	struct sockaddr_un a;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	memcpy(a.sun_path + 1, sock, strlen(sock));
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	cr_assert_geq(s, 0);
+	cr_assert_eq(connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sock))), 0);
+	cr_assert_eq(send(s, m, len, MSG_NOSIGNAL), (ssize_t)len);
+	close(s);
+}
+
+/* A process its parent reaped ends with the status the parent's agent
+ * sent (here another than the real one, to tell them apart); messages
+ * that are not well-formed, and statuses of pids that sent no memfd, are
+ * ignored. */
+Test(recover, collector_ends_a_process_with_its_parents_status)
+{
+	char dir[] = "/tmp/rhea-collect-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char base[128], sock[64], path[192];
+	snprintf(base, sizeof(base), "%s/out.rhea", dir);
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	cr_assert_not_null(c);
+	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
+	pid_t a = fork();
+	if (a == 0) {
+		rhea_derived_name(path, sizeof(path), base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(path);
+	}
+	int st;
+	cr_assert_eq(waitpid(a, &st, 0), a);
+	unsetenv(RHEA_SALVAGE_SOCK_ENV);
+	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = a, .status = 5 << 8};
+	struct rhea_salvage_reaped bad = m, other = m;
+	bad.magic ^= 1;
+	bad.status = 6 << 8;
+	other.pid = a + 100000; /* no memfd: nothing to finish */
+	pid_t parent = fork(); /* the collector takes its own process's call for the end */
+	if (parent == 0) {
+		send_to_collector(sock, &bad, sizeof(bad));
+		send_to_collector(sock, &m, sizeof(m) - 4); /* too short */
+		send_to_collector(sock, &other, sizeof(other));
+		send_to_collector(sock, &m, sizeof(m));
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(parent, &st, 0), parent);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	long samples = 0;
+	int known = -1, told = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
+	cr_assert_eq(samples, 1);
+	cr_assert_eq(known, 1);
+	cr_assert_eq(told, 1);
+	rhea_derived_name(path, sizeof(path), base, (unsigned long)a, 0);
+	struct rhea_end end = end_of(path);
+	cr_assert_eq(end.reason, RHEA_END_EXIT);
+	cr_assert_eq(end.status, 5);
 	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
 	unlink(path);
 	rmdir(dir);
