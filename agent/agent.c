@@ -127,9 +127,12 @@ void agent_disable(const char *why, int err)
 		say("agent switched off: ", why, err ? ": " : NULL, err ? strerror(err) : NULL);
 }
 
+/* max_ns UINT64_MAX: no deadline (the sum must not wrap around: the
+ * writer's rounds took no lock at all while it did). */
 static void lock_drain(uint64_t max_ns)
 {
-	uint64_t deadline = rhea_now() + max_ns;
+	uint64_t now = rhea_now();
+	uint64_t deadline = max_ns > UINT64_MAX - now ? UINT64_MAX : now + max_ns;
 	while (__atomic_exchange_n(&drain_lock, 1, __ATOMIC_ACQUIRE)) {
 		if (rhea_now() > deadline)
 			return; /* proceed anyway: better a torn chunk than a hang */

@@ -277,12 +277,8 @@ struct recover_collector {
 	int fds[COLLECT_MAX];
 	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
 	int status[COLLECT_MAX]; /* how it ended, as its parent reaped it... */
-	char have_status[COLLECT_MAX]; /* ...when its parent told */
+	char have_status[COLLECT_MAX]; /* ...when known: 1 its parent told, 2 rhea record reaped it */
 	int n;
-	/* processes rhea record reaped (it is their subreaper): how they ended */
-	pid_t reaped[COLLECT_MAX];
-	int reaped_status[COLLECT_MAX];
-	int nreaped;
 };
 
 static int header_of(int fd, struct rhea_salvage *h)
@@ -331,16 +327,16 @@ static ssize_t recv_msg(int s, void *buf, size_t cap, int *fd)
 	return n;
 }
 
-/* A parent reaped pid: its status goes with the latest memfd pid sent (the
- * child sent it before it died, so it came first).  A pid that sent none
- * left nothing to finish. */
-static void note_reaped(struct recover_collector *c, const struct rhea_salvage_reaped *m)
+/* A parent (or rhea record, by_record) reaped pid: its status goes with the
+ * latest memfd pid sent (the child sent it before it died, so it came
+ * first).  A pid that sent none left nothing to finish. */
+static void note_reaped(struct recover_collector *c, const struct rhea_salvage_reaped *m, int by_record)
 {
 	pthread_mutex_lock(&c->mu);
 	for (int i = c->n - 1; i >= 0; i--)
 		if (c->pids[i] == m->pid) {
 			c->status[i] = m->status;
-			c->have_status[i] = 1;
+			c->have_status[i] = by_record ? 2 : 1;
 			break;
 		}
 	pthread_mutex_unlock(&c->mu);
@@ -367,15 +363,10 @@ static void *collect_main(void *arg)
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
 		int ok = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
-		if (ok && cred.pid == getpid()) {
-			/* finish's wake-up: the connections queued before it,
-			 * all the agents that sent theirs in time, were taken */
-			close(s);
-			return NULL;
-		}
 		/* from a process of ours only (the socket's name is no secret):
 		 * its memfd (one byte and the descriptor), or how a child it
-		 * reaped ended */
+		 * reaped ended; from rhea record itself, a child it reaped or
+		 * finish's wake-up */
 		union {
 			char byte;
 			struct rhea_salvage_reaped reaped;
@@ -385,8 +376,15 @@ static void *collect_main(void *arg)
 		if (ok && (cred.uid == geteuid() || geteuid() == 0))
 			len = recv_msg(s, &m, sizeof(m), &fd);
 		close(s);
+		if (ok && cred.pid == getpid() && len != (ssize_t)sizeof(m.reaped)) {
+			/* finish's wake-up: the connections queued before it,
+			 * all the agents that sent theirs in time, were taken */
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
 		if (len == (ssize_t)sizeof(m.reaped) && fd < 0 && m.reaped.magic == RHEA_SALVAGE_REAPED_MAGIC)
-			note_reaped(c, &m.reaped);
+			note_reaped(c, &m.reaped, cred.pid == getpid());
 		if (fd < 0)
 			continue;
 		if (len != 1) {
@@ -485,29 +483,22 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
 	return recover_end(path, RHEA_END_EXIT, WEXITSTATUS(wstatus), sv);
 }
 
-/* Only rhea record's main thread writes the reaped table and reads it (in
- * finish, after the collector thread is joined): no lock. */
+/* Through the socket like the agents' messages, so that the status comes
+ * after the memfd pid sent while it lived (a process may send it and die
+ * before the collector thread takes it) and goes with that one, never with
+ * an earlier process's that had the same pid.  Should the socket fail, it
+ * is noted at once. */
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
 {
-	if (c && c->nreaped < COLLECT_MAX) {
-		c->reaped[c->nreaped] = pid;
-		c->reaped_status[c->nreaped++] = status;
-	}
-}
-
-/* How pid ended, when rhea record reaped it: 1 and *status, else 0.  (Not
- * ordered against the memfd's arrival: a process may send it and die before
- * the collector thread takes it.  A pid reused within one run, the pids
- * wrapped around pid_max (32768 here) in between, can take an earlier
- * process's status.) */
-static int reaped_status(const struct recover_collector *c, pid_t pid, int *status)
-{
-	for (int i = c->nreaped - 1; i >= 0; i--)
-		if (c->reaped[i] == pid) {
-			*status = c->reaped_status[i];
-			return 1;
-		}
-	return 0;
+	if (!c)
+		return;
+	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = pid, .status = status};
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
+	    send(s, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		note_reaped(c, &m, 1);
+	if (s >= 0)
+		close(s);
 }
 
 int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told)
@@ -519,7 +510,9 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 		return 0;
 	/* our own connection ends the thread, after those queued before it */
 	int w = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (w < 0 || connect(w, (struct sockaddr *)&c->addr, c->addr_len) != 0)
+	char end = 'e';
+	if (w < 0 || connect(w, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
+	    send(w, &end, 1, MSG_NOSIGNAL) != 1)
 		shutdown(c->lfd, SHUT_RDWR); /* second best */
 	pthread_join(c->th, NULL);
 	if (w >= 0)
@@ -530,9 +523,7 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 		struct rhea_salvage h;
 		struct recover_view v;
 		/* its parent told how it ended, or rhea record reaped it */
-		int status = c->status[i], have_status = c->have_status[i], by_parent = have_status;
-		if (!have_status)
-			have_status = reaped_status(c, c->pids[i], &status);
+		int status = c->status[i], have_status = c->have_status[i] != 0, by_parent = c->have_status[i] == 1;
 		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && h.pid == c->pids[i] &&
 		    (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];

@@ -869,8 +869,10 @@ def t_reapers(c, variant):
     c.check("4 child processes ended without writing an end (their parents reaped them)" in err,
             "rhea record did not say: %s" % one_line(err))
     c.check("gone without an end" not in err, "rhea record says a child is gone: %s" % one_line(err))
-    want = {"killed": ("signal", 9, 100), "exiter": ("exit", 7, 70), "idkill": ("signal", 9, 100),
-            "nostat": ("signal", 9, 70)}
+    # four children computing at once share the cores: each is on its work's
+    # timeline for at least 40% of the wall time it spent there
+    want = {"killed": ("signal", 9, 60), "exiter": ("exit", 7, 40), "idkill": ("signal", 9, 60),
+            "nostat": ("signal", 9, 40)}
     for who, (reason, status, work_ms) in want.items():
         path = c.path("out.%d.rhea" % pids[who])
         if not c.check(os.path.exists(path), "%s (pid %d) left no recording" % (who, pids[who])):
