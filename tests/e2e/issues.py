@@ -431,6 +431,38 @@ def t_attach_redis():
 
 # ---- sampler ----------------------------------------------------------------
 
+KILL_CHILD_PY = r"""
+import subprocess, sys, time
+p = subprocess.Popen([sys.executable, "-c", "import hashlib\nx = b'a'\nwhile True:\n    x = hashlib.sha256(x).digest()"])
+time.sleep(0.5)
+p.kill()
+print("child", p.pid, p.wait())
+"""
+KILL_CHILD_SH = "/usr/bin/python3 -c 'while True: pass' & c=$!; sleep 0.5; kill -9 $c; wait $c; echo child $c $?"
+
+
+def t_parents_reap_killed_children():
+    """Debian's python3 (subprocess: waitpid) and dash (wait3) kill a
+    python3 child with SIGKILL and reap it: the child's recording is
+    finished from its memory with signal 9, as its parent's wait said."""
+    for name, prog, args, want in (("pykill", "/usr/bin/python3", ["-c", KILL_CHILD_PY], -9),
+                                   ("shkill", "/bin/sh", ["-c", KILL_CHILD_SH], 137)):
+        path, out = record(name, prog, *args)
+        m = re.search(r"^child (\d+) (-?\d+)$", out, re.M)
+        check(m and int(m.group(2)) == want, "%s: stdout %r, want the child's status %d" % (name, out, want))
+        # the last image of the child's pid (dash's forked shell execs python3)
+        images = [f for f in os.listdir(TMP) if re.fullmatch(r"%s\.%s(\.\d+)?\.rhea" % (name, m.group(1)), f)]
+        check(images, "%s: no recording of the killed child (pid %s)" % (name, m.group(1)))
+        child = os.path.join(TMP, max(images, key=lambda f: int(f.split(".")[2]) if f.count(".") == 3 else -1))
+        rec = report(child)["recording"]
+        check((rec["end_reason"], rec["end_status"], rec["end_seen_by"], rec["end_recovered"])
+              == ("signal", 9, "rhea record", True),
+              "%s: the child's recording ends %s %s seen by %s, recovered %s; want signal 9 told by its parent"
+              % (name, rec["end_reason"], rec["end_status"], rec["end_seen_by"], rec["end_recovered"]))
+        check(rec["duration_ns"] >= 300 * MS, "%s: the child was recorded for %.1f ms of its 500"
+              % (name, rec["duration_ns"] / MS))
+
+
 def t_pure_compute():
     prog = build("compute")
     for attempt in range(4):
@@ -572,7 +604,7 @@ def t_churn_stress():
 
 
 TESTS = [t_libdw_only_when_compiling, t_make_build, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
-         t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
+         t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
 def main():
