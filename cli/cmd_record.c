@@ -513,7 +513,7 @@ int cmd_record(int argc, char **argv)
 		snprintf(salvage_path, sizeof(salvage_path), "/proc/%d/fd/%d", (int)getpid(), salvage_fd);
 	/* and the processes it starts send theirs here */
 	char sock_name[64];
-	struct recover_collector *collector = recover_collect_start(sock_name, sizeof(sock_name));
+	struct recover_collector *collector = recover_collect_start(sock_name, sizeof(sock_name), salvage_fd);
 
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);
@@ -558,6 +558,9 @@ int cmd_record(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 	close(sync_pipe[0]);
+	char path[PATH_MAX + 64];
+	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
+	recover_collect_root(collector, pid, path); /* if we die first, the keeper ends it */
 	signal(SIGINT, SIG_IGN); /* the terminal sends it to the program too */
 	signal(SIGQUIT, SIG_IGN);
 	signal(SIGTERM, forward);
@@ -566,8 +569,6 @@ int cmd_record(int argc, char **argv)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	child_pid = 0; /* reaped: its pid may name another process from now on */
-	char path[PATH_MAX + 64];
-	output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], pid);
 	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	struct recover_view sv;
 	int have_sv = recover_open(salvage_fd, pid, &sv) == 0;

@@ -18,9 +18,9 @@
 #include "paths.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,19 +264,51 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
 	return ret;
 }
 
-/* ---- the other processes' memory --------------------------------------- */
+/* ---- the other processes' memory: the keeper -------------------------- */
 
+/*
+ * The memfds live in a process of their own, the keeper, in a process group of
+ * its own: a SIGKILL sent to rhea record's process group (`timeout -s KILL
+ * rhea record ...`, `kill -9 -PGID`) kills rhea record and the program
+ * together, and with rhea record holding them, what the
+ * agents had not written yet (their last 100 ms, and the ends) died too.
+ * The keeper notices rhea record's death (its pipe's end closes), waits for
+ * the processes whose memory it holds to end, finishes their recordings,
+ * the program's own included, and leaves.  Normally rhea record asks it to
+ * finish (a message on the socket, after every message queued before it)
+ * and reads the totals from a pipe.  It is no child of rhea record (two
+ * forks), so rhea record's waiting for its descendants does not wait for
+ * it.
+ */
 #define COLLECT_MAX 4096 /* memfds held at once; more are let go */
+#define RHEA_COLLECT_ROOT_MAGIC 0x54524852u   /* "RHRT": the program's pid and file */
+#define RHEA_COLLECT_FINISH_MAGIC 0x4e464852u /* "RHFN": finish, with the base */
+
+struct collect_path_msg {
+	uint32_t magic;
+	int32_t pid;
+	char path[4096 + 64];
+};
+
+struct collect_totals {
+	int ended, known, told, pad;
+	long samples;
+};
 
 struct recover_collector {
 	int lfd;
 	struct sockaddr_un addr;
 	socklen_t addr_len;
-	pthread_t th;
-	pthread_mutex_t mu;
+	int ctl;        /* rhea record: the write end the keeper watches; keeper: its read end */
+	int res;        /* rhea record: the totals' read end; keeper: its write end */
+	pid_t record;   /* rhea record's pid */
+	/* the keeper's */
+	int root_fd;    /* the program's memfd (rhea record's own), -1 none */
+	pid_t root_pid; /* the program, once rhea record says */
+	char base[4096 + 64];
 	int fds[COLLECT_MAX];
 	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
-	int status[COLLECT_MAX]; /* how it ended, as its parent reaped it... */
+	int status[COLLECT_MAX]; /* how it ended... */
 	char have_status[COLLECT_MAX]; /* ...when known: 1 its parent told, 2 rhea record reaped it */
 	int n;
 };
@@ -332,116 +364,12 @@ static ssize_t recv_msg(int s, void *buf, size_t cap, int *fd)
  * first).  A pid that sent none left nothing to finish. */
 static void note_reaped(struct recover_collector *c, const struct rhea_salvage_reaped *m, int by_record)
 {
-	pthread_mutex_lock(&c->mu);
 	for (int i = c->n - 1; i >= 0; i--)
 		if (c->pids[i] == m->pid) {
 			c->status[i] = m->status;
 			c->have_status[i] = by_record ? 2 : 1;
 			break;
 		}
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void *collect_main(void *arg)
-{
-	struct recover_collector *c = arg;
-	for (;;) {
-		/* each second, let go of what processes that ended left */
-		struct pollfd p = {.fd = c->lfd, .events = POLLIN};
-		if (poll(&p, 1, 1000) == 0) {
-			pthread_mutex_lock(&c->mu);
-			sweep(c);
-			pthread_mutex_unlock(&c->mu);
-			continue;
-		}
-		int s = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (s < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
-				continue;
-			return NULL;
-		}
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
-		int ok = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
-		/* from a process of ours only (the socket's name is no secret):
-		 * its memfd (one byte and the descriptor), or how a child it
-		 * reaped ended; from rhea record itself, a child it reaped or
-		 * finish's wake-up */
-		union {
-			char byte;
-			struct rhea_salvage_reaped reaped;
-		} m;
-		int fd = -1;
-		ssize_t len = -1;
-		if (ok && (cred.uid == geteuid() || geteuid() == 0))
-			len = recv_msg(s, &m, sizeof(m), &fd);
-		close(s);
-		if (ok && cred.pid == getpid() && len != (ssize_t)sizeof(m.reaped)) {
-			/* finish's wake-up: the connections queued before it,
-			 * all the agents that sent theirs in time, were taken */
-			if (fd >= 0)
-				close(fd);
-			return NULL;
-		}
-		if (len == (ssize_t)sizeof(m.reaped) && fd < 0 && m.reaped.magic == RHEA_SALVAGE_REAPED_MAGIC)
-			note_reaped(c, &m.reaped, cred.pid == getpid());
-		if (fd < 0)
-			continue;
-		if (len != 1) {
-			close(fd);
-			continue;
-		}
-		pthread_mutex_lock(&c->mu);
-		sweep(c);
-		if (c->n < COLLECT_MAX) {
-			c->pids[c->n] = cred.pid;
-			c->have_status[c->n] = 0;
-			c->fds[c->n++] = fd;
-		} else {
-			close(fd);
-		}
-		pthread_mutex_unlock(&c->mu);
-	}
-}
-
-struct recover_collector *recover_collect_start(char *name, size_t cap)
-{
-	struct recover_collector *c = calloc(1, sizeof(*c));
-	unsigned char rnd[8];
-	if (!c || cap < 64 || getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
-		free(c);
-		return NULL;
-	}
-	snprintf(name, cap, "rhea-salvage-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
-		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	struct sockaddr_un a;
-	memset(&a, 0, sizeof(a));
-	a.sun_family = AF_UNIX;
-	size_t n = strlen(name);
-	memcpy(a.sun_path + 1, name, n);
-	c->addr = a;
-	c->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-	c->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
-	    listen(c->lfd, 64) != 0) {
-		if (c->lfd >= 0)
-			close(c->lfd);
-		free(c);
-		return NULL;
-	}
-	pthread_mutex_init(&c->mu, NULL);
-	/* the thread takes no signal meant for rhea record's main thread */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(&c->th, NULL, collect_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
-		close(c->lfd);
-		free(c);
-		return NULL;
-	}
-	return c;
 }
 
 /* path is one of the names the process pid's recordings take (agent.c,
@@ -483,22 +411,280 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
 	return recover_end(path, RHEA_END_EXIT, WEXITSTATUS(wstatus), sv);
 }
 
-/* Through the socket like the agents' messages, so that the status comes
- * after the memfd pid sent while it lived (a process may send it and die
- * before the collector thread takes it) and goes with that one, never with
- * an earlier process's that had the same pid.  Should the socket fail, it
- * is noted at once. */
-void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
+/* The processes whose memory the keeper holds have all ended (or ended
+ * their recordings themselves). */
+static int all_ended(struct recover_collector *c)
 {
-	if (!c)
-		return;
-	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = pid, .status = status};
+	struct rhea_salvage h;
+	if (c->root_fd >= 0 && c->root_pid > 0 && header_of(c->root_fd, &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+	    !gone(c->root_pid))
+		return 0;
+	for (int i = 0; i < c->n; i++)
+		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && !gone(c->pids[i]))
+			return 0;
+	return 1;
+}
+
+/* End the recordings of the processes that ended without writing their
+ * end, from their memory. */
+static void finish_all(struct recover_collector *c, int orphaned, struct collect_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	struct rhea_salvage h;
+	struct recover_view v;
+	/* the program: rhea record ends it with its status, unless it died
+	 * first; then it ended unseen (GONE), in whichever image it was */
+	if (orphaned && c->root_fd >= 0 && c->root_pid > 0 && c->base[0] && gone(c->root_pid) &&
+	    recover_open(c->root_fd, c->root_pid, &v) == 0) {
+		char path[sizeof(v.h->output)];
+		memcpy(path, v.h->output, sizeof(path));
+		if (strcmp(path, c->base) == 0 || derived_from(c->base, path, c->root_pid)) {
+			long n = recover_end(path, RHEA_END_GONE, 0, &v);
+			if (n >= 0) {
+				t->ended++;
+				t->samples += n;
+			}
+		}
+		recover_close(&v);
+	}
+	for (int i = 0; i < c->n; i++) {
+		/* its parent told how it ended, or rhea record reaped it */
+		int status = c->status[i], have_status = c->have_status[i] != 0, by_parent = c->have_status[i] == 1;
+		if (c->base[0] && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+		    h.pid == c->pids[i] && (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
+			char path[sizeof(h.output)];
+			memcpy(path, v.h->output, sizeof(path));
+			if (derived_from(c->base, path, h.pid)) {
+				long n = have_status ? recover_end_waited(path, status, &v)
+						     : recover_end(path, RHEA_END_GONE, 0, &v);
+				if (n >= 0) {
+					t->ended++;
+					t->known += have_status;
+					t->told += by_parent;
+					t->samples += n;
+				}
+			}
+			recover_close(&v);
+		}
+		close(c->fds[i]);
+	}
+	c->n = 0;
+}
+
+/* One connection: an agent's memfd (one byte and the descriptor) or how a
+ * child it reaped ended; from rhea record, a child it reaped, the program
+ * it started, or the call to finish (1: then the totals are written). */
+static int keeper_take(struct recover_collector *c, int s)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int ok = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+	/* from a process of ours only (the socket's name is no secret) */
+	static union {
+		char byte;
+		struct rhea_salvage_reaped reaped;
+		struct collect_path_msg path;
+	} m;
+	int fd = -1;
+	ssize_t len = -1;
+	if (ok && (cred.uid == geteuid() || geteuid() == 0))
+		len = recv_msg(s, &m, sizeof(m), &fd);
+	close(s);
+	int own = ok && cred.pid == c->record;
+	if (len == (ssize_t)sizeof(m.reaped) && fd < 0 && m.reaped.magic == RHEA_SALVAGE_REAPED_MAGIC) {
+		note_reaped(c, &m.reaped, own);
+		return 0;
+	}
+	if (own && len == (ssize_t)sizeof(m.path) && fd < 0 && memchr(m.path.path, 0, sizeof(m.path.path))) {
+		if (m.path.magic == RHEA_COLLECT_ROOT_MAGIC) {
+			c->root_pid = m.path.pid;
+			memcpy(c->base, m.path.path, sizeof(c->base));
+		} else if (m.path.magic == RHEA_COLLECT_FINISH_MAGIC) {
+			memcpy(c->base, m.path.path, sizeof(c->base));
+			return 1;
+		}
+		return 0;
+	}
+	if (fd < 0)
+		return 0;
+	if (len != 1 || own) {
+		close(fd);
+		return 0;
+	}
+	sweep(c);
+	if (c->n < COLLECT_MAX) {
+		c->pids[c->n] = cred.pid;
+		c->have_status[c->n] = 0;
+		c->fds[c->n++] = fd;
+	} else {
+		close(fd);
+	}
+	return 0;
+}
+
+static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
+{
+	int orphaned = 0;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = c->lfd, .events = POLLIN}, {.fd = c->ctl, .events = POLLIN}};
+		int r = poll(p, orphaned ? 1 : 2, orphaned ? 200 : 1000);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r <= 0) {
+			/* each second, let go of what processes that ended left;
+			 * without rhea record, finish once they all ended */
+			sweep(c);
+			if (orphaned && all_ended(c))
+				break;
+			continue;
+		}
+		if (!orphaned && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			orphaned = 1; /* rhea record is gone: only its end closes the pipe */
+			close(c->ctl);
+			continue;
+		}
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int s = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (s < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+				continue;
+			break;
+		}
+		if (keeper_take(c, s)) {
+			/* the connections queued before the call, all the agents
+			 * that sent theirs in time, were taken */
+			struct collect_totals t;
+			finish_all(c, 0, &t);
+			if (write(c->res, &t, sizeof(t)) != (ssize_t)sizeof(t))
+				_exit(1);
+			_exit(0);
+		}
+	}
+	struct collect_totals t;
+	finish_all(c, 1, &t);
+	_exit(0);
+}
+
+struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd)
+{
+	struct recover_collector *c = calloc(1, sizeof(*c));
+	unsigned char rnd[8];
+	if (!c || cap < 64 || getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		free(c);
+		return NULL;
+	}
+	snprintf(name, cap, "rhea-salvage-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	struct sockaddr_un a;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	size_t n = strlen(name);
+	memcpy(a.sun_path + 1, name, n);
+	c->addr = a;
+	c->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	c->record = getpid();
+	c->root_fd = root_memfd;
+	int ctl[2], res[2];
+	c->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, c->addr_len) != 0 || listen(c->lfd, 64) != 0 ||
+	    pipe2(ctl, O_CLOEXEC) != 0) {
+		if (c->lfd >= 0)
+			close(c->lfd);
+		free(c);
+		return NULL;
+	}
+	if (pipe2(res, O_CLOEXEC) != 0) {
+		close(ctl[0]);
+		close(ctl[1]);
+		close(c->lfd);
+		free(c);
+		return NULL;
+	}
+	pid_t mid = fork();
+	if (mid == 0) {
+		/* a process group of its own (the same session: a job of the same terminal), and no child of rhea record */
+		setpgid(0, 0);
+		if (fork() != 0)
+			_exit(0);
+		signal(SIGPIPE, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int fd = 0; null >= 0 && fd < 3; fd++)
+			dup2(null, fd);
+		close(ctl[1]);
+		close(res[0]);
+		/* nothing else of rhea record's: a pipe it inherited (a
+		 * harness reading its output) must not stay open in here */
+		int keep[4] = {c->lfd, ctl[0], res[1], root_memfd}, from = 3;
+		for (;;) {
+			int next = INT_MAX;
+			for (int i = 0; i < 4; i++)
+				if (keep[i] >= from && keep[i] < next)
+					next = keep[i];
+			if (next > from)
+				close_range((unsigned)from, next == INT_MAX ? ~0u : (unsigned)next - 1, 0);
+			if (next == INT_MAX)
+				break;
+			from = next + 1;
+		}
+		c->ctl = ctl[0];
+		c->res = res[1];
+		keeper_main(c);
+	}
+	close(ctl[0]);
+	close(res[1]);
+	close(c->lfd); /* the keeper listens */
+	c->lfd = -1;
+	c->ctl = ctl[1];
+	c->res = res[0];
+	int st;
+	if (mid < 0 || waitpid(mid, &st, 0) != mid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		close(c->ctl);
+		close(c->res);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* One message to the keeper; 0, or -1. */
+static int collect_send(struct recover_collector *c, const void *m, size_t len)
+{
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
-	    send(s, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
-		note_reaped(c, &m, 1);
+	int ok = s >= 0 && connect(s, (struct sockaddr *)&c->addr, c->addr_len) == 0 &&
+		 send(s, m, len, MSG_NOSIGNAL) == (ssize_t)len;
 	if (s >= 0)
 		close(s);
+	return ok ? 0 : -1;
+}
+
+static void collect_send_path(struct recover_collector *c, uint32_t magic, pid_t pid, const char *path)
+{
+	static struct collect_path_msg m;
+	memset(&m, 0, sizeof(m));
+	m.magic = magic;
+	m.pid = pid;
+	snprintf(m.path, sizeof(m.path), "%s", path);
+	collect_send(c, &m, sizeof(m));
+}
+
+void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path)
+{
+	if (c)
+		collect_send_path(c, RHEA_COLLECT_ROOT_MAGIC, pid, path);
+}
+
+/* Through the socket like the agents' messages, so that the status comes
+ * after the memfd pid sent while it lived (a process may send it and die
+ * before the keeper takes it) and goes with that one, never with an
+ * earlier process's that had the same pid. */
+void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
+{
+	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = pid, .status = status};
+	if (c)
+		collect_send(c, &m, sizeof(m));
 }
 
 int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told)
@@ -508,45 +694,19 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 	*told = 0;
 	if (!c)
 		return 0;
-	/* our own connection ends the thread, after those queued before it */
-	int w = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	char end = 'e';
-	if (w < 0 || connect(w, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
-	    send(w, &end, 1, MSG_NOSIGNAL) != 1)
-		shutdown(c->lfd, SHUT_RDWR); /* second best */
-	pthread_join(c->th, NULL);
-	if (w >= 0)
-		close(w);
-	close(c->lfd);
-	int ended = 0;
-	for (int i = 0; i < c->n; i++) {
-		struct rhea_salvage h;
-		struct recover_view v;
-		/* its parent told how it ended, or rhea record reaped it */
-		int status = c->status[i], have_status = c->have_status[i] != 0, by_parent = c->have_status[i] == 1;
-		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && h.pid == c->pids[i] &&
-		    (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
-			char path[sizeof(h.output)];
-			memcpy(path, v.h->output, sizeof(path));
-			if (!derived_from(base, path, h.pid)) {
-				recover_close(&v);
-				close(c->fds[i]);
-				continue;
-			}
-			/* reaped by its parent or by rhea record: how it ended is known */
-			long n = have_status ? recover_end_waited(path, status, &v)
-					     : recover_end(path, RHEA_END_GONE, 0, &v);
-			if (n >= 0) {
-				ended++;
-				*known += have_status;
-				*told += by_parent;
-				*samples += n;
-			}
-			recover_close(&v);
-		}
-		close(c->fds[i]);
-	}
-	pthread_mutex_destroy(&c->mu);
+	collect_send_path(c, RHEA_COLLECT_FINISH_MAGIC, 0, base);
+	struct collect_totals t;
+	memset(&t, 0, sizeof(t));
+	ssize_t k;
+	while ((k = read(c->res, &t, sizeof(t))) < 0 && errno == EINTR)
+		;
+	if (k != (ssize_t)sizeof(t))
+		memset(&t, 0, sizeof(t)); /* the keeper died: nothing was ended */
+	close(c->res);
+	close(c->ctl);
 	free(c);
-	return ended;
+	*samples = t.samples;
+	*known = t.known;
+	*told = t.told;
+	return t.ended;
 }

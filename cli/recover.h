@@ -70,7 +70,10 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
  * NULL from start: no collector (then finish does nothing).
  */
 struct recover_collector;
-struct recover_collector *recover_collect_start(char *name, size_t cap);
+struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd);
+/* The program rhea record started and its recording: should rhea record
+ * die before it, the keeper ends that recording too (root_memfd). */
+void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path);
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status);
 int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told);
 

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -859,8 +859,8 @@ def t_reapers(c, variant):
     waitid, wait(NULL)).  The parent's agent tells rhea record how each
     ended, so every child's recording ends with that status (SIGKILL, a raw
     exit_group(7)), recovered from its memory, with its own work in it: the
-    two that end at 100 ms included, which die before the writer's first
-    periodic round."""
+    two that end at 60 ms included, which die before the writer's first
+    periodic round (100 ms)."""
     rc, out, err = c.record([c.prog(variant, "reapers")], opts=SIGKILL_OPTS)
     expect_status(c, rc, 0, err)
     pids = dict((k, int(v)) for k, v in re.findall(r"^(killed|exiter|idkill|nostat) (\d+)$", out, re.M))
@@ -869,11 +869,8 @@ def t_reapers(c, variant):
     c.check("4 child processes ended without writing an end (their parents reaped them)" in err,
             "rhea record did not say: %s" % one_line(err))
     c.check("gone without an end" not in err, "rhea record says a child is gone: %s" % one_line(err))
-    # four children computing at once share the cores: each is on its work's
-    # timeline for at least 40% of the wall time it spent there
-    want = {"killed": ("signal", 9, 60), "exiter": ("exit", 7, 40), "idkill": ("signal", 9, 60),
-            "nostat": ("signal", 9, 40)}
-    for who, (reason, status, work_ms) in want.items():
+    want = {"killed": ("signal", 9), "exiter": ("exit", 7), "idkill": ("signal", 9), "nostat": ("signal", 9)}
+    for who, (reason, status) in want.items():
         path = c.path("out.%d.rhea" % pids[who])
         if not c.check(os.path.exists(path), "%s (pid %d) left no recording" % (who, pids[who])):
             continue
@@ -883,9 +880,67 @@ def t_reapers(c, variant):
                 == (reason, status, "rhea record", True),
                 "%s: the recording ends %r %r seen by %r, recovered %r; want %s %d, rhea record, true"
                 % (who, r["end_reason"], r["end_status"], r["end_seen_by"], r["end_recovered"], reason, status))
+        # four children computing at once share the cores, and a loaded
+        # machine may leave one waiting: its work is measured against the
+        # CPU it got, all of which went into its work
         w = incl(rec, who + "_work")
-        c.check(w >= work_ms * MS, "%s: %s_work has %s, want >= %d ms" % (who, who, ms(w), work_ms))
+        cpu = sum(t["cpu_ns"] for t in rec["threads"])
+        c.check(rec["stats"]["samples"] > 0 and w >= 0.8 * cpu - 10 * MS,
+                "%s: %s_work has %s on the timeline, the process %s of CPU, %d samples"
+                % (who, who, ms(w), ms(cpu), rec["stats"]["samples"]))
     check_end(c, c.report(c.path("out.rhea")), "exit", 0)
+    c.done()
+
+
+def t_groupkill(c, variant):
+    """groupkill.c: SIGKILL to the whole process group, rhea record
+    included (what `timeout -s KILL` and `kill -9 -PGID` do).  rhea record's
+    keeper, in a process group of its own, finishes the program's recording and
+    its child's from their memory: both end `gone`, recovered, each up to
+    close to where its process really got (within 20 ms, where the last
+    100 ms used to be lost), and the keeper leaves."""
+    fo = c.path("stdout.txt")
+    with open(fo, "w") as out, open(c.path("stderr.txt"), "w") as errf:
+        p = subprocess.Popen([c.rhea, "record", "-o", c.path("out.rhea"), *SIGKILL_OPTS, "--",
+                              c.prog(variant, "groupkill")], cwd=c.work, stdout=out, stderr=errf,
+                             start_new_session=True)
+    m = wait_for_text(fo, r"^child (\d+)$", 20)
+    time.sleep(0.5)
+    killed_ns = time.monotonic_ns()
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    if not c.check(m, "no child pid printed: %r" % open(fo).read()):
+        return c.done()
+    paths = {"parent": c.path("out.rhea"), "child": c.path("out.%s.rhea" % m.group(1))}
+    data = open(c.path("progress.bin"), "rb").read()
+    noted = {"parent": struct.unpack_from("<QQ", data, 0), "child": struct.unpack_from("<QQ", data, 16)}
+    deadline = time.time() + 15
+    recs = {}
+    while time.time() < deadline and len(recs) < 2:
+        for who, path in paths.items():
+            if who not in recs and os.path.exists(path):
+                rec = c.report(path)
+                if rec["recording"]["end_reason"] is not None:
+                    recs[who] = rec
+        time.sleep(0.1)
+    c.check(len(recs) == 2, "recordings ended after the group was killed: %s of parent, child" % sorted(recs))
+    for who, rec in recs.items():
+        r = rec["recording"]
+        c.check(r["end_reason"] == "gone" and r["end_seen_by"] == "rhea" and r["end_recovered"] is True,
+                "%s: the recording ends %r seen by %r, recovered %r; want gone, rhea, true"
+                % (who, r["end_reason"], r["end_seen_by"], r["end_recovered"]))
+        # (on a loaded machine a process can sit runnable for a while:
+        # its work is measured against how long it really ran)
+        w = incl(rec, who + "_work")
+        ran = noted[who][1] - r["start_monotonic_ns"]
+        c.check(w >= 0.5 * ran, "%s: %s_work has %s, but it ran up to %s (killed at %s)"
+                % (who, who, ms(w), ms(ran), ms(killed_ns - r["start_monotonic_ns"])))
+        tid, ns = noted[who]
+        t = [x for x in rec["threads"] if x["tid"] == tid]
+        if c.check(len(t) == 1, "%s: no thread %d in the recording" % (who, tid)):
+            ran = ns - r["start_monotonic_ns"]
+            c.check(t[0]["end_ns"] >= ran - 20 * MS, "%s is recorded up to %s, but it ran up to %s"
+                    % (who, ms(t[0]["end_ns"]), ms(ran)))
     c.done()
 
 
@@ -2555,6 +2610,8 @@ def all_tests():
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/killchild", t_killchild, ("gcc-O2",)))
     t.append(Test("sigkill/clang-O2-nofp/killchild", t_killchild, ("clang-O2-nofp",)))
+    t.append(Test("groupkill/gcc-O2", t_groupkill, ("gcc-O2",)))
+    t.append(Test("groupkill/clang-O2-nofp", t_groupkill, ("clang-O2-nofp",)))
     t.append(Test("reapers/gcc-O2", t_reapers, ("gcc-O2",)))
     t.append(Test("reapers/clang-O2-nofp", t_reapers, ("clang-O2-nofp",)))
     t.append(Test("orphans/gcc-O2", t_orphans, ("gcc-O2",)))

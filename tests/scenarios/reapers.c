@@ -4,14 +4,14 @@
  *
  * Ground truth: main forks four children, each computing in a function of
  * its own, and prints "<name> <pid>" for each:
- *  - killed:  killed_work() until main kills it with SIGKILL at 150 ms;
+ *  - killed:  killed_work() until main kills it with SIGKILL at 300 ms;
  *             reaped with waitpid(pid, &st, 0);
- *  - exiter:  exiter_work() for 100 ms, then a raw exit_group(7) (no libc
+ *  - exiter:  exiter_work() for 60 ms, then a raw exit_group(7) (no libc
  *             exit, no hook: its agent writes nothing more); reaped with
  *             wait4(pid, &st, 0, &ru);
- *  - idkill:  idkill_work() until main kills it with SIGKILL at 150 ms;
+ *  - idkill:  idkill_work() until main kills it with SIGKILL at 300 ms;
  *             reaped with waitid(P_PID, pid, &si, WEXITED);
- *  - nostat:  nostat_work() for 100 ms, then raise(SIGKILL); reaped with
+ *  - nostat:  nostat_work() for 60 ms, then raise(SIGKILL); reaped with
  *             wait(NULL), which gives the caller no status at all.
  * main checks each status the calls gave it, prints "ok" when all are as
  * above, and exits with 0.  rhea record must end every child's recording
@@ -43,7 +43,7 @@ __attribute__((noinline)) void killed_work(void)
 
 __attribute__((noinline)) void exiter_work(void)
 {
-	compute_for(100000000);
+	compute_for(60000000);
 }
 
 __attribute__((noinline)) void idkill_work(void)
@@ -53,7 +53,7 @@ __attribute__((noinline)) void idkill_work(void)
 
 __attribute__((noinline)) void nostat_work(void)
 {
-	compute_for(100000000);
+	compute_for(60000000);
 }
 
 static pid_t child(const char *name, void (*work)(void), int how)
@@ -78,7 +78,7 @@ int main(void)
 	pid_t exiter = child("exiter", exiter_work, 1);
 	pid_t idkill = child("idkill", idkill_work, 0);
 	pid_t nostat = child("nostat", nostat_work, 2);
-	usleep(150000);
+	usleep(300000);
 	kill(killed, SIGKILL);
 	kill(idkill, SIGKILL);
 	int ok = 1, st = 0;

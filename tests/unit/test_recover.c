@@ -298,7 +298,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert_not_null(mkdtemp(dir));
 	char base[128], sock[64];
 	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
 	cr_assert_not_null(c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
 	/* one child writes where rhea record named it; the other names a
@@ -381,7 +381,7 @@ Test(recover, collector_ends_a_reaped_process_with_its_status)
 	cr_assert_not_null(mkdtemp(dir));
 	char base[128], sock[64], path[192];
 	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
 	cr_assert_not_null(c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
 	pid_t a = fork();
@@ -432,7 +432,7 @@ Test(recover, collector_ends_a_process_with_its_parents_status)
 	cr_assert_not_null(mkdtemp(dir));
 	char base[128], sock[64], path[192];
 	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock));
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
 	cr_assert_not_null(c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
 	pid_t a = fork();
