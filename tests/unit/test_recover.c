@@ -373,39 +373,62 @@ static struct rhea_end end_of(const char *path)
 	return end;
 }
 
+/* A collector and a child that sent it its memory, then was killed with
+ * SIGKILL (reaped: status in st). */
+struct killed {
+	char dir[32], base[128], sock[64];
+	struct recover_collector *c;
+	pid_t pid;
+	int st;
+};
+
+static void killed_start(struct killed *k)
+{
+	snprintf(k->dir, sizeof(k->dir), "/tmp/rhea-collect-XXXXXX");
+	cr_assert_not_null(mkdtemp(k->dir));
+	snprintf(k->base, sizeof(k->base), "%s/out.rhea", k->dir);
+	k->c = recover_collect_start(k->sock, sizeof(k->sock), -1);
+	cr_assert_not_null(k->c);
+	setenv(RHEA_SALVAGE_SOCK_ENV, k->sock, 1);
+	k->pid = fork();
+	if (k->pid == 0) {
+		char path[192];
+		rhea_derived_name(path, sizeof(path), k->base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(path);
+	}
+	cr_assert_eq(waitpid(k->pid, &k->st, 0), k->pid);
+	unsetenv(RHEA_SALVAGE_SOCK_ENV);
+	cr_assert(WIFSIGNALED(k->st) && WTERMSIG(k->st) == SIGKILL, "status %d", k->st);
+}
+
+/* Finish: the child's recording ended from its memory; its END. */
+static struct rhea_end killed_finish(struct killed *k, int want_told)
+{
+	long samples = 0;
+	int known = -1, told = -1;
+	cr_assert_eq(recover_collect_finish(k->c, k->base, &samples, &known, &told), 1);
+	cr_assert_eq(samples, 1);
+	cr_assert_eq(known, 1);
+	cr_assert_eq(told, want_told);
+	char path[192];
+	rhea_derived_name(path, sizeof(path), k->base, (unsigned long)k->pid, 0);
+	struct rhea_end end = end_of(path);
+	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
+	unlink(path);
+	rmdir(k->dir);
+	return end;
+}
+
 /* A process rhea record reaped (as its subreaper) ends with what waitpid
  * said, not GONE. */
 Test(recover, collector_ends_a_reaped_process_with_its_status)
 {
-	char dir[] = "/tmp/rhea-collect-XXXXXX";
-	cr_assert_not_null(mkdtemp(dir));
-	char base[128], sock[64], path[192];
-	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
-	cr_assert_not_null(c);
-	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
-	pid_t a = fork();
-	if (a == 0) {
-		rhea_derived_name(path, sizeof(path), base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(path);
-	}
-	int st;
-	cr_assert_eq(waitpid(a, &st, 0), a);
-	unsetenv(RHEA_SALVAGE_SOCK_ENV);
-	recover_collect_reaped(c, a, st);
-	long samples = 0;
-	int known = -1, told = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
-	cr_assert_eq(told, 0);
-	cr_assert_eq(samples, 1);
-	cr_assert_eq(known, 1);
-	rhea_derived_name(path, sizeof(path), base, (unsigned long)a, 0);
-	struct rhea_end end = end_of(path);
+	struct killed k;
+	killed_start(&k);
+	recover_collect_reaped(k.c, k.pid, k.st);
+	struct rhea_end end = killed_finish(&k, 0);
 	cr_assert_eq(end.reason, RHEA_END_SIGNAL);
 	cr_assert_eq(end.status, SIGKILL);
-	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
-	unlink(path);
-	rmdir(dir);
 }
 
 /* One message to the collector's socket, as an agent sends it. */
@@ -428,47 +451,25 @@ static void send_to_collector(const char *sock, const void *m, size_t len)
  * ignored. */
 Test(recover, collector_ends_a_process_with_its_parents_status)
 {
-	char dir[] = "/tmp/rhea-collect-XXXXXX";
-	cr_assert_not_null(mkdtemp(dir));
-	char base[128], sock[64], path[192];
-	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
-	cr_assert_not_null(c);
-	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
-	pid_t a = fork();
-	if (a == 0) {
-		rhea_derived_name(path, sizeof(path), base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(path);
-	}
-	int st;
-	cr_assert_eq(waitpid(a, &st, 0), a);
-	unsetenv(RHEA_SALVAGE_SOCK_ENV);
-	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = a, .status = 5 << 8};
+	struct killed k;
+	killed_start(&k);
+	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = k.pid, .status = 5 << 8};
 	struct rhea_salvage_reaped bad = m, other = m;
 	bad.magic ^= 1;
 	bad.status = 6 << 8;
-	other.pid = a + 100000; /* no memfd: nothing to finish */
-	pid_t parent = fork(); /* the collector takes its own process's call for the end */
+	other.pid = k.pid + 100000; /* no memfd: nothing to finish */
+	pid_t parent = fork(); /* the collector takes rhea record's own calls for its own */
 	if (parent == 0) {
-		send_to_collector(sock, &bad, sizeof(bad));
-		send_to_collector(sock, &m, sizeof(m) - 4); /* too short */
-		send_to_collector(sock, &other, sizeof(other));
-		send_to_collector(sock, &m, sizeof(m));
+		send_to_collector(k.sock, &bad, sizeof(bad));
+		send_to_collector(k.sock, &m, sizeof(m) - 4); /* too short */
+		send_to_collector(k.sock, &other, sizeof(other));
+		send_to_collector(k.sock, &m, sizeof(m));
 		_exit(0);
 	}
+	int st;
 	cr_assert_eq(waitpid(parent, &st, 0), parent);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	long samples = 0;
-	int known = -1, told = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
-	cr_assert_eq(samples, 1);
-	cr_assert_eq(known, 1);
-	cr_assert_eq(told, 1);
-	rhea_derived_name(path, sizeof(path), base, (unsigned long)a, 0);
-	struct rhea_end end = end_of(path);
+	struct rhea_end end = killed_finish(&k, 1);
 	cr_assert_eq(end.reason, RHEA_END_EXIT);
 	cr_assert_eq(end.status, 5);
-	cr_assert(end.h.flags & RHEA_END_F_OUTSIDE && end.h.flags & RHEA_END_F_SALVAGED, "flags %u", end.h.flags);
-	unlink(path);
-	rmdir(dir);
 }
