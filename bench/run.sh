@@ -6,7 +6,7 @@
 #   ROUNDS=N                     override the number of rounds (W2's too)
 #   W2_ROUNDS=N                  override W2's alone
 #   W1L_ROUNDS=N                 override the long W1 series at 16 threads (default 2 x W2's + 1)
-#   ONLY="micro convert w0 w1 w2 w3 w4 w5 redis"  run only these parts (w5 also
+#   ONLY="micro convert w0 w1 w2 w3 w4 w5 w6 redis"  run only these parts (w5 also
 #                                runs W0's empty set: its start-up costs)
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
@@ -55,7 +55,7 @@ W2_ROUNDS=${W2_ROUNDS:-${ROUNDS:-$DEF_W2_ROUNDS}}
 # and the 22nd ratio (about 30% narrower than 15 rounds; 40 s more).
 W1L_ROUNDS=${W1L_ROUNDS:-$((W2_ROUNDS * 2 + 1))}
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
-ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 w5 redis"}
+ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 w5 w6 redis"}
 CC=${CC:-gcc}
 CFLAGS_BENCH="-O2 -g -Wall -Wextra"
 TIMEOUT=300
@@ -175,10 +175,10 @@ RUNSTAT=$BIN/runstat
 
 # ---- workload sizes ------------------------------------------------------
 if [ "$QUICK" = 1 ]; then
-	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 W5_S=1 REDIS_N=10000
+	W1_N=3000000 W1_THREADS="1 16" W2_N=30000 W3_N=100 W4_N=100000 W5_S=1 REDIS_N=10000 W6_N=8
 	HOOK_N=1000000 HOOK_R=9 MICRO_N=5000 CONV_N=200000
 else
-	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 W5_S=3 REDIS_N=25000
+	W1_N=6000000 W1_THREADS="1 4 16" W2_N=100000 W3_N=200 W4_N=300000 W5_S=3 REDIS_N=25000 W6_N=24
 	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CONV_N=1000000
 fi
 
@@ -458,6 +458,31 @@ if want w5; then
 	# of wall time (not a fixed amount of work: a fixed schedule), so CPU
 	# ratios mean little; report.sh gives each tool's extra CPU per second.
 	run_workload w5 "p=10ms,s=$W5_S" "$(tools_for w5 nofp)" "$BIN/w5" - -p 10000 -s "$W5_S"
+fi
+if want w6 && command -v make >/dev/null; then
+	# Many short processes: make -j2 rebuilds (-B) a program of W6_N
+	# generated C files, each a driver, cc1 and as, then the link: every
+	# process is traced from its start to its end, which W1-W5's single
+	# processes never show (per-process start-up and exit, a build's
+	# allocation-heavy compilers).  Not perf-dwarf or gperftools: the first
+	# writes hundreds of MB for a build, the second one file for all.
+	P=$WORK/w6
+	rm -rf "$P"
+	mkdir -p "$P"
+	i=0
+	objs=""
+	while [ "$i" -lt "$W6_N" ]; do
+		awk -v k="$i" 'BEGIN { for (f = 0; f < 60; f++) {
+			printf "int f%d_%d(int x) { int s = 0; for (int i = 0; i < x; i++) s += (i ^ %d) * %d; return s; }\n", k, f, f, k + 1
+			printf "static int g%d_%d[%d] = { %d };\nint h%d_%d(int i) { return g%d_%d[i %% %d] + f%d_%d(i); }\n", k, f, f + 1, f, k, f, k, f, f + 1, k, f } }' >"$P/u$i.c"
+		objs="$objs u$i.o"
+		i=$((i + 1))
+	done
+	echo 'int main(void) { return 0; }' >"$P/main.c"
+	printf 'OBJS =%s main.o\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n%%.o: %%.c\n\t$(CC) -O2 -c $< -o $@\n' "$objs" >"$P/Makefile"
+	t="bare rhea rhea-sync"
+	[ $HAVE_PERF = 1 ] && t="$t perf-g"
+	run_workload w6 "files=$W6_N" "$t" "$(command -v make)" - -s -B -j2 -C "$P" prog
 fi
 
 # redis-server under each tool, driven by redis-benchmark on 127.0.0.1: the
