@@ -70,7 +70,6 @@ static uint32_t drain_lock;
 static int is_root;
 static int file_failed;
 static pthread_t ticker_th, writer_th;
-static uint32_t writer_wake0; /* rhea_g.buf.wake when the writer was started */
 static volatile int threads_stop;
 static char output_base[4096];
 
@@ -614,14 +613,14 @@ static void attach_detach(void)
 	pthread_detach(pthread_self());
 }
 
+/* arg: rhea_g.buf.wake as it was before the thread was created. */
 static void *writer_main(void *arg)
 {
-	(void)arg;
 	rhea_guard = 1; /* nothing this thread does is traced */
 	rhea_agent_tids[1] = thread_gettid();
 	/* A call for a round counts from before this thread existed: a forked
 	 * child's first capture may come before it first runs (capture.c). */
-	uint32_t seen = writer_wake0;
+	uint32_t seen = (uint32_t)(uintptr_t)arg;
 	while (!threads_stop) {
 		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		if (w == seen) {
@@ -920,10 +919,10 @@ static int start_threads(void)
 	ticker_wakes = coast_total_ns = coast_since_ns = 0; /* a forked child counts its own */
 	rhea_guard++;
 	const pthread_attr_t *attr = agent_thread_attr();
-	writer_wake0 = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
+	uintptr_t wake0 = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 	int r = pthread_create(&ticker_th, attr, ticker_main, NULL);
 	if (r == 0)
-		r = pthread_create(&writer_th, attr, writer_main, NULL);
+		r = pthread_create(&writer_th, attr, writer_main, (void *)wake0);
 	rhea_guard--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
@@ -1277,7 +1276,6 @@ void agent_postfork_child(void)
 	file_failed = 0;
 	staging_used = 0;
 	nhold = 0;
-	rhea_g.file_asked = 0;
 	rhea_g.pid = getpid();
 	rhea_g.start_ns = rhea_now();
 	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;

@@ -149,7 +149,6 @@ struct rhea_agent {
 	struct rhea_config cfg;
 	uint64_t start_ns;
 	int fd;         /* the recording, -1 none (see agent_owns_fd) */
-	uint32_t file_asked; /* a capture asked the writer to open the recording */
 	int control_fd; /* rhea attach's control FIFO, -1 none */
 	pid_t pid;
 	struct buf buf;

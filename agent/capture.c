@@ -313,7 +313,8 @@ static __attribute__((noinline)) uint32_t stack_here(struct rhea_tstate *t, unsi
 
 /*
  * A forked child opens its recording only once it captures (one that only
- * execs leaves no file), in a writer round.  Its first capture calls the
+ * execs leaves no file), in a writer round.  Its first capture (captures
+ * is reset at the fork) calls the
  * writer at once instead of at its next round, up to 100 ms later: its
  * memfd goes to rhea record when the file is open (salvage.c), so a child
  * killed with SIGKILL or ending by a raw exit_group in between would
@@ -323,9 +324,8 @@ static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
 {
 	t->last_capture_ns = s->end_ns;
 	t->last_c = s->c_end;
-	__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
-	if (__builtin_expect(__atomic_load_n(&rhea_g.fd, __ATOMIC_RELAXED) < 0, 0) &&
-	    !__atomic_exchange_n(&rhea_g.file_asked, 1, __ATOMIC_RELAXED))
+	if (__builtin_expect(__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED) == 0, 0) &&
+	    __atomic_load_n(&rhea_g.fd, __ATOMIC_RELAXED) < 0)
 		buf_wake_writer(&rhea_g.buf);
 }
 

@@ -749,20 +749,29 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 		return r;                                                        \
 	}
 
-/* Sleeps: timed, with the CPU clock (a sleep is long anyway). */
+/* Sleeps (and the wait family, below): timed, with the CPU clock (a sleep
+ * is long anyway).  The thread state when the wait class is traced. */
+static inline struct rhea_tstate *sleep_begin(struct block_info *b)
+{
+	struct rhea_tstate *t = enter(RHEA_C_WAIT);
+	if (t) {
+		b->begin = rhea_now();
+		b->epoch0 = epoch_now();
+		b->timed = 1;
+		b->cpu_begin = thread_cpu_now(t, b->begin);
+	}
+	return t;
+}
+
 #define SLEEP_HOOK(ret, name, FN, params, args)                                  \
 	EXPORT ret name params                                                   \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
 			resolve();                                               \
-		struct rhea_tstate *t = enter(RHEA_C_WAIT);                      \
+		struct block_info bi_ = {0};                                     \
+		struct rhea_tstate *t = sleep_begin(&bi_);                       \
 		if (!t)                                                          \
 			return real_##name args;                                 \
-		struct block_info bi_ = {0};                                     \
-		bi_.begin = rhea_now();                                          \
-		bi_.epoch0 = epoch_now();                                        \
-		bi_.timed = 1;                                                   \
-		bi_.cpu_begin = thread_cpu_now(t, bi_.begin);                    \
 		ret r = real_##name args;                                        \
 		after_block(t, FN, &bi_);                                        \
 		return r;                                                        \
@@ -1053,18 +1062,6 @@ SLEEP_HOOK(int, pthread_join, RHEA_FN_PTHREAD_JOIN, (pthread_t th, void **ret), 
  * of `gone` (salvage.c).  A caller that passes no status gets one of ours
  * to the real call; a caller's own is read only after the call wrote it.
  */
-static inline struct rhea_tstate *reap_begin(struct block_info *b)
-{
-	struct rhea_tstate *t = enter(RHEA_C_WAIT);
-	if (t) {
-		b->begin = rhea_now();
-		b->epoch0 = epoch_now();
-		b->timed = 1;
-		b->cpu_begin = thread_cpu_now(t, b->begin);
-	}
-	return t;
-}
-
 static inline void reap_end(struct rhea_tstate *t, unsigned fn, struct block_info *b, pid_t pid, int wstatus)
 {
 	int e = errno;
@@ -1082,7 +1079,7 @@ static inline void reap_end(struct rhea_tstate *t, unsigned fn, struct block_inf
 			resolve();                                               \
 		int own_ = 0, *sp = st ? st : &own_;                             \
 		struct block_info b_ = {0};                                      \
-		struct rhea_tstate *t = reap_begin(&b_);                         \
+		struct rhea_tstate *t = sleep_begin(&b_);                         \
 		pid_t r = real_##name args;                                      \
 		reap_end(t, FN, &b_, r, r > 0 ? *sp : 0);                        \
 		return r;                                                        \
@@ -1102,18 +1099,18 @@ EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
 	if (!ip)
 		memset(&own, 0, sizeof(own));
 	struct block_info b_ = {0};
-	struct rhea_tstate *t = reap_begin(&b_);
+	struct rhea_tstate *t = sleep_begin(&b_);
 	int r = real_waitid(idt, id, sp, o);
 	pid_t pid = 0;
 	int ws = 0;
 	if (r == 0 && !(o & WNOWAIT) && sp->si_pid > 0) {
 		pid = sp->si_pid;
 		if (sp->si_code == CLD_EXITED)
-			ws = (sp->si_status & 0xff) << 8;
+			ws = W_EXITCODE(sp->si_status & 0xff, 0);
 		else if (sp->si_code == CLD_KILLED)
-			ws = sp->si_status & 0x7f;
+			ws = W_EXITCODE(0, sp->si_status & 0x7f);
 		else if (sp->si_code == CLD_DUMPED)
-			ws = (sp->si_status & 0x7f) | 0x80;
+			ws = W_EXITCODE(0, sp->si_status & 0x7f) | WCOREFLAG;
 		else
 			pid = 0; /* stopped, continued: not reaped */
 	}

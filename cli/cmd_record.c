@@ -235,6 +235,13 @@ static void forward(int sig)
  */
 static long salvaged_samples; /* samples recover_append added */
 
+/* "rhea: N child process(es) ...", when N > 0. */
+static void say_children(int n, const char *one, const char *many)
+{
+	if (n > 0)
+		fprintf(stderr, "rhea: %d child process%s %s\n", n, n == 1 ? "" : "es", n == 1 ? one : many);
+}
+
 static void append_outside_end(const char *path, int status, const struct recover_view *sv)
 {
 	long n = recover_end_waited(path, status, sv && recover_is_for(sv, path) ? sv : NULL);
@@ -592,9 +599,8 @@ int cmd_record(int argc, char **argv)
 	if (wait_children)
 		wait_descendants(collector, prog[0], quiet);
 	long child_samples = 0;
-	int children_known = 0;
-	int children_told = 0;
-	int children_ended = recover_collect_finish(collector, path, &child_samples, &children_known, &children_told);
+	int by_record = 0, by_parent = 0;
+	int children_ended = recover_collect_finish(collector, path, &child_samples, &by_record, &by_parent);
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
@@ -607,18 +613,12 @@ int cmd_record(int argc, char **argv)
 		else
 			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
 				path);
-		int unknown = children_ended - children_known;
-		if (unknown > 0)
-			fprintf(stderr, "rhea: %d child process%s gone without an end (SIGKILL?)\n", unknown,
-				unknown == 1 ? "" : "es");
-		if (children_known - children_told > 0)
-			fprintf(stderr, "rhea: %d child process%s ended without writing an end (rhea record reaped %s)\n",
-				children_known - children_told, children_known - children_told == 1 ? "" : "es",
-				children_known - children_told == 1 ? "it" : "them");
-		if (children_told > 0)
-			fprintf(stderr, "rhea: %d child process%s ended without writing an end (%s parent%s reaped %s)\n",
-				children_told, children_told == 1 ? "" : "es", children_told == 1 ? "its" : "their",
-				children_told == 1 ? "" : "s", children_told == 1 ? "it" : "them");
+		say_children(children_ended - by_record - by_parent, "gone without an end (SIGKILL?)",
+			     "gone without an end (SIGKILL?)");
+		say_children(by_record, "ended without writing an end (rhea record reaped it)",
+			     "ended without writing an end (rhea record reaped them)");
+		say_children(by_parent, "ended without writing an end (its parent reaped it)",
+			     "ended without writing an end (their parents reaped them)");
 		if (child_samples > 0)
 			fprintf(stderr, "rhea: their last %ld samples were recovered from their memory\n", child_samples);
 		if (ao.follow)

@@ -291,9 +291,11 @@ struct collect_path_msg {
 };
 
 struct collect_totals {
-	int ended, known, told, pad;
+	int ended, by_parent, by_record, pad;
 	long samples;
 };
+
+enum { TOLD_BY_PARENT = 1, TOLD_BY_RECORD = 2 };
 
 struct recover_collector {
 	int lfd;
@@ -309,7 +311,7 @@ struct recover_collector {
 	int fds[COLLECT_MAX];
 	pid_t pids[COLLECT_MAX]; /* who sent each: the pid its header must name */
 	int status[COLLECT_MAX]; /* how it ended... */
-	char have_status[COLLECT_MAX]; /* ...when known: 1 its parent told, 2 rhea record reaped it */
+	char have_status[COLLECT_MAX]; /* ...when known: TOLD_BY_PARENT or TOLD_BY_RECORD */
 	int n;
 };
 
@@ -367,7 +369,7 @@ static void note_reaped(struct recover_collector *c, const struct rhea_salvage_r
 	for (int i = c->n - 1; i >= 0; i--)
 		if (c->pids[i] == m->pid) {
 			c->status[i] = m->status;
-			c->have_status[i] = by_record ? 2 : 1;
+			c->have_status[i] = by_record ? TOLD_BY_RECORD : TOLD_BY_PARENT;
 			break;
 		}
 }
@@ -449,18 +451,17 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 	}
 	for (int i = 0; i < c->n; i++) {
 		/* its parent told how it ended, or rhea record reaped it */
-		int status = c->status[i], have_status = c->have_status[i] != 0, by_parent = c->have_status[i] == 1;
+		int status = c->status[i], told = c->have_status[i];
 		if (c->base[0] && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
-		    h.pid == c->pids[i] && (have_status || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
+		    h.pid == c->pids[i] && (told || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
 			if (derived_from(c->base, path, h.pid)) {
-				long n = have_status ? recover_end_waited(path, status, &v)
-						     : recover_end(path, RHEA_END_GONE, 0, &v);
+				long n = told ? recover_end_waited(path, status, &v) : recover_end(path, RHEA_END_GONE, 0, &v);
 				if (n >= 0) {
 					t->ended++;
-					t->known += have_status;
-					t->told += by_parent;
+					t->by_parent += told == TOLD_BY_PARENT;
+					t->by_record += told == TOLD_BY_RECORD;
 					t->samples += n;
 				}
 			}
@@ -687,11 +688,12 @@ void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
 		collect_send(c, &m, sizeof(m));
 }
 
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told)
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *by_record,
+			   int *by_parent)
 {
 	*samples = 0;
-	*known = 0;
-	*told = 0;
+	*by_record = 0;
+	*by_parent = 0;
 	if (!c)
 		return 0;
 	collect_send_path(c, RHEA_COLLECT_FINISH_MAGIC, 0, base);
@@ -706,7 +708,7 @@ int recover_collect_finish(struct recover_collector *c, const char *base, long *
 	close(c->ctl);
 	free(c);
 	*samples = t.samples;
-	*known = t.known;
-	*told = t.told;
+	*by_record = t.by_record;
+	*by_parent = t.by_parent;
 	return t.ended;
 }

@@ -65,8 +65,9 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
  * core/salvage.h, struct rhea_salvage_reaped) or rhea record did
  * (recover_collect_reaped: an orphan, rhea record being the subreaper),
  * else reason GONE (a parent that was not traced).  Returns the processes
- * so ended; *samples: the samples recovered; *known: how many of them ended
- * with their status; *told: how many of those their parent's agent told.
+ * so ended; *samples: the samples recovered; *by_record, *by_parent: how
+ * many of them ended with the status rhea record or their parent's agent
+ * reaped (the rest: GONE).
  * NULL from start: no collector (then finish does nothing).
  */
 struct recover_collector;
@@ -75,6 +76,7 @@ struct recover_collector *recover_collect_start(char *name, size_t cap, int root
  * die before it, the keeper ends that recording too (root_memfd). */
 void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path);
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status);
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *known, int *told);
+int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *by_record,
+			   int *by_parent);
 
 #endif

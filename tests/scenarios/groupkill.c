@@ -11,45 +11,26 @@
  * up to close to the last progress its process noted.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "spin.h"
 
-static inline __attribute__((always_inline)) void churn(volatile uint64_t *progress)
-{
-	uint64_t x = 1;
-	for (long i = 0;; i++) {
-		if (spin_step(&x, i) && progress) {
-			progress[0] = (uint64_t)gettid();
-			progress[1] = now_ns();
-		}
-	}
-}
-
 __attribute__((noinline)) void parent_work(volatile uint64_t *progress)
 {
-	churn(progress);
+	compute_noting(progress, (uint64_t)gettid());
 }
 
 __attribute__((noinline)) void child_work(volatile uint64_t *progress)
 {
-	churn(progress);
+	compute_noting(progress, (uint64_t)gettid());
 }
 
 int main(void)
 {
-	volatile uint64_t *progress = NULL;
-	int fd = open("progress.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd >= 0 && ftruncate(fd, 32) == 0) {
-		void *m = mmap(NULL, 32, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m != MAP_FAILED)
-			progress = m;
-	}
+	volatile uint64_t *progress = progress_file(32);
 	pid_t pid = fork();
 	if (pid < 0)
 		return 1;

@@ -10,12 +10,10 @@
  * last capture close to the last progress it noted.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,24 +22,12 @@
 
 __attribute__((noinline)) void victim_work(volatile uint64_t *progress)
 {
-	uint64_t x = 1;
-	for (long i = 0;; i++) {
-		if (spin_step(&x, i) && progress) {
-			progress[0] = (uint64_t)gettid();
-			progress[1] = now_ns();
-		}
-	}
+	compute_noting(progress, (uint64_t)gettid());
 }
 
 int main(void)
 {
-	volatile uint64_t *progress = NULL;
-	int fd = open("progress.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd >= 0 && ftruncate(fd, 16) == 0) {
-		void *m = mmap(NULL, 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m != MAP_FAILED)
-			progress = m;
-	}
+	volatile uint64_t *progress = progress_file(16);
 	pid_t pid = fork();
 	if (pid < 0)
 		return 1;

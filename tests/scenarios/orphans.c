@@ -22,14 +22,6 @@
 
 #include "spin.h"
 
-static inline __attribute__((always_inline)) void compute_for(uint64_t ns)
-{
-	uint64_t x = 1, end = now_ns() + ns;
-	for (long i = 0;; i++)
-		if (spin_step(&x, i) && now_ns() >= end)
-			return;
-}
-
 __attribute__((noinline)) void stayer_work(void)
 {
 	compute_for(200000000);

@@ -322,11 +322,11 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
 	off_t evil_before = size_of(evil);
 	long samples = 0;
-	int known = -1, told = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &known, &told), 1);
-	cr_assert_eq(told, 0);
+	int by_record = -1, by_parent = -1;
+	cr_assert_eq(recover_collect_finish(c, base, &samples, &by_record, &by_parent), 1);
+	cr_assert_eq(by_parent, 0);
 	cr_assert_eq(samples, 1);
-	cr_assert_eq(known, 0);
+	cr_assert_eq(by_record, 0);
 	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
 	/* the good one now ends, recovered */
 	struct rfile_reader *rd;
@@ -402,14 +402,14 @@ static void killed_start(struct killed *k)
 }
 
 /* Finish: the child's recording ended from its memory; its END. */
-static struct rhea_end killed_finish(struct killed *k, int want_told)
+static struct rhea_end killed_finish(struct killed *k, int want_by_parent)
 {
 	long samples = 0;
-	int known = -1, told = -1;
-	cr_assert_eq(recover_collect_finish(k->c, k->base, &samples, &known, &told), 1);
+	int by_record = -1, by_parent = -1;
+	cr_assert_eq(recover_collect_finish(k->c, k->base, &samples, &by_record, &by_parent), 1);
 	cr_assert_eq(samples, 1);
-	cr_assert_eq(known, 1);
-	cr_assert_eq(told, want_told);
+	cr_assert_eq(by_record + by_parent, 1);
+	cr_assert_eq(by_parent, want_by_parent);
 	char path[192];
 	rhea_derived_name(path, sizeof(path), k->base, (unsigned long)k->pid, 0);
 	struct rhea_end end = end_of(path);
