@@ -85,6 +85,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 	switch (e->kind) {
 	case RHEA_E_PACKED:
 	case RHEA_E_PACKED2:
+	case RHEA_E_PACKED3:
 		return packed_decode(e, take_decoded, r);
 	case RHEA_E_SAMPLE:
 		if (e->size < sizeof(struct rhea_sample))

@@ -18,6 +18,9 @@ int cmd_attach(int argc, char **argv);
 int cli_parse_hooks(const char *s, uint32_t *mask);
 int cli_find_agent(char *out, size_t cap);
 void cli_summarize(const char *path, int child);
+/* A finished recording rewritten smaller (cli/compact.c); a failure says
+ * one line and leaves the file as it was. */
+void cli_compact(const char *path);
 /* A recording is to be written at given: its absolute path in abs, its
  * directory writable, an existing file moved to FILE.old (said unless
  * quiet).  0, or -1 with one line said. */

@@ -42,6 +42,7 @@ static void usage(FILE *f)
 		"\n"
 		"  -o, --output FILE    recording to write (default rhea-<name>-<pid>.rhea)\n"
 		"  -d, --duration DUR   stop after DUR (default: at Ctrl-C, or when PID ends)\n"
+		"      --no-compact     keep the recording as the agent wrote it (see rhea record)\n"
 		"  -q, --quiet          no messages but errors\n"
 		"  -i, --interval, --hooks, --unwind, --depth, --min-block, --buffer, --sample,\n"
 		"  --sample-main, --force-after, --signal: as for rhea record\n");
@@ -344,14 +345,15 @@ int cmd_attach(int argc, char **argv)
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'}, {"duration", required_argument, NULL, 'd'},
 		{"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-		AGENT_LONG_OPTIONS,                       {NULL, 0, NULL, 0},
+		{"no-compact", no_argument, NULL, 'C'},   AGENT_LONG_OPTIONS,
+		{NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
 	int64_t duration = -1;
 	struct agent_opts ao;
 	agent_opts_init(&ao);
 	ao.follow = 0; /* children of an attached process are not traced */
-	int quiet = 0, c;
+	int quiet = 0, compact = 1, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:d:i:qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -363,6 +365,7 @@ int cmd_attach(int argc, char **argv)
 			}
 			break;
 		case 'q': quiet = 1; break;
+		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			if (agent_opts_other(&ao, c, optarg, usage) != 0)
@@ -593,8 +596,11 @@ int cmd_attach(int argc, char **argv)
 		rc = 1;
 		close(dirfd); /* nothing removed */
 		dirfd = -1;
-	} else if (!quiet) {
-		cli_summarize(out, 0);
+	} else {
+		if (compact) /* (a recording the agent may still write has no END: left alone) */
+			cli_compact(out);
+		if (!quiet)
+			cli_summarize(out, 0);
 	}
 out:
 	if (ctl >= 0)

@@ -11,6 +11,7 @@
  */
 #include "agentopts.h"
 #include "cli.h"
+#include "compact.h"
 #include "hookfn.h"
 #include "paths.h"
 #include "recording.h"
@@ -61,6 +62,9 @@ static void usage(FILE *f)
 		"      --no-follow      do not trace child processes\n"
 		"      --no-wait        return when program exits, even if processes it started\n"
 		"                       still run (by default rhea record waits for them)\n"
+		"      --no-compact     keep the recordings as the agent wrote them (by default,\n"
+		"                       once finished, they are rewritten smaller, with\n"
+		"                       counters to about 1/16 of each difference)\n"
 		"  -q, --quiet          no summary line\n");
 }
 
@@ -282,12 +286,15 @@ void cli_summarize(const char *path, int child)
 }
 
 /*
- * Recordings of children: <base>.<pid>[.<n>].rhea written since `since`.
- * Compared to the nanosecond, with `since` read from the coarse clock that
- * stamps files: to the second, a run that started in the second the one
- * before it ended listed that run's children as its own.
+ * Recordings of children: <base>.<pid>[.<n>].rhea written since `since`,
+ * each given to fn (its full path, and how many came before it); how many
+ * there are, and in *stale how many older ones match the pattern too
+ * (earlier runs').  Compared to the nanosecond, with `since` read from the
+ * coarse clock that stamps files: to the second, a run that started in the
+ * second the one before it ended listed that run's children as its own.
  */
-static void summarize_children(const char *base_path, struct timespec since)
+static int each_child_recording(const char *base_path, struct timespec since, void (*fn)(const char *path, int n),
+				int *stale)
 {
 	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
 	snprintf(dir, sizeof(dir), "%s", base_path);
@@ -296,11 +303,12 @@ static void summarize_children(const char *base_path, struct timespec since)
 	size_t bl = strlen(b);
 	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
 		b[bl -= 5] = 0;
+	*stale = 0;
 	DIR *dp = opendir(d);
 	if (!dp)
-		return;
+		return 0;
 	struct dirent *de;
-	int n = 0, stale = 0;
+	int n = 0;
 	while ((de = readdir(dp)) != NULL) {
 		const char *name = de->d_name;
 		size_t nl = strlen(name);
@@ -318,16 +326,26 @@ static void summarize_children(const char *base_path, struct timespec since)
 			continue;
 		if (st.st_mtim.tv_sec < since.tv_sec ||
 		    (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec)) {
-			stale++;
+			(*stale)++;
 			continue;
 		}
-		if (n++ > 20)
-			continue;
-		cli_summarize(full, 1);
+		fn(full, n++);
 	}
+	closedir(dp);
+	return n;
+}
+
+static void summarize_child(const char *path, int n)
+{
+	if (n <= 20)
+		cli_summarize(path, 1);
+}
+
+static void summarize_children(const char *base_path, struct timespec since)
+{
+	int stale, n = each_child_recording(base_path, since, summarize_child, &stale);
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
-	closedir(dp);
 	if (n == 0)
 		return;
 	/* how to see them all, with paths as short as the current directory allows */
@@ -342,6 +360,20 @@ static void summarize_children(const char *base_path, struct timespec since)
 		rel[rl - 5] = 0;
 	fprintf(stderr, "rhea: all its processes: rhea report %s %s.*.rhea (rhea convert ... for one trace)%s\n",
 		shown, rel, stale ? "; that pattern also matches recordings of earlier runs" : "");
+}
+
+void cli_compact(const char *path)
+{
+	struct compact_result res;
+	char err[512];
+	if (compact_recording(path, &res, err, sizeof(err)) == COMPACT_FAILED)
+		cli_err("%s: left as written (could not compact it: %s)", path, err);
+}
+
+static void compact_child(const char *path, int n)
+{
+	(void)n;
+	cli_compact(path);
 }
 
 /*
@@ -458,13 +490,13 @@ int cmd_record(int argc, char **argv)
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'}, {"no-follow", no_argument, NULL, 'F'},
 		{"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-		{"no-wait", no_argument, NULL, 'W'},
+		{"no-wait", no_argument, NULL, 'W'},       {"no-compact", no_argument, NULL, 'C'},
 		AGENT_LONG_OPTIONS,                       {NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
 	struct agent_opts ao;
 	agent_opts_init(&ao);
-	int quiet = 0, no_wait = 0, c;
+	int quiet = 0, no_wait = 0, compact = 1, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -472,6 +504,7 @@ int cmd_record(int argc, char **argv)
 		case 'F': ao.follow = 0; break;
 		case 'q': quiet = 1; break;
 		case 'W': no_wait = 1; break;
+		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			if (agent_opts_other(&ao, c, optarg, usage) != 0)
@@ -601,6 +634,13 @@ int cmd_record(int argc, char **argv)
 	long child_samples = 0;
 	int by_record = 0, by_parent = 0;
 	int children_ended = recover_collect_finish(collector, path, &child_samples, &by_record, &by_parent);
+	if (compact) { /* the finished ones: a recording without its END is left alone */
+		int stale;
+		if (access(path, F_OK) == 0)
+			cli_compact(path);
+		if (ao.follow)
+			each_child_recording(path, started, compact_child, &stale);
+	}
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),

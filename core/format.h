@@ -77,6 +77,7 @@ enum rhea_entry_kind {
 	RHEA_E_STATS = 8,   /* struct rhea_stats (periodic; last one wins) */
 	RHEA_E_PACKED = 9,  /* struct rhea_packed: samples of one thread, varint deltas (read only) */
 	RHEA_E_PACKED2 = 10, /* struct rhea_packed2: samples of one thread, us times, change bits */
+	RHEA_E_PACKED3 = 11, /* struct rhea_packed2, flags = shift: PACKED2 with counters in steps */
 };
 
 struct rhea_entry {

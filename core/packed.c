@@ -331,6 +331,7 @@ struct state {
 	uint64_t end_us;
 	uint64_t object; /* the last non-zero one */
 	uint64_t c[NCOUNTERS];
+	uint64_t d[NCOUNTERS]; /* its c_end differences (PACKED3's steps) */
 	uint64_t first_end_us, first_c[NCOUNTERS];
 	uint32_t n; /* stacks in the recent list */
 	uint32_t r_stack[RECENT];
@@ -427,6 +428,8 @@ static void state_next(struct state *st, uint32_t pos, const struct rhea_sample 
 	s->waker_tid = x->waker_tid;
 	s->waker_stack = x->waker_stack;
 	s->owner_tid = x->owner_tid;
+	for (int i = 0; i < NCOUNTERS; i++)
+		st->d[i] = ce[i] - st->c[i];
 	memcpy(st->c, ce, sizeof(st->c));
 }
 
@@ -460,15 +463,90 @@ static uint64_t counter_guess(const struct state *st, int i, const uint64_t *t, 
 	return 0;
 }
 
-/* a - b, over dt microseconds: the mask to ctl, the values to val. */
-static void put_counters(struct cursor *ctl, struct cursor *val, const struct state *st, const uint64_t *a,
-			 const uint64_t *b, uint64_t dt)
+/*
+ * PACKED3 stores each counter difference as a multiple of a step, a power
+ * of two that both sides know before the value: 1 at shift 0 (PACKED2:
+ * exact), for the entry's last sample, and where the difference is
+ * expected below 2 << shift; else the largest power of two at most
+ * ref >> shift.  ref is, for c_end, the larger of the guess and the
+ * previous sample's difference; for c_begin, this sample's c_end
+ * difference (the span c_begin lies in).  The value is the count of steps
+ * minus the guess's (rounded), as a z-value.
+ */
+static uint64_t qstep(uint64_t ref, unsigned shift, int exact)
+{
+	uint64_t v = ref >> shift;
+	if (shift == 0 || exact || v < 2)
+		return 1;
+	return 1ull << (63 - __builtin_clzll(v));
+}
+
+/* An entry's flags: the shift in bits 0-4, the counters in steps (bit j:
+ * counter j) in bits 8-14; the other bits are 0. */
+#define STEPS_SHIFT(flags) ((unsigned)(flags) & 0x1f)
+#define STEPS_MASK(flags) (((unsigned)(flags) >> 8) & COUNTERS_ALL)
+#define STEPS_VALID(flags) (((flags) & ~(0x1fu | (COUNTERS_ALL << 8))) == 0 && STEPS_SHIFT(flags) <= PACKED_SHIFT_MAX)
+
+/* What the counters of one set are coded against. */
+struct cset {
+	int sign;             /* +1: c_end = ref + d; -1: c_begin = ref - d */
+	const uint64_t *ref;  /* prev c_end (decoded), or this c_end (decoded) */
+	const uint64_t *span; /* c_begin only: this sample's c_end differences */
+	uint64_t dt;          /* wall time the differences span (us) */
+	unsigned shift, mask; /* mask: the counters in steps */
+	int exact;            /* the entry's last sample: step 1 */
+};
+
+static uint64_t cset_step(const struct state *st, const struct cset *k, int i, uint64_t guess)
+{
+	if (!(k->mask & (1u << i)))
+		return 1;
+	if (k->sign < 0)
+		return qstep(k->span[i], k->shift, k->exact);
+	return qstep(guess > st->d[i] ? guess : st->d[i], k->shift, k->exact);
+}
+
+/* The guess in steps, rounded. */
+static uint64_t guess_steps(uint64_t guess, uint64_t step)
+{
+	return step == 1 ? guess : guess / step + (guess % step >= step / 2);
+}
+
+/*
+ * The count of steps that codes the difference `want`.  Exact at shift 0.
+ * Else the decoded counters keep an order, whatever the input: c_end
+ * never goes down (the difference is rounded down, to at most the truth:
+ * a decoded c_end is never above the true one, so the next difference is
+ * not negative either), and c_begin lies between the previous c_end and
+ * this one (the nearest step within the span; the span holds 16 steps or
+ * more, or steps of 1).
+ */
+static uint64_t quantize(const struct cset *k, int i, uint64_t want, uint64_t step, uint64_t span)
+{
+	if (k->shift == 0 || !(k->mask & (1u << i)))
+		return want;
+	if (k->sign > 0)
+		return (int64_t)want < 0 ? 0 : want / step;
+	if ((int64_t)want < 0)
+		return 0;
+	uint64_t q = want / step + (want % step >= (step + 1) / 2), top = span / step;
+	return q > top ? top : q;
+}
+
+/* The counters truth[] of one set: the mask to ctl, the values to val,
+ * what the decoder will read to out[]. */
+static void put_counters(struct cursor *ctl, struct cursor *val, const struct state *st, const struct cset *k,
+			 const uint64_t *truth, uint64_t *out)
 {
 	uint64_t t[NCOUNTERS], r[NCOUNTERS];
 	unsigned mask = 0;
 	for (int i = 0; i < NCOUNTERS; i++) {
-		t[i] = a[i] - b[i];
-		r[i] = t[i] - counter_guess(st, i, t, dt);
+		uint64_t want = k->sign > 0 ? truth[i] - k->ref[i] : k->ref[i] - truth[i];
+		uint64_t g = counter_guess(st, i, t, k->dt), step = cset_step(st, k, i, g);
+		uint64_t q = quantize(k, i, want, step, k->sign < 0 ? k->span[i] : 0);
+		t[i] = q * step;
+		r[i] = q - guess_steps(g, step);
+		out[i] = k->sign > 0 ? k->ref[i] + t[i] : k->ref[i] - t[i];
 		if (r[i])
 			mask |= 1u << i;
 	}
@@ -479,9 +557,10 @@ static void put_counters(struct cursor *ctl, struct cursor *val, const struct st
 }
 
 /* The samples' control bytes to ctl, their values to val. */
-static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t base_us, struct cursor *ctl,
-		      struct cursor *val)
+static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t base_us, unsigned eflags,
+		      struct cursor *ctl, struct cursor *val)
 {
+	unsigned shift = STEPS_SHIFT(eflags), mask = STEPS_MASK(eflags);
 	struct state st;
 	memset(&st, 0, sizeof(st));
 	st.end_us = base_us;
@@ -533,16 +612,30 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 			put(val, zz((int64_t)(end_us - release_us)));
 		if (extra & X_OWNER)
 			put(val, zz((int64_t)x->owner_tid - (int64_t)tid));
-		put_counters(ctl, val, &st, ce, st.c, end_us - st.end_us);
+		uint64_t ced[NCOUNTERS], cbd[NCOUNTERS], span[NCOUNTERS];
+		struct cset ke = {1, st.c, NULL, end_us - st.end_us, shift, mask, i + 1 == n};
+		put_counters(ctl, val, &st, &ke, ce, ced);
+		for (int j = 0; j < NCOUNTERS; j++)
+			span[j] = ced[j] - st.c[j];
+		struct cset kb = {-1, ced, span, end_us - begin_us, shift, mask, i + 1 == n};
 		if (hb & H_CBEGIN)
-			put_counters(ctl, val, &st, ce, cb, end_us - begin_us);
+			put_counters(ctl, val, &st, &kb, cb, cbd);
 
-		state_next(&st, pos, x, end_us, ce);
+		state_next(&st, pos, x, end_us, ced);
 	}
 }
 
 size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap)
 {
+	return packed_encode_steps(s, n, 0, 0, out, cap);
+}
+
+size_t packed_encode_steps(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
+			   void *out, size_t cap)
+{
+	if (shift > PACKED_SHIFT_MAX || counters > COUNTERS_ALL)
+		return 0;
+	unsigned flags = shift && counters ? shift | counters << 8 : 0;
 	if (cap < sizeof(struct rhea_packed2) || n == 0)
 		return 0;
 	struct rhea_packed2 *h = out;
@@ -550,7 +643,7 @@ size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, 
 	uint64_t base_us = s[0]->begin_ns / 1000;
 	/* Twice: the control stream's size first, to know where it ends. */
 	struct cursor ctl = {NULL, NULL, 0, 0}, val = {NULL, NULL, 0, 0};
-	encode_v2(s, n, base_us, &ctl, &val);
+	encode_v2(s, n, base_us, flags, &ctl, &val);
 	struct cursor size = {data, end, 0, 0};
 	put(&size, ctl.len);
 	if (size.err)
@@ -558,7 +651,7 @@ size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, 
 	if (ctl.len > (size_t)(end - size.p))
 		return 0;
 	struct cursor ctl2 = {size.p, size.p + ctl.len, 0, 0}, val2 = {size.p + ctl.len, end, 0, 0};
-	encode_v2(s, n, base_us, &ctl2, &val2);
+	encode_v2(s, n, base_us, flags, &ctl2, &val2);
 	if (ctl2.err || val2.err)
 		return 0;
 	size_t len = (size_t)(val2.p - (uint8_t *)out);
@@ -566,8 +659,8 @@ size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, 
 	if (padded > cap || padded > UINT32_MAX)
 		return 0;
 	memset(val2.p, 0, padded - len);
-	h->h.kind = RHEA_E_PACKED2;
-	h->h.flags = 0;
+	h->h.kind = flags ? RHEA_E_PACKED3 : RHEA_E_PACKED2;
+	h->h.flags = (uint16_t)flags;
 	h->h.size = (uint32_t)padded;
 	h->tid = s[0]->tid;
 	h->count = n;
@@ -594,22 +687,25 @@ static uint64_t get_delta(struct rcursor *c, uint64_t ref, uint64_t max)
 	return add(c, ref, unzz(get(c)), 1, max);
 }
 
-/* out = ref + the differences (sign > 0) or ref - them (sign < 0), as
- * put_counters stored them. */
-static void get_counters(struct rcursor *ctl, struct rcursor *val, const struct state *st, uint64_t *out,
-			 const uint64_t *ref, int sign, uint64_t dt)
+/* out = k->ref + the differences (sign > 0) or k->ref - them (sign < 0),
+ * as put_counters stored them. */
+static void get_counters(struct rcursor *ctl, struct rcursor *val, const struct state *st, const struct cset *k,
+			 uint64_t *out)
 {
 	unsigned mask = (unsigned)get_max(ctl, COUNTERS_ALL);
 	uint64_t t[NCOUNTERS];
 	for (int i = 0; i < NCOUNTERS; i++) {
-		t[i] = mask & (1u << i) ? (uint64_t)unzz(get(val)) : 0;
-		t[i] += counter_guess(st, i, t, dt);
-		out[i] = add(val, ref[i], (int64_t)t[i], sign, counter_max[i]);
+		uint64_t r = mask & (1u << i) ? (uint64_t)unzz(get(val)) : 0;
+		uint64_t g = counter_guess(st, i, t, k->dt), step = cset_step(st, k, i, g);
+		t[i] = (r + guess_steps(g, step)) * step;
+		out[i] = add(val, k->ref[i], (int64_t)t[i], k->sign, counter_max[i]);
 	}
 }
 
-static int decode_v2(const struct rhea_entry *e, int (*fn)(void *arg, const struct rhea_sample *s), void *arg)
+static int decode_v2(const struct rhea_entry *e, unsigned eflags, int (*fn)(void *arg, const struct rhea_sample *s),
+		     void *arg)
 {
+	unsigned shift = STEPS_SHIFT(eflags), mask = STEPS_MASK(eflags);
 	const struct rhea_packed2 *h = (const void *)e;
 	struct rcursor size = {(const uint8_t *)(h + 1), (const uint8_t *)e + e->size, 0};
 	uint64_t control_size = get(&size);
@@ -677,10 +773,15 @@ static int decode_v2(const struct rhea_entry *e, int (*fn)(void *arg, const stru
 			x.release_ns = add(&val, end_us, unzz(get(&val)), -1, UINT64_MAX / 1000) * 1000;
 		if (extra & X_OWNER)
 			x.owner_tid = (uint32_t)get_delta(&val, h->tid, UINT32_MAX);
-		uint64_t ce[NCOUNTERS], cb[NCOUNTERS];
-		get_counters(&ctl, &val, &st, ce, st.c, 1, end_us - st.end_us);
+		uint64_t ce[NCOUNTERS], cb[NCOUNTERS], span[NCOUNTERS];
+		int last = i + 1 == h->count;
+		struct cset ke = {1, st.c, NULL, end_us - st.end_us, shift, mask, last};
+		get_counters(&ctl, &val, &st, &ke, ce);
+		for (int j = 0; j < NCOUNTERS; j++)
+			span[j] = ce[j] - st.c[j];
+		struct cset kb = {-1, ce, span, end_us - begin_us, shift, mask, last};
 		if (hb & H_CBEGIN)
-			get_counters(&ctl, &val, &st, cb, ce, -1, end_us - begin_us);
+			get_counters(&ctl, &val, &st, &kb, cb);
 		else
 			memcpy(cb, ce, sizeof(cb));
 		if (ctl.bad || val.bad)
@@ -707,6 +808,8 @@ int packed_decode(const struct rhea_entry *e, int (*fn)(void *arg, const struct 
 	if (e->kind == RHEA_E_PACKED && e->size >= sizeof(struct rhea_packed))
 		return decode_v1(e, fn, arg);
 	if (e->kind == RHEA_E_PACKED2 && e->size >= sizeof(struct rhea_packed2))
-		return decode_v2(e, fn, arg);
+		return decode_v2(e, 0, fn, arg);
+	if (e->kind == RHEA_E_PACKED3 && e->size >= sizeof(struct rhea_packed2) && STEPS_VALID(e->flags))
+		return decode_v2(e, e->flags, fn, arg);
 	return -1;
 }

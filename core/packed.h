@@ -17,13 +17,28 @@
  * or 0 when it does not fit.  No allocation; async-signal-safe. */
 size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap);
 
+/* The same with the differences of some counters in steps of about
+ * 2^-shift of their size (see packed.c), as a RHEA_E_PACKED3 entry:
+ * `counters` says which (bit j: counter j in the order of the file, 0 CPU
+ * time, 1 allocations, 2 bytes, 3 minor and 4 major faults, 5 voluntary
+ * and 6 involuntary switches).  Decoded, the counters in steps never go
+ * down, a c_begin lies between the previous sample's c_end and its own
+ * c_end, a c_end is at most the true one and more than it minus one step,
+ * and the entry's last sample is exact (where the input kept that order).
+ * Shift 0 or no counters: the exact RHEA_E_PACKED2.  0 when it does not
+ * fit, or for a shift above PACKED_SHIFT_MAX. */
+#define PACKED_SHIFT_MAX 16
+#define PACKED_STEP_CPU 0x01u
+size_t packed_encode_steps(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
+			   void *out, size_t cap);
+
 #ifndef RHEA_AGENT
 /* The same as a RHEA_E_PACKED (kind 9) entry, exact to the nanosecond: the
  * format older writers wrote, kept to test its decoder. */
 size_t packed_encode_v1(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap);
 #endif
 
-/* Decode a RHEA_E_PACKED or RHEA_E_PACKED2 entry: calls fn for each sample
+/* Decode a RHEA_E_PACKED, RHEA_E_PACKED2 or RHEA_E_PACKED3 entry: calls fn for each sample
  * (as a struct rhea_sample entry).  Returns 0, or -1 on a malformed entry
  * or an entry of another kind (samples before the damage have been
  * reported, nothing past it), or when fn returns non-zero. */

@@ -730,6 +730,7 @@ int rfile_entry_check(const struct rhea_entry *e)
 	case RHEA_E_PACKED:
 		return rfile_fits(e, sizeof(struct rhea_packed));
 	case RHEA_E_PACKED2:
+	case RHEA_E_PACKED3:
 		return rfile_fits(e, sizeof(struct rhea_packed2));
 	case RHEA_E_THREAD:
 		return rfile_fits(e, sizeof(struct rhea_thread));

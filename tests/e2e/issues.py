@@ -603,7 +603,46 @@ def t_churn_stress():
               "run %d: recording not complete" % i)
 
 
-TESTS = [t_libdw_only_when_compiling, t_make_build, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+PY_THREADS_ALLOC = """
+import threading, time
+def work(n):
+    end = time.time() + 1.2
+    while time.time() < end:
+        d = [dict(a=i, b=str(i)) for i in range(2000)]
+        del d
+ts = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+for t in ts: t.start()
+for t in ts: t.join()
+"""
+
+
+def t_compacted_recordings():
+    """rhea record rewrites a finished recording smaller (cli/compact.c):
+    Debian's python3, 3 threads allocating for 1.2 s, recorded as the agent
+    writes it (--no-compact: a chunk every 100 ms, exact counters) and as
+    rhea record leaves it by default.  The default one is a few chunks,
+    under 0.95 of the bytes per sample of the other, reads whole with its
+    END, and no temporary file is left; the one with --no-compact keeps
+    the agent's chunks."""
+    py = shutil.which("python3", path="/usr/bin") or "/usr/bin/python3"
+    raw, _ = record("pyraw", py, "-c", PY_THREADS_ALLOC, opts=("--no-compact",))
+    small, _ = record("pysmall", py, "-c", PY_THREADS_ALLOC)
+    a, b = report(raw), report(small)
+    for rep, what in ((a, "--no-compact"), (b, "compacted")):
+        check(rep["recording"]["complete"], "%s: not complete: %s" % (what, rep["recording"]["problem"]))
+        check(len(rep["threads"]) >= 4, "%s: %d threads" % (what, len(rep["threads"])))
+    check(a["stats"]["chunks"] >= 8, "--no-compact: %d chunks for 1.2 s (the agent writes one each 100 ms)"
+          % a["stats"]["chunks"])
+    check(b["stats"]["chunks"] <= 2, "compacted: %d chunks" % b["stats"]["chunks"])
+    per_a = a["stats"]["file_bytes"] / a["stats"]["samples"]
+    per_b = b["stats"]["file_bytes"] / b["stats"]["samples"]
+    check(per_b < 0.95 * per_a, "compacted: %.1f bytes a sample, the agent's %.1f" % (per_b, per_a))
+    check(b["stats"]["file_bytes"] == os.path.getsize(small), "file_bytes is not the file's size")
+    left = [f for f in os.listdir(TMP) if ".compact-" in f]
+    check(not left, "temporary files left: %s" % left)
+
+
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 

@@ -1,7 +1,8 @@
 /* Unit tests of core/packed.c: random samples survive encoding (PACKED
- * exactly, PACKED2 with times and CPU time rounded down to the microsecond),
- * the encoding is small for typical runs, the encoder never writes past its
- * buffer, and damaged entries are refused without reading past their end. */
+ * exactly, PACKED2 with times and CPU time rounded down to the microsecond,
+ * PACKED3 with counters in steps that keep their promises), the encoding is
+ * small for typical runs, the encoder never writes past its buffer, and
+ * damaged entries are refused without reading past their end. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,7 +289,13 @@ static void damaged(encoder enc)
 	free(v);
 }
 
+static size_t encode_steps4(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap)
+{
+	return packed_encode_steps(s, n, 4, 0x7f, out, cap);
+}
+
 Test(packed, damaged_entries_refused) { damaged(packed_encode); }
+Test(packed, damaged_steps_entries_refused) { damaged(encode_steps4); }
 Test(packed, damaged_v1_entries_refused) { damaged(packed_encode_v1); }
 
 /*
@@ -375,4 +382,134 @@ Test(packed, undefined_bits_and_garbage_refused)
 	memcpy(e, one, sizeof(e));
 	e[0] = RHEA_E_SAMPLE;
 	cr_expect_eq(decode_one(e, NULL), -1);
+}
+
+/* ---- PACKED3: counters in steps ------------------------------------------ */
+
+static void counters_us(uint64_t v[7], const struct rhea_counters *c)
+{
+	uint64_t x[7] = {c->cpu_ns / 1000, c->alloc_count, c->alloc_bytes, c->minflt, c->majflt, c->nvcsw, c->nivcsw};
+	memcpy(v, x, sizeof(x));
+}
+
+struct steps {
+	const struct rhea_sample *want;
+	uint32_t n, total;
+	uint64_t prev_end[7]; /* decoded */
+	uint64_t max_diff[7]; /* the largest true difference between samples */
+	uint64_t max_err[7];
+};
+
+static int check_steps(void *arg, const struct rhea_sample *s)
+{
+	struct steps *c = arg;
+	struct rhea_sample w = quantized(&c->want[c->n]);
+	/* everything but the counters as PACKED2 keeps it */
+	struct rhea_sample a = *s, b = w;
+	memset(&a.c_begin, 0, 2 * sizeof(a.c_begin));
+	memset(&b.c_begin, 0, 2 * sizeof(b.c_begin));
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "sample %u differs beyond its counters", c->n);
+	uint64_t te[7], tb[7], de[7], db[7];
+	counters_us(te, &w.c_end);
+	counters_us(tb, &w.c_begin);
+	counters_us(de, &s->c_end);
+	counters_us(db, &s->c_begin);
+	for (int j = 0; j < 7; j++) {
+		cr_assert_geq(de[j], c->prev_end[j], "sample %u counter %d went down", c->n, j);
+		cr_assert_leq(de[j], te[j], "sample %u counter %d above the truth", c->n, j);
+		cr_assert_geq(db[j], c->prev_end[j], "sample %u c_begin %d before the previous c_end", c->n, j);
+		cr_assert_leq(db[j], de[j], "sample %u c_begin %d after its c_end", c->n, j);
+		if (c->n + 1 == c->total) {
+			cr_assert_eq(de[j], te[j], "the last sample's counter %d is not exact", j);
+			cr_assert_eq(db[j], tb[j], "the last sample's c_begin %d is not exact", j);
+		}
+		uint64_t e = te[j] - de[j], eb = db[j] > tb[j] ? db[j] - tb[j] : tb[j] - db[j];
+		if (e > c->max_err[j])
+			c->max_err[j] = e;
+		if (eb > c->max_err[j])
+			c->max_err[j] = eb;
+		c->prev_end[j] = de[j];
+	}
+	c->n++;
+	return 0;
+}
+
+/* Typical samples (counters that only grow, c_begin between the previous
+ * c_end and its own) through PACKED3: the promises of packed.h hold, the
+ * errors stay within a step (an eighth of the largest difference here),
+ * and the entry is smaller than PACKED2's. */
+Test(packed, steps_keep_their_promises)
+{
+	enum { N = 3000 };
+	struct rhea_sample *v = make(N, 0);
+	const struct rhea_sample *p[N];
+	struct steps c = {v, 0, N, {0}, {0}, {0}};
+	uint64_t prev[7] = {0};
+	for (int i = 0; i < N; i++) {
+		p[i] = &v[i];
+		/* c_begin after the previous c_end, as a thread's are */
+		struct rhea_sample w = quantized(&v[i]);
+		uint64_t e[7], b[7];
+		counters_us(e, &w.c_end);
+		counters_us(b, &w.c_begin);
+		for (int j = 0; j < 7; j++) {
+			if (b[j] < prev[j])
+				v[i].c_begin = i ? v[i - 1].c_end : (struct rhea_counters){0};
+			if (e[j] - prev[j] > c.max_diff[j])
+				c.max_diff[j] = e[j] - prev[j];
+		}
+		counters_us(prev, &w.c_end);
+	}
+	size_t cap = N * 300;
+	uint8_t *buf = malloc(cap), *buf2 = malloc(cap);
+	size_t len = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
+	cr_assert_gt(len, 0);
+	cr_assert_eq(((struct rhea_entry *)buf)->kind, RHEA_E_PACKED3);
+	cr_assert_eq(((struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, &c), 0);
+	cr_assert_eq(c.n, N);
+	for (int j = 0; j < 7; j++)
+		cr_assert_leq(c.max_err[j] * 8, c.max_diff[j] + 8, "counter %d: error %llu, differences up to %llu", j,
+			      (unsigned long long)c.max_err[j], (unsigned long long)c.max_diff[j]);
+	cr_assert_gt(c.max_err[0], 0, "nothing was stepped: the test tests nothing");
+	size_t len2 = packed_encode(p, N, buf2, cap);
+	cr_assert_lt(len, len2 * 9 / 10, "PACKED3 %zu bytes, PACKED2 %zu", len, len2);
+	/* shift 0 is PACKED2 */
+	cr_assert_eq(packed_encode_steps(p, N, 0, 0x7f, buf, cap), len2);
+	cr_assert_eq(packed_encode_steps(p, N, 4, 0, buf, cap), len2);
+	cr_assert_eq(memcmp(buf, buf2, len2), 0);
+	cr_assert_eq(packed_encode_steps(p, N, PACKED_SHIFT_MAX + 1, 0x7f, buf, cap), 0);
+	cr_assert_eq(packed_encode_steps(p, N, 4, 0x80, buf, cap), 0);
+	/* too small a buffer: 0 */
+	cr_assert_eq(packed_encode_steps(p, N, 4, 0x7f, buf, len - 1), 0);
+	free(buf);
+	free(buf2);
+	free(v);
+}
+
+/* Any input (counters going down, c_begin anywhere) decodes, with
+ * everything but the counters as PACKED2 keeps it; a shift above the
+ * largest is refused. */
+Test(packed, steps_take_wild_values)
+{
+	enum { N = 2000 };
+	struct rhea_sample *v = make(N, 1);
+	const struct rhea_sample *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = &v[i];
+	uint8_t *buf = malloc(N * 300);
+	size_t len = packed_encode_steps(p, N, 4, 0x7f, buf, N * 300);
+	cr_assert_gt(len, 0);
+	int n = 0;
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), 0);
+	cr_assert_eq(n, N);
+	uint16_t flags = ((struct rhea_entry *)buf)->flags;
+	((struct rhea_entry *)buf)->flags = (uint16_t)((flags & ~0x1fu) | (PACKED_SHIFT_MAX + 1));
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), -1, "a shift too large accepted");
+	((struct rhea_entry *)buf)->flags = (uint16_t)(flags | 0x20);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), -1, "undefined flag bit 5 accepted");
+	((struct rhea_entry *)buf)->flags = (uint16_t)(flags | 0x8000);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), -1, "undefined flag bit 15 accepted");
+	free(buf);
+	free(v);
 }

@@ -1,0 +1,478 @@
+/*
+ * compact.c - rewrite a finished recording smaller.
+ *
+ * The agent writes for safety: a chunk every 100 ms, compressed fast (zstd
+ * level 3), each thread's samples of a flush in their own PACKED2 entry
+ * whose coding starts afresh, counters exact.  Once the recording has its
+ * END nothing writes to it any more, and rhea record rewrites it for size:
+ *
+ *  - each thread's samples in one run of PACKED3 entries of up to
+ *    ENTRY_SAMPLES samples, in the order of their ends, so that the coding
+ *    of one sample learns from all before it (on W2, 11.6 bytes of file a
+ *    sample -> 10.0 with exact counters);
+ *  - the counters in steps of about 1/16 of the differences expected
+ *    (core/packed.h: a counter never goes down, is never above the truth,
+ *    by less than a step below it, and every entry's last sample is
+ *    exact): 10.0 -> 7.4 bytes a sample on W2, 9.9 -> 7.3 on python3,
+ *    12.2 -> 8.3 on sqlite3.  The differences between captures a
+ *    millisecond apart are the part of a recording nothing predicts, and
+ *    their low bits say nothing a user acts on; the allocation sites
+ *    (SITES) keep the exact counts;
+ *  - the allocation sites' periodic snapshots reduced to the last one per
+ *    site (what a reader keeps of them);
+ *  - zstd at a high level over large chunks.
+ *
+ * The rest (modules, stack nodes, threads, metadata, statistics, the ends)
+ * is copied as it was, in its order, the ends last.  The new file is
+ * written beside the old one and renamed over it only after it has been
+ * read back with as many samples and captures: a failure at any point
+ * (full disk, a bug) leaves the recording as it was.
+ */
+#include "compact.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "packed.h"
+#include "rfile.h"
+
+#define CHUNK_RAW (4u << 20)   /* payload of the new chunks, at most */
+#define ENTRY_SAMPLES 65536u   /* samples in one PACKED3 entry, at most */
+#define SITES_PER_ENTRY 4096u
+
+struct tsamples {
+	uint32_t tid;
+	struct rhea_sample *s;
+	size_t n, cap;
+};
+
+struct compactor {
+	struct tsamples *threads;
+	size_t nthreads, threads_cap, last;
+	uint64_t samples, captures;
+	struct rhea_site *sites;
+	size_t nsites, sites_cap;
+	uint8_t *other, *ends; /* entries copied as they were */
+	size_t other_len, other_cap, ends_len, ends_cap;
+	int oom;
+	/* the new file */
+	struct rfile_writer w;
+	uint8_t *chunk;
+	size_t chunk_len;
+	int werr;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 16;
+	while (c < need)
+		c *= 2;
+	void *n = realloc(*p, c * size);
+	if (!n)
+		return -1;
+	*p = n;
+	*cap = c;
+	return 0;
+}
+
+static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
+{
+	if (c->last < c->nthreads && c->threads[c->last].tid == tid)
+		return &c->threads[c->last];
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (c->threads[i].tid == tid)
+			return &c->threads[c->last = i];
+	if (grow((void **)&c->threads, &c->threads_cap, c->nthreads + 1, sizeof(*c->threads)))
+		return NULL;
+	struct tsamples *t = &c->threads[c->last = c->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	return t;
+}
+
+static int take_sample(void *arg, const struct rhea_sample *s)
+{
+	struct compactor *c = arg;
+	struct tsamples *t = thread_of(c, s->tid);
+	if (!t || grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s))) {
+		c->oom = 1;
+		return -1;
+	}
+	t->s[t->n] = *s;
+	t->s[t->n].reserved = (uint32_t)t->n; /* the order it came in, for a stable sort */
+	t->n++;
+	c->samples++;
+	c->captures += 1u + s->merged;
+	return 0;
+}
+
+static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n)
+{
+	if (grow((void **)buf, cap, *len + n, 1))
+		return -1;
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	return 0;
+}
+
+/* One entry of the old file into the compactor.  0, or -1 (malformed,
+ * out of memory). */
+static int take_entry(struct compactor *c, const struct rhea_entry *e)
+{
+	int ok = rfile_entry_check(e);
+	if (ok < 0)
+		return -1;
+	if (ok == 0)
+		switch (e->kind) {
+		case RHEA_E_SAMPLE:
+			return take_sample(c, (const void *)e);
+		case RHEA_E_PACKED:
+		case RHEA_E_PACKED2:
+		case RHEA_E_PACKED3:
+			return packed_decode(e, take_sample, c);
+		case RHEA_E_SITES: {
+			const struct rhea_sites *h = (const void *)e;
+			if (grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
+				return -1;
+			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
+			c->nsites += h->count;
+			return 0;
+		}
+		case RHEA_E_END:
+			return append(&c->ends, &c->ends_len, &c->ends_cap, e, e->size);
+		}
+	return append(&c->other, &c->other_len, &c->other_cap, e, e->size);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void chunk_flush(struct compactor *c)
+{
+	if (c->chunk_len && !c->werr)
+		c->werr = rfile_write_chunk(&c->w, c->chunk, c->chunk_len, 1);
+	c->chunk_len = 0;
+}
+
+/* Room for n more bytes in the chunk (flushing it first if need be). */
+static uint8_t *chunk_room(struct compactor *c, size_t n)
+{
+	if (n > CHUNK_RAW)
+		return NULL;
+	if (c->chunk_len + n > CHUNK_RAW)
+		chunk_flush(c);
+	return c->chunk + c->chunk_len;
+}
+
+/* Copied entries (a run of whole entries) into chunks. */
+static void put_entries(struct compactor *c, const uint8_t *p, size_t len)
+{
+	size_t off = 0;
+	const struct rhea_entry *e;
+	while (!c->werr && rfile_next_entry(p, len, &off, &e) == 1) {
+		uint8_t *to = chunk_room(c, e->size);
+		if (!to) {
+			c->werr = -EFBIG;
+			return;
+		}
+		memcpy(to, e, e->size);
+		c->chunk_len += e->size;
+	}
+}
+
+static int cmp_end(const void *a, const void *b)
+{
+	const struct rhea_sample *x = a, *y = b;
+	if (x->end_ns != y->end_ns)
+		return x->end_ns < y->end_ns ? -1 : 1;
+	if (x->begin_ns != y->begin_ns)
+		return x->begin_ns < y->begin_ns ? -1 : 1;
+	return (x->reserved > y->reserved) - (x->reserved < y->reserved);
+}
+
+/* A thread's samples, in the order of their ends, as PACKED3 entries. */
+static void put_samples(struct compactor *c, struct tsamples *t, const struct rhea_sample **ptrs)
+{
+	qsort(t->s, t->n, sizeof(*t->s), cmp_end);
+	for (size_t i = 0; i < t->n; i++) {
+		t->s[i].reserved = 0;
+		ptrs[i] = &t->s[i];
+	}
+	size_t done = 0;
+	while (done < t->n && !c->werr) {
+		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);
+		size_t len = packed_encode_steps(ptrs + done, n, COMPACT_SHIFT, COMPACT_STEPPED, c->chunk + c->chunk_len,
+						 CHUNK_RAW - c->chunk_len);
+		if (!len && c->chunk_len) { /* the chunk is full: the next one */
+			chunk_flush(c);
+			continue;
+		}
+		if (!len) { /* does not fit a chunk: fewer */
+			if (n == 1) {
+				c->werr = -EFBIG;
+				return;
+			}
+			n /= 2;
+			len = packed_encode_steps(ptrs + done, n, COMPACT_SHIFT, COMPACT_STEPPED, c->chunk, CHUNK_RAW);
+			if (!len)
+				continue;
+		}
+		c->chunk_len += len;
+		done += n;
+	}
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+	const struct rhea_site *x = a, *y = b;
+	if (x->serial != y->serial)
+		return x->serial < y->serial ? -1 : 1;
+	if (x->pc != y->pc)
+		return x->pc < y->pc ? -1 : 1;
+	return (x->count > y->count) - (x->count < y->count);
+}
+
+/* The last (largest) snapshot of each site, as analysis/recording.c keeps
+ * them. */
+static void put_sites(struct compactor *c)
+{
+	if (!c->nsites)
+		return;
+	qsort(c->sites, c->nsites, sizeof(*c->sites), cmp_site);
+	size_t o = 0;
+	for (size_t i = 0; i < c->nsites; i++) {
+		if (o > 0 && c->sites[o - 1].serial == c->sites[i].serial && c->sites[o - 1].pc == c->sites[i].pc)
+			c->sites[o - 1] = c->sites[i];
+		else
+			c->sites[o++] = c->sites[i];
+	}
+	for (size_t i = 0; i < o && !c->werr; i += SITES_PER_ENTRY) {
+		uint32_t n = o - i > SITES_PER_ENTRY ? SITES_PER_ENTRY : (uint32_t)(o - i);
+		size_t size = sizeof(struct rhea_sites) + (size_t)n * sizeof(struct rhea_site);
+		uint8_t *to = chunk_room(c, size);
+		struct rhea_sites h = {{RHEA_E_SITES, 0, (uint32_t)size}, n, 0};
+		memcpy(to, &h, sizeof(h));
+		memcpy(to + sizeof(h), c->sites + i, (size_t)n * sizeof(struct rhea_site));
+		c->chunk_len += size;
+	}
+}
+
+/* zstd's level for payloads this large: the strongest where it stays
+ * fast enough for the end of a run (level 19 does 1-2 MB/s here). */
+static int level_for(uint64_t raw)
+{
+	return raw <= (1u << 20) ? 19 : raw <= (8u << 20) ? 12 : 6;
+}
+
+/* ---- reading back ------------------------------------------------------- */
+
+struct tally {
+	uint64_t samples, captures;
+};
+
+static int tally_sample(void *arg, const struct rhea_sample *s)
+{
+	struct tally *t = arg;
+	t->samples++;
+	t->captures += 1u + s->merged;
+	return 0;
+}
+
+/* Samples and captures of the file at path; -1 when it does not read
+ * whole. */
+static int tally_file(const char *path, struct tally *t, int *has_end)
+{
+	struct rfile_reader *r = NULL;
+	const void *p;
+	size_t len;
+	int st = rfile_open(path, &r), bad = st != RFILE_OK;
+	memset(t, 0, sizeof(*t));
+	*has_end = 0;
+	while (!bad && (st = rfile_next_chunk(r, &p, &len)) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *e;
+		int k;
+		while ((k = rfile_next_entry(p, len, &off, &e)) == 1) {
+			int ok = rfile_entry_check(e);
+			if (ok < 0) {
+				bad = 1;
+				break;
+			}
+			if (ok > 0)
+				continue;
+			if (e->kind == RHEA_E_END)
+				*has_end = 1;
+			else if (e->kind == RHEA_E_SAMPLE)
+				tally_sample(t, (const void *)e);
+			else if ((e->kind == RHEA_E_PACKED || e->kind == RHEA_E_PACKED2 || e->kind == RHEA_E_PACKED3) &&
+				 packed_decode(e, tally_sample, t) != 0)
+				bad = 1;
+		}
+		if (k < 0)
+			bad = 1;
+	}
+	if (st != RFILE_END_OF_FILE)
+		bad = 1;
+	rfile_close(r);
+	return bad ? -1 : 0;
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+static void say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void compactor_free(struct compactor *c)
+{
+	for (size_t i = 0; i < c->nthreads; i++)
+		free(c->threads[i].s);
+	free(c->threads);
+	free(c->sites);
+	free(c->other);
+	free(c->ends);
+	free(c->chunk);
+	rfile_writer_destroy(&c->w);
+}
+
+/* Read the old file whole into c.  COMPACT_DONE, COMPACT_SKIPPED (no END),
+ * or COMPACT_FAILED with err set. */
+static int read_old(struct compactor *c, struct rfile_reader *r, char *err, size_t errlen)
+{
+	const void *p;
+	size_t len;
+	int st;
+	while ((st = rfile_next_chunk(r, &p, &len)) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *e;
+		int k;
+		while ((k = rfile_next_entry(p, len, &off, &e)) == 1)
+			if (take_entry(c, e) != 0) {
+				if (c->oom)
+					say(err, errlen, "out of memory");
+				else
+					say(err, errlen, "a malformed entry in chunk %llu",
+					    (unsigned long long)rfile_chunk_index(r) - 1);
+				return COMPACT_FAILED;
+			}
+		if (k < 0) {
+			say(err, errlen, "a malformed entry in chunk %llu", (unsigned long long)rfile_chunk_index(r) - 1);
+			return COMPACT_FAILED;
+		}
+	}
+	if (st != RFILE_END_OF_FILE) {
+		say(err, errlen, "%s", rfile_error(r));
+		return COMPACT_FAILED;
+	}
+	return c->ends_len ? COMPACT_DONE : COMPACT_SKIPPED;
+}
+
+/* Write the new file on fd.  0 or -errno. */
+static int write_new(struct compactor *c, const struct rhea_file_header *hdr, int fd)
+{
+	uint64_t raw = c->other_len + c->ends_len + c->nsites * sizeof(struct rhea_site) + c->samples * 16;
+	int e = rfile_writer_init(&c->w, fd, level_for(raw), CHUNK_RAW);
+	if (e == 0)
+		e = rfile_write_header(&c->w, hdr);
+	c->chunk = malloc(CHUNK_RAW);
+	if (e || !c->chunk)
+		return e ? e : -ENOMEM;
+	size_t most = 0;
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (c->threads[i].n > most)
+			most = c->threads[i].n;
+	const struct rhea_sample **ptrs = malloc((most ? most : 1) * sizeof(*ptrs));
+	if (!ptrs)
+		return -ENOMEM;
+	/* stack nodes, modules, threads... first: a sample's nodes come
+	 * before it */
+	put_entries(c, c->other, c->other_len);
+	put_sites(c);
+	for (size_t i = 0; i < c->nthreads && !c->werr; i++)
+		put_samples(c, &c->threads[i], ptrs);
+	put_entries(c, c->ends, c->ends_len);
+	chunk_flush(c);
+	free(ptrs);
+	return c->werr;
+}
+
+int compact_recording(const char *path, struct compact_result *res, char *err, size_t errlen)
+{
+	memset(res, 0, sizeof(*res));
+	err[0] = 0;
+	struct stat st;
+	if (lstat(path, &st) != 0) {
+		say(err, errlen, "%s", strerror(errno));
+		return COMPACT_FAILED;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)COMPACT_MAX_FILE)
+		return COMPACT_SKIPPED;
+	res->bytes_before = res->bytes_after = (uint64_t)st.st_size;
+
+	struct compactor c;
+	memset(&c, 0, sizeof(c));
+	struct rfile_reader *r = NULL;
+	int rc;
+	if (rfile_open(path, &r) != RFILE_OK) {
+		say(err, errlen, "%s", rfile_error(r));
+		rfile_close(r);
+		return COMPACT_FAILED;
+	}
+	struct rhea_file_header hdr = *rfile_header(r);
+	rc = read_old(&c, r, err, errlen);
+	rfile_close(r);
+	if (rc != COMPACT_DONE) {
+		compactor_free(&c);
+		return rc;
+	}
+
+	char tmp[PATH_MAX + 32];
+	if (snprintf(tmp, sizeof(tmp), "%s.compact-XXXXXX", path) >= (int)sizeof(tmp)) {
+		compactor_free(&c);
+		return COMPACT_SKIPPED;
+	}
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		say(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		compactor_free(&c);
+		return COMPACT_FAILED;
+	}
+	int e = write_new(&c, &hdr, fd);
+	if (e == 0 && fchmod(fd, st.st_mode & 07777) != 0)
+		e = -errno;
+	if (close(fd) != 0 && e == 0)
+		e = -errno;
+	uint64_t samples = c.samples, captures = c.captures;
+	compactor_free(&c);
+	struct tally t;
+	int has_end = 0;
+	if (e == 0 && (tally_file(tmp, &t, &has_end) != 0 || t.samples != samples || t.captures != captures ||
+		       !has_end))
+		e = -EIO; /* a bug, not the disk: keep the old file */
+	struct stat nst;
+	if (e == 0 && stat(tmp, &nst) != 0)
+		e = -errno;
+	if (e == 0 && rename(tmp, path) != 0)
+		e = -errno;
+	if (e != 0) {
+		unlink(tmp);
+		say(err, errlen, "%s", e == -EIO ? "the rewritten file did not read back the same" : strerror(-e));
+		return COMPACT_FAILED;
+	}
+	res->bytes_after = (uint64_t)nst.st_size;
+	res->samples = samples;
+	return COMPACT_DONE;
+}

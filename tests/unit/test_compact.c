@@ -1,0 +1,306 @@
+/*
+ * test_compact.c - rewriting a finished recording smaller (cli/compact.c).
+ *
+ * What is proved here: a compacted recording holds the same threads,
+ * samples (times, stacks, triggers, merged counts, BLOCK fields), nodes,
+ * metadata and end as the one the agent wrote, its CPU times within a step
+ * and exact at each thread's last sample, its other counters exact, its allocation sites reduced to
+ * the last snapshot of each; it is smaller.  A recording that has no END
+ * (still being written), a damaged one, or something that is not a regular
+ * file, is left exactly as it was.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compact.h"
+#include "packed.h"
+#include "recording.h"
+#include "rfile.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+enum { THREADS = 3, PER_THREAD = 1200, PIECE = 100 };
+
+/* A thread's samples a millisecond apart, as the agent takes them:
+ * counters that grow, now and then a merged run or a BLOCK sample. */
+static void make_thread(struct rhea_sample *v, uint32_t tid)
+{
+	uint64_t t = 5000000000ull;
+	struct rhea_counters c = {0};
+	for (int i = 0; i < PER_THREAD; i++) {
+		struct rhea_sample *s = &v[i];
+		memset(s, 0, sizeof(*s));
+		s->h.kind = RHEA_E_SAMPLE;
+		s->h.size = sizeof(*s);
+		s->tid = tid;
+		s->stack = 1 + (uint32_t)(rng() % 6);
+		s->trigger = (uint16_t)(2 + s->stack);
+		s->msgid = (uint32_t)(i / 3);
+		t += 1000000 + rng() % 200000;
+		s->begin_ns = t;
+		s->c_begin = c;
+		if (rng() % 5 == 0) { /* a merged run, or a wait */
+			s->merged = (uint16_t)(1 + rng() % 5);
+			t += rng() % 3000000;
+			if (rng() % 2) {
+				s->h.flags = RHEA_S_BLOCK;
+				s->object = 0x7f0000001000ull + rng() % 64;
+				s->waker_tid = tid + 1;
+				s->release_ns = t - 1000;
+			}
+			c.cpu_ns += rng() % 400000;
+			c.alloc_count += rng() % 100;
+			c.alloc_bytes += rng() % 20000;
+			c.nvcsw += (uint32_t)(rng() % 4);
+			s->c_begin = c;
+		}
+		s->end_ns = t;
+		c.cpu_ns += 100000 + rng() % 800000;
+		uint64_t n = rng() % 300;
+		c.alloc_count += n;
+		c.alloc_bytes += n * (16 + rng() % 64);
+		c.minflt += (uint32_t)(rng() % 8 == 0);
+		c.nvcsw += (uint32_t)(rng() % 20);
+		c.nivcsw += (uint32_t)(rng() % 3);
+		s->c_end = c;
+		if (!s->merged && !(s->h.flags & RHEA_S_BLOCK))
+			s->c_begin = c;
+	}
+}
+
+static struct rhea_sample samples[THREADS][PER_THREAD];
+
+static size_t put_meta(uint8_t *p, const char *k, const char *v)
+{
+	size_t kl = strlen(k) + 1, vl = strlen(v) + 1, size = (8 + kl + vl + 7) & ~(size_t)7;
+	memset(p, 0, size);
+	struct rhea_entry h = {RHEA_E_META, 0, (uint32_t)size};
+	memcpy(p, &h, 8);
+	memcpy(p + 8, k, kl);
+	memcpy(p + 8 + kl, v, vl);
+	return size;
+}
+
+/* The recording as the agent writes it: chunk 0 metadata, threads and
+ * nodes; then pieces of PIECE samples per thread (thread 1's pieces in
+ * reverse order of chunks, as a busy shard can make them) with a SITES
+ * snapshot each; then, with_end, the END. */
+static void write_recording(const char *path, int with_end)
+{
+	for (int t = 0; t < THREADS; t++)
+		make_thread(samples[t], 200 + (uint32_t)t);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+	cr_assert(fd >= 0);
+	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 200, .start_ns = 1000,
+				     .interval_ns = 1000000, .max_depth = 256};
+	struct rfile_writer w;
+	cr_assert_eq(rfile_writer_init(&w, fd, 3, 1 << 20), 0);
+	cr_assert_eq(rfile_write_header(&w, &h), 0);
+	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
+	size_t len = put_meta(buf, "command", "./demo --compact");
+	for (int t = 0; t < THREADS; t++) {
+		struct rhea_thread th = {{RHEA_E_THREAD, RHEA_T_START, sizeof(th)}, 200 + (uint32_t)t, 200, 1000, "worker"};
+		memcpy(buf + len, &th, sizeof(th));
+		len += sizeof(th);
+	}
+	struct rhea_nodes nh = {{RHEA_E_NODES, 0, sizeof(nh) + 6 * sizeof(struct rhea_node)}, 1, 6};
+	memcpy(buf + len, &nh, sizeof(nh));
+	len += sizeof(nh);
+	for (uint32_t i = 1; i <= 6; i++) {
+		struct rhea_node n = {0x401000 + i * 16, i > 1 ? i - 1 : 0, 0};
+		memcpy(buf + len, &n, sizeof(n));
+		len += sizeof(n);
+	}
+	cr_assert_eq(rfile_write_chunk(&w, buf, len, 1), 0);
+	for (int k = 0; k < PER_THREAD / PIECE; k++) {
+		len = 0;
+		for (int t = 0; t < THREADS; t++) {
+			int piece = t == 1 ? PER_THREAD / PIECE - 1 - k : k;
+			const struct rhea_sample *p[PIECE];
+			for (int i = 0; i < PIECE; i++)
+				p[i] = &samples[t][piece * PIECE + i];
+			size_t n = packed_encode(p, PIECE, buf + len, sizeof(buf) - len);
+			cr_assert_gt(n, 0);
+			len += n;
+		}
+		struct {
+			struct rhea_sites h;
+			struct rhea_site s[2];
+		} sites = {{{RHEA_E_SITES, 0, sizeof(sites)}, 2, 0},
+			   {{0x401234, 10u * (k + 1), 320u * (k + 1), 200, 1}, {0x405678, 3u * (k + 1), 90u * (k + 1), 201, 2}}};
+		memcpy(buf + len, &sites, sizeof(sites));
+		len += sizeof(sites);
+		cr_assert_eq(rfile_write_chunk(&w, buf, len, 1), 0);
+	}
+	if (with_end) {
+		struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, 9000000000ull, RHEA_END_EXIT, 0};
+		cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), 1), 0);
+	}
+	rfile_writer_destroy(&w);
+	close(fd);
+}
+
+static void load(const char *path, struct recording *r)
+{
+	char err[512];
+	cr_assert_eq(recording_load(path, r, 0, err, sizeof(err)), 0, "%s: %s", path, err);
+}
+
+static void counters_us(uint64_t v[7], const struct rhea_counters *c)
+{
+	uint64_t x[7] = {c->cpu_ns / 1000, c->alloc_count, c->alloc_bytes, c->minflt, c->majflt, c->nvcsw, c->nivcsw};
+	memcpy(v, x, sizeof(x));
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	char *b = malloc(*len + 1);
+	cr_assert_eq(fread(b, 1, *len, f), *len);
+	fclose(f);
+	return b;
+}
+
+Test(compact, same_recording_smaller)
+{
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	write_recording(path, 1);
+	cr_assert_eq(chmod(path, 0640), 0);
+	struct recording a, b;
+	load(path, &a);
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_lt(res.bytes_after, res.bytes_before * 9 / 10, "%llu -> %llu bytes",
+		     (unsigned long long)res.bytes_before, (unsigned long long)res.bytes_after);
+	cr_assert_eq(res.samples, THREADS * PER_THREAD);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0640, "the file's mode is kept");
+	cr_assert_eq((uint64_t)st.st_size, res.bytes_after);
+	load(path, &b);
+
+	cr_assert(b.have_end);
+	cr_assert_eq(b.end.reason, RHEA_END_EXIT);
+	cr_assert_eq(b.nthreads, THREADS);
+	cr_assert_eq(b.nsamples, a.nsamples);
+	cr_assert_eq(b.nmerged, a.nmerged);
+	cr_assert_lt(b.nchunks, a.nchunks);
+	cr_assert_eq(b.nmeta, 1);
+	cr_assert_str_eq(recording_meta(&b, "command"), "./demo --compact");
+	cr_assert_eq(b.nsites, 2);
+	cr_assert_eq(b.nsites, a.nsites);
+	for (size_t i = 0; i < b.nsites; i++) {
+		cr_assert_eq(b.sites[i].pc, a.sites[i].pc);
+		cr_assert_eq(b.sites[i].count, a.sites[i].count);
+		cr_assert_eq(b.sites[i].bytes, a.sites[i].bytes);
+	}
+	for (uint32_t id = 1; id <= 6; id++) {
+		cr_assert(b.nodes_known[id]);
+		cr_assert_eq(b.nodes[id].addr, a.nodes[id].addr);
+		cr_assert_eq(b.nodes[id].parent, a.nodes[id].parent);
+	}
+	uint64_t stepped = 0;
+	for (int t = 0; t < THREADS; t++) {
+		struct rec_thread *x = recording_thread(&a, 200 + (uint32_t)t), *y = recording_thread(&b, 200 + (uint32_t)t);
+		cr_assert_not_null(y);
+		cr_assert_str_eq(y->name, "worker");
+		cr_assert_eq(y->nsamples, PER_THREAD);
+		/* both sorted by begin (recording_load) */
+		uint64_t prev[7] = {0};
+		for (size_t i = 0; i < PER_THREAD; i++) {
+			struct rhea_sample p = x->samples[i], q = y->samples[i];
+			uint64_t te[7], de[7], tb[7], db[7];
+			counters_us(te, &p.c_end);
+			counters_us(de, &q.c_end);
+			counters_us(tb, &p.c_begin);
+			counters_us(db, &q.c_begin);
+			for (int j = 0; j < 7; j++) {
+				cr_assert_leq(de[j], te[j], "thread %d sample %zu counter %d above the truth", t, i, j);
+				cr_assert_geq(de[j], prev[j], "thread %d sample %zu counter %d went down", t, i, j);
+				cr_assert_geq(db[j], prev[j]);
+				cr_assert_leq(db[j], de[j]);
+				/* the CPU time within a step: 1/16 of differences
+				 * of 1.2 ms at most here; the others exact */
+				cr_assert_leq(te[j] - de[j], j == 0 ? 1200 / 8 : 0,
+					      "thread %d sample %zu counter %d off by %llu", t, i, j,
+					      (unsigned long long)(te[j] - de[j]));
+				if (j > 0)
+					cr_assert_eq(db[j], tb[j], "thread %d sample %zu c_begin %d not exact", t, i, j);
+				stepped += te[j] != de[j];
+				prev[j] = de[j];
+			}
+			if (i + 1 == PER_THREAD)
+				cr_assert_eq(memcmp(te, de, sizeof(te)), 0, "the thread's last counters are exact");
+			memset(&p.c_begin, 0, 2 * sizeof(p.c_begin));
+			memset(&q.c_begin, 0, 2 * sizeof(q.c_begin));
+			cr_assert_eq(memcmp(&p, &q, sizeof(p)), 0, "thread %d sample %zu differs beyond its counters", t, i);
+		}
+	}
+	cr_assert_gt(stepped, 0, "no counter was stepped: the test tests nothing");
+
+	/* Again: still whole, no bigger. */
+	uint64_t once = res.bytes_after;
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_leq(res.bytes_after, once + 64);
+	recording_free(&a);
+	recording_free(&b);
+	unlink(path);
+}
+
+/* Left exactly as it was: without an END, damaged, not a regular file. */
+Test(compact, leaves_alone_what_it_must)
+{
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	struct compact_result res;
+	char err[512];
+	size_t l1, l2;
+
+	write_recording(path, 0);
+	char *before = read_all(path, &l1);
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_SKIPPED);
+	char *after = read_all(path, &l2);
+	cr_assert(l1 == l2 && memcmp(before, after, l1) == 0, "a recording without its END was changed");
+	free(before);
+	free(after);
+
+	write_recording(path, 1);
+	before = read_all(path, &l1);
+	before[l1 / 2] ^= 0x5a; /* a chunk in the middle */
+	FILE *f = fopen(path, "wb");
+	fwrite(before, 1, l1, f);
+	fclose(f);
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_FAILED);
+	cr_assert_neq(err[0], 0, "no reason given");
+	after = read_all(path, &l2);
+	cr_assert(l1 == l2 && memcmp(before, after, l1) == 0, "a damaged recording was changed");
+	free(before);
+	free(after);
+	unlink(path);
+
+	cr_assert_eq(compact_recording("/tmp", &res, err, sizeof(err)), COMPACT_SKIPPED);
+	cr_assert_eq(compact_recording("/tmp/rhea-test-compact-none", &res, err, sizeof(err)), COMPACT_FAILED);
+	/* and no temporary file left behind */
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "ls %s.compact-* 2>/dev/null | grep -q .", path);
+	cr_assert_neq(system(cmd), 0, "a temporary file was left behind");
+}
