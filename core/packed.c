@@ -46,6 +46,18 @@
  * differences hold about 10 bytes of entropy (adaptive Rice codes of the
  * same residuals), which a byte-oriented varint wastes some of.
  *
+ * PACKED3 (kind 11) is PACKED2 with the differences of chosen counters in
+ * steps, what rhea record's compaction writes (cli/compact.c) with the CPU
+ * time in steps of at most 1/16 of the difference expected.  The steps
+ * are powers of two that both sides derive from what they already have
+ * (the guess, the previous difference), so they cost no byte; rounding
+ * down keeps a decoded counter at or below the truth, so that it never
+ * goes down and never drifts: its error stays under one step.  Compacted,
+ * with each thread's samples in one entry: W2 10.0 bytes a sample exact,
+ * 9.2 with the CPU time in steps (order-0 estimates put the values' own
+ * entropy some 13% below what zstd makes of them; the times are near
+ * theirs).
+ *
  * The decoders read untrusted input: every varint is bounded, every value
  * must fit its field, undefined bits and trailing garbage are errors, and
  * nothing is read past the entry.
@@ -518,8 +530,8 @@ static uint64_t guess_steps(uint64_t guess, uint64_t step)
  * never goes down (the difference is rounded down, to at most the truth:
  * a decoded c_end is never above the true one, so the next difference is
  * not negative either), and c_begin lies between the previous c_end and
- * this one (the nearest step within the span; the span holds 16 steps or
- * more, or steps of 1).
+ * this one (the nearest step within the span, which holds 2^shift steps
+ * or more, or steps of 1).
  */
 static uint64_t quantize(const struct cset *k, int i, uint64_t want, uint64_t step, uint64_t span)
 {
