@@ -183,15 +183,10 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		const struct rhea_sites *s = (const void *)p;
 		if ((uint64_t)s->count * sizeof(struct rhea_site) > e->size - sizeof(*s))
 			return -1;
-		const struct rhea_site *in = (const void *)(s + 1);
-		for (uint32_t i = 0; i < s->count; i++) {
-			r->sites = grow(r->sites, &r->sites_cap, r->nsites + 1, sizeof(*r->sites));
-			struct rec_site *o = &r->sites[r->nsites++];
-			o->pc = in[i].pc;
-			o->count = in[i].count;
-			o->bytes = in[i].bytes;
-			o->tid = in[i].tid;
-			o->serial = in[i].serial;
+		if (s->count) {
+			r->sites = grow(r->sites, &r->sites_cap, r->nsites + s->count, sizeof(*r->sites));
+			memcpy(r->sites + r->nsites, s + 1, (size_t)s->count * sizeof(*r->sites));
+			r->nsites += s->count;
 		}
 		break;
 	}
@@ -245,7 +240,7 @@ static int cmp_sample(const void *a, const void *b)
 
 static int cmp_site(const void *a, const void *b)
 {
-	const struct rec_site *x = a, *y = b;
+	const struct rhea_site *x = a, *y = b;
 	if (x->serial != y->serial)
 		return x->serial < y->serial ? -1 : 1;
 	if (x->pc != y->pc)
@@ -253,21 +248,19 @@ static int cmp_site(const void *a, const void *b)
 	return (x->count > y->count) - (x->count < y->count);
 }
 
-/* Keep the largest (latest) snapshot per (serial, pc). */
-static void reduce_sites(struct recording *r)
+size_t recording_reduce_sites(struct rhea_site *s, size_t n)
 {
-	if (!r->nsites)
-		return;
-	qsort(r->sites, r->nsites, sizeof(*r->sites), cmp_site);
+	if (!n)
+		return 0;
+	qsort(s, n, sizeof(*s), cmp_site);
 	size_t o = 0;
-	for (size_t i = 0; i < r->nsites; i++) {
-		if (o > 0 && r->sites[o - 1].serial == r->sites[i].serial &&
-		    r->sites[o - 1].pc == r->sites[i].pc)
-			r->sites[o - 1] = r->sites[i]; /* sorted by count: the last is largest */
+	for (size_t i = 0; i < n; i++) {
+		if (o > 0 && s[o - 1].serial == s[i].serial && s[o - 1].pc == s[i].pc)
+			s[o - 1] = s[i]; /* sorted by count: the last is largest */
 		else
-			r->sites[o++] = r->sites[i];
+			s[o++] = s[i];
 	}
-	r->nsites = o;
+	return o;
 }
 
 int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
@@ -329,7 +322,7 @@ int recording_load(const char *path, struct recording *r, int salvage, char *err
 		if (t->nsamples > 1) /* a thread may have no sample at all */
 			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
 	}
-	reduce_sites(r);
+	r->nsites = recording_reduce_sites(r->sites, r->nsites);
 	return 0;
 }
 

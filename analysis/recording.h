@@ -29,11 +29,6 @@ struct rec_thread {
 	size_t nsamples, cap;
 };
 
-struct rec_site {
-	uint64_t pc, count, bytes;
-	uint32_t tid, serial;
-};
-
 struct rec_meta {
 	char *key, *value;
 };
@@ -48,7 +43,7 @@ struct recording {
 	struct rhea_node *nodes; /* indexed by id; nodes_known[id] says set */
 	uint8_t *nodes_known;
 	uint32_t nnodes;
-	struct rec_site *sites;
+	struct rhea_site *sites; /* the last snapshot of each (serial, pc) */
 	size_t nsites;
 	struct rec_meta *meta;
 	size_t nmeta;
@@ -76,6 +71,11 @@ struct recording {
  */
 int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen);
 void recording_free(struct recording *r);
+
+/* Allocation sites reduced to the last (largest) snapshot of each
+ * (serial, pc), what a recording keeps of them (rhea record's compaction
+ * too): sorts s[0..n) and returns how many remain at its start. */
+size_t recording_reduce_sites(struct rhea_site *s, size_t n);
 
 /* Root-first addresses of the stack whose leaf node is `leaf`; returns the
  * depth (<= max), 0 for no stack.  Sets *broken when a node is missing. */

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "packed.h"
+#include "recording.h"
 #include "rfile.h"
 
 #define CHUNK_RAW (4u << 20)   /* payload of the new chunks, at most */
@@ -141,6 +142,8 @@ static int take_entry(struct compactor *c, const struct rhea_entry *e)
 			return packed_decode(e, take_sample, c);
 		case RHEA_E_SITES: {
 			const struct rhea_sites *h = (const void *)e;
+			if (!h->count)
+				return 0;
 			if (grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
 				return -1;
 			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
@@ -230,30 +233,10 @@ static void put_samples(struct compactor *c, struct tsamples *t, const struct rh
 	}
 }
 
-static int cmp_site(const void *a, const void *b)
-{
-	const struct rhea_site *x = a, *y = b;
-	if (x->serial != y->serial)
-		return x->serial < y->serial ? -1 : 1;
-	if (x->pc != y->pc)
-		return x->pc < y->pc ? -1 : 1;
-	return (x->count > y->count) - (x->count < y->count);
-}
-
-/* The last (largest) snapshot of each site, as analysis/recording.c keeps
- * them. */
+/* The last snapshot of each site, as a reader keeps them. */
 static void put_sites(struct compactor *c)
 {
-	if (!c->nsites)
-		return;
-	qsort(c->sites, c->nsites, sizeof(*c->sites), cmp_site);
-	size_t o = 0;
-	for (size_t i = 0; i < c->nsites; i++) {
-		if (o > 0 && c->sites[o - 1].serial == c->sites[i].serial && c->sites[o - 1].pc == c->sites[i].pc)
-			c->sites[o - 1] = c->sites[i];
-		else
-			c->sites[o++] = c->sites[i];
-	}
+	size_t o = recording_reduce_sites(c->sites, c->nsites);
 	for (size_t i = 0; i < o && !c->werr; i += SITES_PER_ENTRY) {
 		uint32_t n = o - i > SITES_PER_ENTRY ? SITES_PER_ENTRY : (uint32_t)(o - i);
 		size_t size = sizeof(struct rhea_sites) + (size_t)n * sizeof(struct rhea_site);

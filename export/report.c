@@ -214,7 +214,7 @@ static size_t build_sites(struct model *m, struct site_row **out, uint64_t *tota
 	size_t n = 0;
 	*total_count = *total_bytes = 0;
 	for (size_t i = 0; i < r->nsites; i++) {
-		const struct rec_site *s = &r->sites[i];
+		const struct rhea_site *s = &r->sites[i];
 		char buf[600], nb[512];
 		struct sym_frame f = {0};
 		if (s->pc == 0) {
