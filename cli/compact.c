@@ -218,15 +218,13 @@ static void put_samples(struct compactor *c, struct tsamples *t, const struct rh
 			chunk_flush(c);
 			continue;
 		}
-		if (!len) { /* does not fit a chunk: fewer */
-			if (n == 1) {
-				c->werr = -EFBIG;
-				return;
-			}
+		while (!len && n > 1) { /* does not fit a chunk: fewer */
 			n /= 2;
 			len = packed_encode_steps(ptrs + done, n, COMPACT_SHIFT, COMPACT_STEPPED, c->chunk, CHUNK_RAW);
-			if (!len)
-				continue;
+		}
+		if (!len) {
+			c->werr = -EFBIG;
+			return;
 		}
 		c->chunk_len += len;
 		done += n;
@@ -240,7 +238,7 @@ static void put_sites(struct compactor *c)
 	for (size_t i = 0; i < o && !c->werr; i += SITES_PER_ENTRY) {
 		uint32_t n = o - i > SITES_PER_ENTRY ? SITES_PER_ENTRY : (uint32_t)(o - i);
 		size_t size = sizeof(struct rhea_sites) + (size_t)n * sizeof(struct rhea_site);
-		uint8_t *to = chunk_room(c, size);
+		uint8_t *to = chunk_room(c, size); /* (128 KB at most: it fits) */
 		struct rhea_sites h = {{RHEA_E_SITES, 0, (uint32_t)size}, n, 0};
 		memcpy(to, &h, sizeof(h));
 		memcpy(to + sizeof(h), c->sites + i, (size_t)n * sizeof(struct rhea_site));

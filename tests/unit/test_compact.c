@@ -304,3 +304,159 @@ Test(compact, leaves_alone_what_it_must)
 	snprintf(cmd, sizeof(cmd), "ls %s.compact-* 2>/dev/null | grep -q .", path);
 	cr_assert_neq(system(cmd), 0, "a temporary file was left behind");
 }
+
+/* PACKED3 entries in the file at path; *most: the most samples in one. */
+static int packed3_entries(const char *path, uint32_t *most)
+{
+	struct rfile_reader *r;
+	cr_assert_eq(rfile_open(path, &r), RFILE_OK);
+	const void *pl;
+	size_t len;
+	int entries = 0;
+	while (rfile_next_chunk(r, &pl, &len) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *en;
+		while (rfile_next_entry(pl, len, &off, &en) == 1)
+			if (en->kind == RHEA_E_PACKED3) {
+				entries++;
+				uint32_t n = ((const struct rhea_packed2 *)en)->count;
+				*most = n > *most ? n : *most;
+			}
+	}
+	rfile_close(r);
+	return entries;
+}
+
+/* A thread with more samples than one entry holds: several PACKED3
+ * entries, every sample kept, the counters still in order across the
+ * entries' seams. */
+Test(compact, long_thread_in_several_entries)
+{
+	enum { N = 140000, PIECE2 = 1000 };
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	struct rhea_sample *v = calloc(N, sizeof(*v));
+	struct rhea_counters c = {0};
+	for (int i = 0; i < N; i++) {
+		v[i].h = (struct rhea_entry){RHEA_E_SAMPLE, 0, sizeof(v[i])};
+		v[i].tid = 300;
+		v[i].stack = 1 + (uint32_t)(rng() % 4);
+		v[i].begin_ns = v[i].end_ns = 1000000000ull + (uint64_t)i * 1000000;
+		c.cpu_ns += 200000 + rng() % 600000;
+		c.alloc_count += rng() % 50;
+		v[i].c_begin = v[i].c_end = c;
+	}
+	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 300, .interval_ns = 1000000};
+	struct rfile_writer w;
+	cr_assert_eq(rfile_writer_init(&w, fd, 3, 1 << 20), 0);
+	cr_assert_eq(rfile_write_header(&w, &h), 0);
+	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
+	const struct rhea_sample *p[PIECE2];
+	for (int k = 0; k < N / PIECE2; k++) {
+		for (int i = 0; i < PIECE2; i++)
+			p[i] = &v[k * PIECE2 + i];
+		size_t len = packed_encode(p, PIECE2, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		cr_assert_eq(rfile_write_chunk(&w, buf, len, 1), 0);
+	}
+	struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, 2000000000000ull, RHEA_END_EXIT, 0};
+	cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), 1), 0);
+	rfile_writer_destroy(&w);
+	close(fd);
+
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_eq(res.samples, N);
+	uint32_t most = 0;
+	int entries = packed3_entries(path, &most);
+	cr_assert_eq(entries, (N + 65535) / 65536, "%d PACKED3 entries", entries);
+	cr_assert_eq(most, 65536);
+	struct recording b;
+	load(path, &b);
+	struct rec_thread *t = recording_thread(&b, 300);
+	cr_assert_eq(t->nsamples, N);
+	for (int i = 1; i < N; i++) {
+		cr_assert_geq(t->samples[i].c_end.cpu_ns, t->samples[i - 1].c_end.cpu_ns, "sample %d went back", i);
+		cr_assert_leq(t->samples[i].c_end.cpu_ns, v[i].c_end.cpu_ns / 1000 * 1000);
+		cr_assert_eq(t->samples[i].c_end.alloc_count, v[i].c_end.alloc_count);
+	}
+	cr_assert_eq(t->samples[N - 1].c_end.cpu_ns, v[N - 1].c_end.cpu_ns / 1000 * 1000);
+	recording_free(&b);
+	free(v);
+	unlink(path);
+}
+
+/* Samples so unlike each other that ENTRY_SAMPLES of them do not fit one
+ * 4 MB chunk: the entry is split until it does, and every sample stays. */
+Test(compact, entries_larger_than_a_chunk_are_split)
+{
+	enum { N = 70000, PIECE2 = 500 };
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	struct rhea_sample *v = calloc(N, sizeof(*v));
+	struct rhea_counters c = {0};
+	uint64_t t = 1000000000ull;
+	for (int i = 0; i < N; i++) {
+		v[i].h = (struct rhea_entry){RHEA_E_SAMPLE, (uint16_t)(rng() % 2 ? RHEA_S_BLOCK : 0), sizeof(v[i])};
+		v[i].tid = 400;
+		v[i].stack = (uint32_t)(rng() >> 33);
+		v[i].trigger = (uint16_t)(rng() % 60);
+		v[i].msgid = (uint32_t)rng();
+		v[i].merged = (uint16_t)(rng() % 1000);
+		t += rng() % (1ull << 36);
+		v[i].begin_ns = t;
+		t += rng() % (1ull << 30);
+		v[i].end_ns = t;
+		v[i].object = rng();
+		v[i].waker_tid = (uint32_t)rng();
+		v[i].owner_tid = (uint32_t)rng();
+		v[i].waker_stack = (uint32_t)rng();
+		v[i].c_begin = c;
+		c.cpu_ns += rng() % (1ull << 40);
+		c.alloc_count += rng() >> 2; /* (these two may wrap) */
+		c.alloc_bytes += rng() >> 1;
+		c.minflt += (uint32_t)(rng() % 60000);
+		c.nvcsw += (uint32_t)(rng() % 60000);
+		c.nivcsw += (uint32_t)(rng() % 60000);
+		v[i].c_end = c;
+	}
+	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 400, .interval_ns = 1000000};
+	struct rfile_writer w;
+	cr_assert_eq(rfile_writer_init(&w, fd, 1, 1 << 20), 0);
+	cr_assert_eq(rfile_write_header(&w, &h), 0);
+	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
+	const struct rhea_sample *p[PIECE2];
+	for (int k = 0; k < N / PIECE2; k++) {
+		for (int i = 0; i < PIECE2; i++)
+			p[i] = &v[k * PIECE2 + i];
+		size_t len = packed_encode(p, PIECE2, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		cr_assert_eq(rfile_write_chunk(&w, buf, len, 0), 0);
+	}
+	struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, t, RHEA_END_EXIT, 0};
+	cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), 0), 0);
+	rfile_writer_destroy(&w);
+	close(fd);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_gt(st.st_size, 4 << 20, "the samples take %lld bytes: too few to need a split",
+		     (long long)st.st_size);
+	cr_assert_lt(st.st_size, COMPACT_MAX_FILE);
+
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_eq(res.samples, N);
+	uint32_t most = 0;
+	packed3_entries(path, &most);
+	cr_assert_lt(most, 65536, "an entry of %u samples: the first was not split", most);
+	struct recording b;
+	load(path, &b);
+	cr_assert_eq(recording_thread(&b, 400)->nsamples, N);
+	recording_free(&b);
+	free(v);
+	unlink(path);
+}
