@@ -1785,6 +1785,10 @@ echo "files $(ls "$D" | xargs)"
 head -c 4096 /dev/zero > "$D/filler2"
 "$RHEA" record --interval 100us -o "$D/full.rhea" -- "$PROG" 2>"$D/../record.err" >/dev/null; echo "record rc $?"
 "$RHEA" report "$D/full.rhea" >"$D/../report.txt" 2>&1; echo "report rc $?"
+mv "$D/full.rhea" "$D/.."
+"$RHEA" record -o "$D/tiny.rhea" -- true 2>"$D/../tiny.err"; echo "tiny rc $?"
+"$RHEA" report "$D/tiny.rhea" >"$D/../tiny.txt" 2>&1; echo "tiny-report rc $?"
+echo "tiny-files $(ls -a "$D" | xargs)"
 """
 
 
@@ -1792,7 +1796,8 @@ def t_bad_full_disk(c):
     """A full disk: rhea convert leaves the file the user had as it was
     (the output is renamed over it only once whole), rhea record leaves the
     program's exit status alone, says so in one line, and the recording
-    reads up to where the disk filled."""
+    reads up to where the disk filled; a finished recording whose compacted
+    copy finds no room stays as the agent wrote it, and no copy is left."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         raise Skip("needs root and unshare(1) to mount a small tmpfs")
     prog = c.prog("gcc-O2", "ratio")
@@ -1822,6 +1827,18 @@ def t_bad_full_disk(c):
         rep = f.read()
     c.check(lines.get("report") == "rc 0" and "the disk filled up" in rep,
             "report of the recording cut by the full disk: %s, %r" % (lines.get("report"), rep[:300]))
+    # that recording's page freed: a recording of true fits it whole, its
+    # compacted copy finds no room, and the recording is left as written
+    with open(c.path("tiny.err")) as f:
+        terr = f.read()
+    with open(c.path("tiny.txt")) as f:
+        trep = f.read()
+    c.check(lines.get("tiny") == "rc 0" and "left as written (could not compact it: No space left on device)" in terr,
+            "compaction on a full disk: %s, stderr %r" % (lines.get("tiny"), terr))
+    c.check(lines.get("tiny-report") == "rc 0" and "ended:    exit, status 0" in trep,
+            "the recording compaction could not rewrite: %s, %r" % (lines.get("tiny-report"), trep[:300]))
+    c.check(lines.get("tiny-files", "").split() == [".", "..", "filler", "filler2", "keep.json", "tiny.rhea"],
+            "files left on the disk: %s" % lines.get("tiny-files"))
     c.done()
 
 
