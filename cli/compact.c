@@ -10,14 +10,13 @@
  *    ENTRY_SAMPLES samples, in the order of their ends, so that the coding
  *    of one sample learns from all before it (on W2, 11.6 bytes of file a
  *    sample -> 10.0 with exact counters);
- *  - the counters in steps of about 1/16 of the differences expected
- *    (core/packed.h: a counter never goes down, is never above the truth,
- *    by less than a step below it, and every entry's last sample is
- *    exact): 10.0 -> 7.4 bytes a sample on W2, 9.9 -> 7.3 on python3,
- *    12.2 -> 8.3 on sqlite3.  The differences between captures a
- *    millisecond apart are the part of a recording nothing predicts, and
- *    their low bits say nothing a user acts on; the allocation sites
- *    (SITES) keep the exact counts;
+ *  - the CPU time in steps of at most 1/16 of the difference expected
+ *    (core/packed.h: it never goes down, is never above the truth, by less
+ *    than a step below it, and every entry's last sample is exact):
+ *    10.0 -> 9.2 bytes a sample on W2.  getrusage itself knows it only to
+ *    a tick.  The other counters stay exact: with every counter in steps
+ *    W2 came to 7.4, but a slice's allocation count is a number users and
+ *    the tests hold rhea to (4000 allocations, not 3993);
  *  - the allocation sites' periodic snapshots reduced to the last one per
  *    site (what a reader keeps of them);
  *  - zstd at a high level over large chunks.
