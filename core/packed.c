@@ -421,7 +421,8 @@ static uint64_t object_ref(const struct state *st, const struct extras *guess)
 static void state_next(struct state *st, uint32_t pos, const struct rhea_sample *x, uint64_t end_us,
 		       const uint64_t *ce)
 {
-	if (st->n == 0) { /* the entry's first sample */
+	int first = st->n == 0;
+	if (first) { /* the entry's first sample */
 		st->first_end_us = end_us;
 		memcpy(st->first_c, ce, sizeof(st->first_c));
 	}
@@ -440,8 +441,10 @@ static void state_next(struct state *st, uint32_t pos, const struct rhea_sample 
 	s->waker_tid = x->waker_tid;
 	s->waker_stack = x->waker_stack;
 	s->owner_tid = x->owner_tid;
+	/* (the first sample's difference is from 0: its counters whole, no
+	 * measure of the next difference) */
 	for (int i = 0; i < NCOUNTERS; i++)
-		st->d[i] = ce[i] - st->c[i];
+		st->d[i] = first ? 0 : ce[i] - st->c[i];
 	memcpy(st->c, ce, sizeof(st->c));
 }
 

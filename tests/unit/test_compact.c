@@ -380,6 +380,12 @@ Test(compact, long_thread_in_several_entries)
 	for (int i = 1; i < N; i++) {
 		cr_assert_geq(t->samples[i].c_end.cpu_ns, t->samples[i - 1].c_end.cpu_ns, "sample %d went back", i);
 		cr_assert_leq(t->samples[i].c_end.cpu_ns, v[i].c_end.cpu_ns / 1000 * 1000);
+		/* within a step: differences of 0.8 ms at most, steps of 32 us
+		 * at most, in every entry (each starts from the thread's whole
+		 * CPU time, which says nothing of the next difference) */
+		cr_assert_leq(v[i].c_end.cpu_ns / 1000 * 1000 - t->samples[i].c_end.cpu_ns, 32000,
+			      "sample %d: CPU time %llu us below the truth", i,
+			      (unsigned long long)(v[i].c_end.cpu_ns / 1000 - t->samples[i].c_end.cpu_ns / 1000));
 		cr_assert_eq(t->samples[i].c_end.alloc_count, v[i].c_end.alloc_count);
 	}
 	cr_assert_eq(t->samples[N - 1].c_end.cpu_ns, v[N - 1].c_end.cpu_ns / 1000 * 1000);
