@@ -13,7 +13,7 @@
  *  - the CPU time in steps of at most 1/16 of the difference expected
  *    (core/packed.h: it never goes down, is never above the truth, by less
  *    than a step below it, and every entry's last sample is exact):
- *    10.0 -> 9.2 bytes a sample on W2.  getrusage itself knows it only to
+ *    10.0 -> 9.35 bytes a sample on W2.  getrusage itself knows it only to
  *    a tick.  The other counters stay exact: with every counter in steps
  *    W2 came to 7.4, but a slice's allocation count is a number users and
  *    the tests hold rhea to (4000 allocations, not 3993);

@@ -35,8 +35,9 @@ enum compact_status {
 
 /*
  * Rewrite the recording at path: its samples re-encoded per thread in
- * large PACKED3 entries (counter differences in steps of about 1/16, see
- * core/packed.h), the allocation sites' snapshots reduced to the last
+ * large PACKED3 entries (CPU time differences in steps of at most 1/16
+ * of the one expected, see core/packed.h), the allocation sites'
+ * snapshots reduced to the last
  * ones, everything else as it was, compressed with a stronger zstd level,
  * into a new file that replaces path only when it reads back with as
  * many samples and captures.  Only for a recording that has its END.

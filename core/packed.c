@@ -54,7 +54,7 @@
  * down keeps a decoded counter at or below the truth, so that it never
  * goes down and never drifts: its error stays under one step.  Compacted,
  * with each thread's samples in one entry: W2 10.0 bytes a sample exact,
- * 9.2 with the CPU time in steps (order-0 estimates put the values' own
+ * 9.35 with the CPU time in steps (order-0 estimates put the values' own
  * entropy some 13% below what zstd makes of them; the times are near
  * theirs).
  *
@@ -442,7 +442,7 @@ static void state_next(struct state *st, uint32_t pos, const struct rhea_sample 
 	s->waker_stack = x->waker_stack;
 	s->owner_tid = x->owner_tid;
 	/* (the first sample's difference is from 0: its counters whole, no
-	 * measure of the next difference) */
+	 * measure of the next difference; 0 makes the next one exact) */
 	for (int i = 0; i < NCOUNTERS; i++)
 		st->d[i] = first ? 0 : ce[i] - st->c[i];
 	memcpy(st->c, ce, sizeof(st->c));
@@ -483,9 +483,11 @@ static uint64_t counter_guess(const struct state *st, int i, const uint64_t *t, 
  * of two that both sides know before the value: 1 at shift 0 (PACKED2:
  * exact), for the entry's last sample, and where the difference is
  * expected below 2 << shift; else the largest power of two at most
- * ref >> shift.  ref is, for c_end, the larger of the guess and the
- * previous sample's difference; for c_begin, this sample's c_end
- * difference (the span c_begin lies in).  The value is the count of steps
+ * ref >> shift.  ref is, for c_end, the smaller of the guess and the
+ * previous sample's difference (a step is fine only where both expect a
+ * large difference: after a thread's idle spell its rate overstates it,
+ * after a burst the last difference does); for c_begin, this sample's
+ * c_end difference (the span c_begin lies in).  The value is the count of steps
  * minus the guess's (rounded), as a z-value.
  */
 static uint64_t qstep(uint64_t ref, unsigned shift, int exact)
@@ -518,7 +520,7 @@ static uint64_t cset_step(const struct state *st, const struct cset *k, int i, u
 		return 1;
 	if (k->sign < 0)
 		return qstep(k->span[i], k->shift, k->exact);
-	return qstep(guess > st->d[i] ? guess : st->d[i], k->shift, k->exact);
+	return qstep(guess < st->d[i] ? guess : st->d[i], k->shift, k->exact);
 }
 
 /* The guess in steps, rounded. */
