@@ -1329,8 +1329,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "  stacks: %s truncated, %s unwind failures, %s reach main/start_thread of %s\n",
 		fmt_count(r->stats.truncated, b1), fmt_count(r->stats.unwind_errors, b2),
 		fmt_count(stacks_rooted, b3), fmt_count(stacks_total, b4));
-	fprintf(out, "  file: %s in %s chunks, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),
-		fmt_count(r->nchunks, b2), fmt_count(nodes, b5),
+	fprintf(out, "  file: %s in %s chunk%s, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),
+		fmt_count(r->nchunks, b2), r->nchunks == 1 ? "" : "s", fmt_count(nodes, b5),
 		r->stats.stack_full ? " (stack table full: some stacks missing)" : "");
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
