@@ -63,8 +63,8 @@ static void usage(FILE *f)
 		"      --no-wait        return when program exits, even if processes it started\n"
 		"                       still run (by default rhea record waits for them)\n"
 		"      --no-compact     keep the recordings as the agent wrote them (by default,\n"
-		"                       once finished, they are rewritten smaller, with\n"
-		"                       counters to about 1/16 of each difference)\n"
+		"                       once finished, they are rewritten smaller, with CPU\n"
+		"                       times to within 1/16 of each difference)\n"
 		"  -q, --quiet          no summary line\n");
 }
 
