@@ -11,6 +11,7 @@
  * per (thread serial, pc) is kept.
  */
 #include "recording.h"
+#include "vec.h"
 #include "packed.h"
 #include "rfile.h"
 
@@ -21,18 +22,11 @@
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
-		return p;
-	size_t n = *cap ? *cap * 2 : 16;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(p, n * elem);
-	if (!q) {
+	if (vec_grow(&p, cap, need, elem) != 0) {
 		fprintf(stderr, "rhea: out of memory\n");
 		exit(1);
 	}
-	*cap = n;
-	return q;
+	return p;
 }
 
 struct rec_thread *recording_thread(struct recording *r, uint32_t tid)

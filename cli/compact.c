@@ -42,6 +42,7 @@
 #include "packed.h"
 #include "recording.h"
 #include "rfile.h"
+#include "vec.h"
 
 #define CHUNK_RAW (4u << 20)   /* payload of the new chunks, at most */
 #define ENTRY_SAMPLES 65536u   /* samples in one PACKED3 entry, at most */
@@ -69,21 +70,6 @@ struct compactor {
 	int werr;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *n = realloc(*p, c * size);
-	if (!n)
-		return -1;
-	*p = n;
-	*cap = c;
-	return 0;
-}
-
 static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
 {
 	if (c->last < c->nthreads && c->threads[c->last].tid == tid)
@@ -91,7 +77,7 @@ static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
 	for (size_t i = 0; i < c->nthreads; i++)
 		if (c->threads[i].tid == tid)
 			return &c->threads[c->last = i];
-	if (grow((void **)&c->threads, &c->threads_cap, c->nthreads + 1, sizeof(*c->threads)))
+	if (vec_grow((void **)&c->threads, &c->threads_cap, c->nthreads + 1, sizeof(*c->threads)))
 		return NULL;
 	struct tsamples *t = &c->threads[c->last = c->nthreads++];
 	memset(t, 0, sizeof(*t));
@@ -103,12 +89,11 @@ static int take_sample(void *arg, const struct rhea_sample *s)
 {
 	struct compactor *c = arg;
 	struct tsamples *t = thread_of(c, s->tid);
-	if (!t || grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s))) {
+	if (!t || vec_grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s))) {
 		c->oom = 1;
 		return -1;
 	}
 	t->s[t->n] = *s;
-	t->s[t->n].reserved = (uint32_t)t->n; /* the order it came in, for a stable sort */
 	t->n++;
 	c->samples++;
 	c->captures += 1u + s->merged;
@@ -117,7 +102,7 @@ static int take_sample(void *arg, const struct rhea_sample *s)
 
 static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n)
 {
-	if (grow((void **)buf, cap, *len + n, 1))
+	if (vec_grow((void **)buf, cap, *len + n, 1))
 		return -1;
 	memcpy(*buf + *len, p, n);
 	*len += n;
@@ -143,7 +128,7 @@ static int take_entry(struct compactor *c, const struct rhea_entry *e)
 			const struct rhea_sites *h = (const void *)e;
 			if (!h->count)
 				return 0;
-			if (grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
+			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
 				return -1;
 			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
 			c->nsites += h->count;
@@ -190,24 +175,24 @@ static void put_entries(struct compactor *c, const uint8_t *p, size_t len)
 	}
 }
 
+/* By end, then begin, then the order they came in (their place in the
+ * array): pointers are sorted, the samples stay where they are. */
 static int cmp_end(const void *a, const void *b)
 {
-	const struct rhea_sample *x = a, *y = b;
+	const struct rhea_sample *x = *(const struct rhea_sample *const *)a, *y = *(const struct rhea_sample *const *)b;
 	if (x->end_ns != y->end_ns)
 		return x->end_ns < y->end_ns ? -1 : 1;
 	if (x->begin_ns != y->begin_ns)
 		return x->begin_ns < y->begin_ns ? -1 : 1;
-	return (x->reserved > y->reserved) - (x->reserved < y->reserved);
+	return (x > y) - (x < y);
 }
 
 /* A thread's samples, in the order of their ends, as PACKED3 entries. */
 static void put_samples(struct compactor *c, struct tsamples *t, const struct rhea_sample **ptrs)
 {
-	qsort(t->s, t->n, sizeof(*t->s), cmp_end);
-	for (size_t i = 0; i < t->n; i++) {
-		t->s[i].reserved = 0;
+	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
-	}
+	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
 	size_t done = 0;
 	while (done < t->n && !c->werr) {
 		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);

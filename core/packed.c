@@ -538,7 +538,7 @@ static uint64_t guess_steps(uint64_t guess, uint64_t step)
  * this one (the nearest step within the span, which holds 2^shift steps
  * or more, or steps of 1).
  */
-static uint64_t quantize(const struct cset *k, int i, uint64_t want, uint64_t step, uint64_t span)
+static uint64_t quantize(const struct cset *k, int i, uint64_t want, uint64_t step)
 {
 	if (k->shift == 0 || !(k->mask & (1u << i)))
 		return want;
@@ -546,7 +546,7 @@ static uint64_t quantize(const struct cset *k, int i, uint64_t want, uint64_t st
 		return (int64_t)want < 0 ? 0 : want / step;
 	if ((int64_t)want < 0)
 		return 0;
-	uint64_t q = want / step + (want % step >= (step + 1) / 2), top = span / step;
+	uint64_t q = want / step + (want % step >= (step + 1) / 2), top = k->span[i] / step;
 	return q > top ? top : q;
 }
 
@@ -560,7 +560,7 @@ static void put_counters(struct cursor *ctl, struct cursor *val, const struct st
 	for (int i = 0; i < NCOUNTERS; i++) {
 		uint64_t want = k->sign > 0 ? truth[i] - k->ref[i] : k->ref[i] - truth[i];
 		uint64_t g = counter_guess(st, i, t, k->dt), step = cset_step(st, k, i, g);
-		uint64_t q = quantize(k, i, want, step, k->sign < 0 ? k->span[i] : 0);
+		uint64_t q = quantize(k, i, want, step);
 		t[i] = q * step;
 		r[i] = q - guess_steps(g, step);
 		out[i] = k->sign > 0 ? k->ref[i] + t[i] : k->ref[i] - t[i];

@@ -79,6 +79,7 @@
  */
 #include "symbolize.h"
 #include "cfi.h"
+#include "vec.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -223,21 +224,6 @@ static uint64_t hash64(uint64_t x)
 	return x;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap * 2 : 16;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 /* Keep a warning once per distinct text.  Allocation failure drops it. */
 static void add_warning(struct symbolizer *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -256,7 +242,7 @@ static void add_warning(struct symbolizer *s, const char *fmt, ...)
 			return;
 		}
 	}
-	if (grow((void **)&s->warn, &s->capwarn, s->nwarn + 1, sizeof(*s->warn))) {
+	if (vec_grow((void **)&s->warn, &s->capwarn, s->nwarn + 1, sizeof(*s->warn))) {
 		free(w);
 		return;
 	}
@@ -309,7 +295,7 @@ static struct dfile *file_of(struct symbolizer *s, const char *path, uint64_t bi
 	for (size_t i = 0; i < s->nfiles; i++)
 		if (!strcmp(s->files[i]->path, path))
 			return s->files[i];
-	if (grow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
+	if (vec_grow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
 		return NULL;
 	struct dfile *d = calloc(1, sizeof(*d));
 	if (!d || !(d->path = strdup(path))) {
@@ -372,7 +358,7 @@ int sym_add_module(struct symbolizer *s, const struct sym_module *m)
 	if (!s || !m || !m->path || (m->build_id_len && !m->build_id) ||
 	    m->build_id_len > MAX_BUILD_ID)
 		return -EINVAL;
-	if (grow((void **)&s->mods, &s->capmods, s->nmods + 1, sizeof(*s->mods)))
+	if (vec_grow((void **)&s->mods, &s->capmods, s->nmods + 1, sizeof(*s->mods)))
 		return -ENOMEM;
 	struct mod *md = &s->mods[s->nmods];
 	memset(md, 0, sizeof(*md));
@@ -729,7 +715,7 @@ static void add_ranges(struct walk *w, Dwarf_Die *die, int depth,
 		if (end <= start)
 			continue;
 		struct cuidx *ci = w->ci;
-		if (grow((void **)&ci->v, &ci->cap, ci->n + 1, sizeof(*ci->v))) {
+		if (vec_grow((void **)&ci->v, &ci->cap, ci->n + 1, sizeof(*ci->v))) {
 			w->err = -ENOMEM;
 			return;
 		}
@@ -867,7 +853,7 @@ static Dwarf_Die *cu_by_ranges(struct mod *md, uint64_t a, Dwarf_Addr *dbias)
 			while ((off = dwarf_ranges(cu, off, &base, &start, &end)) > 0) {
 				if (end <= start)
 					continue;
-				if (grow((void **)&md->d->cur, &cap, md->d->ncur + 1, sizeof(*md->d->cur)))
+				if (vec_grow((void **)&md->d->cur, &cap, md->d->ncur + 1, sizeof(*md->d->cur)))
 					goto done;
 				md->d->cur[md->d->ncur++] = (struct curange){ start, end, cu };
 			}

@@ -327,6 +327,34 @@ static int packed3_entries(const char *path, uint32_t *most)
 	return entries;
 }
 
+/* The file the agent would write of one thread's samples v[0..n): a
+ * PACKED2 entry of `piece` samples per chunk (zstd when compress), then
+ * the END at end_ns. */
+static void write_one_thread(const char *path, const struct rhea_sample *v, int n, int piece, int compress,
+			     uint64_t end_ns)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert(fd >= 0);
+	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = v[0].tid, .interval_ns = 1000000};
+	struct rfile_writer w;
+	cr_assert_eq(rfile_writer_init(&w, fd, 1, 1 << 20), 0);
+	cr_assert_eq(rfile_write_header(&w, &h), 0);
+	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
+	const struct rhea_sample **p = calloc((size_t)piece, sizeof(*p));
+	for (int k = 0; k < n / piece; k++) {
+		for (int i = 0; i < piece; i++)
+			p[i] = &v[k * piece + i];
+		size_t len = packed_encode(p, (uint32_t)piece, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		cr_assert_eq(rfile_write_chunk(&w, buf, len, compress), 0);
+	}
+	struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, end_ns, RHEA_END_EXIT, 0};
+	cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), compress), 0);
+	rfile_writer_destroy(&w);
+	close(fd);
+	free(p);
+}
+
 /* A thread with more samples than one entry holds: several PACKED3
  * entries, every sample kept, the counters still in order across the
  * entries' seams. */
@@ -334,8 +362,7 @@ Test(compact, long_thread_in_several_entries)
 {
 	enum { N = 140000, PIECE2 = 1000 };
 	char path[] = "/tmp/rhea-test-compact.XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert(fd >= 0);
+	close(mkstemp(path));
 	struct rhea_sample *v = calloc(N, sizeof(*v));
 	struct rhea_counters c = {0};
 	for (int i = 0; i < N; i++) {
@@ -347,23 +374,7 @@ Test(compact, long_thread_in_several_entries)
 		c.alloc_count += rng() % 50;
 		v[i].c_begin = v[i].c_end = c;
 	}
-	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 300, .interval_ns = 1000000};
-	struct rfile_writer w;
-	cr_assert_eq(rfile_writer_init(&w, fd, 3, 1 << 20), 0);
-	cr_assert_eq(rfile_write_header(&w, &h), 0);
-	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
-	const struct rhea_sample *p[PIECE2];
-	for (int k = 0; k < N / PIECE2; k++) {
-		for (int i = 0; i < PIECE2; i++)
-			p[i] = &v[k * PIECE2 + i];
-		size_t len = packed_encode(p, PIECE2, buf, sizeof(buf));
-		cr_assert_gt(len, 0);
-		cr_assert_eq(rfile_write_chunk(&w, buf, len, 1), 0);
-	}
-	struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, 2000000000000ull, RHEA_END_EXIT, 0};
-	cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), 1), 0);
-	rfile_writer_destroy(&w);
-	close(fd);
+	write_one_thread(path, v, N, PIECE2, 1, 2000000000000ull);
 
 	struct compact_result res;
 	char err[512];
@@ -400,8 +411,7 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 {
 	enum { N = 70000, PIECE2 = 500 };
 	char path[] = "/tmp/rhea-test-compact.XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert(fd >= 0);
+	close(mkstemp(path));
 	struct rhea_sample *v = calloc(N, sizeof(*v));
 	struct rhea_counters c = {0};
 	uint64_t t = 1000000000ull;
@@ -429,23 +439,7 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 		c.nivcsw += (uint32_t)(rng() % 60000);
 		v[i].c_end = c;
 	}
-	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 400, .interval_ns = 1000000};
-	struct rfile_writer w;
-	cr_assert_eq(rfile_writer_init(&w, fd, 1, 1 << 20), 0);
-	cr_assert_eq(rfile_write_header(&w, &h), 0);
-	static uint8_t buf[1 << 20] __attribute__((aligned(8)));
-	const struct rhea_sample *p[PIECE2];
-	for (int k = 0; k < N / PIECE2; k++) {
-		for (int i = 0; i < PIECE2; i++)
-			p[i] = &v[k * PIECE2 + i];
-		size_t len = packed_encode(p, PIECE2, buf, sizeof(buf));
-		cr_assert_gt(len, 0);
-		cr_assert_eq(rfile_write_chunk(&w, buf, len, 0), 0);
-	}
-	struct rhea_end e = {{RHEA_E_END, 0, sizeof(e)}, t, RHEA_END_EXIT, 0};
-	cr_assert_eq(rfile_write_chunk(&w, &e, sizeof(e), 0), 0);
-	rfile_writer_destroy(&w);
-	close(fd);
+	write_one_thread(path, v, N, PIECE2, 0, t);
 	struct stat st;
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_gt(st.st_size, 4 << 20, "the samples take %lld bytes: too few to need a split",

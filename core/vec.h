@@ -1,0 +1,29 @@
+/*
+ * vec.h - growing arrays, for the CLI side only (the agent never calls
+ * malloc where a thread may be interrupted).
+ */
+#ifndef RHEA_VEC_H
+#define RHEA_VEC_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+/* Make *p (of *cap elements of elem bytes) hold at least need: doubles
+ * from 16.  0, or -1 when realloc fails (*p and *cap are then as they
+ * were). */
+static inline int vec_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+#endif
