@@ -80,6 +80,7 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 	case RHEA_E_PACKED:
 	case RHEA_E_PACKED2:
 	case RHEA_E_PACKED3:
+	case RHEA_E_PACKED4:
 		return packed_decode(e, take_decoded, r);
 	case RHEA_E_SAMPLE:
 		if (e->size < sizeof(struct rhea_sample))

@@ -78,6 +78,7 @@ enum rhea_entry_kind {
 	RHEA_E_PACKED = 9,  /* struct rhea_packed: samples of one thread, varint deltas (read only) */
 	RHEA_E_PACKED2 = 10, /* struct rhea_packed2: samples of one thread, us times, change bits */
 	RHEA_E_PACKED3 = 11, /* struct rhea_packed2, flags = shift: PACKED2 with counters in steps */
+	RHEA_E_PACKED4 = 12, /* struct rhea_packed2, flags as PACKED3's: range coded */
 };
 
 struct rhea_entry {
@@ -85,6 +86,12 @@ struct rhea_entry {
 	uint16_t flags; /* kind-specific */
 	uint32_t size;  /* whole entry, header included, multiple of 8 */
 };
+
+/* Entries of a thread's samples that core/packed.c decodes. */
+static inline int rhea_kind_packed(uint16_t kind)
+{
+	return kind == RHEA_E_PACKED || kind == RHEA_E_PACKED2 || kind == RHEA_E_PACKED3 || kind == RHEA_E_PACKED4;
+}
 
 /* Thread counters, cumulative since the thread started. */
 struct rhea_counters {

@@ -731,6 +731,7 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return rfile_fits(e, sizeof(struct rhea_packed));
 	case RHEA_E_PACKED2:
 	case RHEA_E_PACKED3:
+	case RHEA_E_PACKED4:
 		return rfile_fits(e, sizeof(struct rhea_packed2));
 	case RHEA_E_THREAD:
 		return rfile_fits(e, sizeof(struct rhea_thread));

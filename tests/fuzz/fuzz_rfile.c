@@ -62,7 +62,7 @@ static uint64_t fuzz_touch(const struct rhea_entry *e)
 		for (const char *s = (const char *)p + 8;
 		     s < (const char *)p + e->size; s += strlen(s) + 1)
 			sum += (uint8_t)*s;
-	if (e->kind == RHEA_E_PACKED || e->kind == RHEA_E_PACKED2 || e->kind == RHEA_E_PACKED3)
+	if (rhea_kind_packed(e->kind))
 		sum += (uint64_t)packed_decode(e, fuzz_sample, &sum);
 	return sum;
 }

@@ -305,8 +305,8 @@ Test(compact, leaves_alone_what_it_must)
 	cr_assert_neq(system(cmd), 0, "a temporary file was left behind");
 }
 
-/* PACKED3 entries in the file at path; *most: the most samples in one. */
-static int packed3_entries(const char *path, uint32_t *most)
+/* PACKED4 entries in the file at path; *most: the most samples in one. */
+static int packed4_entries(const char *path, uint32_t *most)
 {
 	struct rfile_reader *r;
 	cr_assert_eq(rfile_open(path, &r), RFILE_OK);
@@ -317,7 +317,7 @@ static int packed3_entries(const char *path, uint32_t *most)
 		size_t off = 0;
 		const struct rhea_entry *en;
 		while (rfile_next_entry(pl, len, &off, &en) == 1)
-			if (en->kind == RHEA_E_PACKED3) {
+			if (en->kind == RHEA_E_PACKED4) {
 				entries++;
 				uint32_t n = ((const struct rhea_packed2 *)en)->count;
 				*most = n > *most ? n : *most;
@@ -355,7 +355,7 @@ static void write_one_thread(const char *path, const struct rhea_sample *v, int 
 	free(p);
 }
 
-/* A thread with more samples than one entry holds: several PACKED3
+/* A thread with more samples than one entry holds: several PACKED4
  * entries, every sample kept, the counters still in order across the
  * entries' seams. */
 Test(compact, long_thread_in_several_entries)
@@ -381,8 +381,8 @@ Test(compact, long_thread_in_several_entries)
 	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
 	cr_assert_eq(res.samples, N);
 	uint32_t most = 0;
-	int entries = packed3_entries(path, &most);
-	cr_assert_eq(entries, (N + 65535) / 65536, "%d PACKED3 entries", entries);
+	int entries = packed4_entries(path, &most);
+	cr_assert_eq(entries, (N + 65535) / 65536, "%d PACKED4 entries", entries);
 	cr_assert_eq(most, 65536);
 	struct recording b;
 	load(path, &b);
@@ -451,7 +451,8 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
 	cr_assert_eq(res.samples, N);
 	uint32_t most = 0;
-	packed3_entries(path, &most);
+	int entries = packed4_entries(path, &most);
+	cr_assert_gt(entries, 1, "%d PACKED4 entries", entries);
 	cr_assert_lt(most, 65536, "an entry of %u samples: the first was not split", most);
 	struct recording b;
 	load(path, &b);

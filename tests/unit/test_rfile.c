@@ -1433,7 +1433,7 @@ Test(rfile, fuzz_entry_on_damaged_files, .timeout = 120)
 }
 
 /*
- * Packed samples through the fuzz entry point: PACKED3, PACKED2 and PACKED entries,
+ * Packed samples through the fuzz entry point: PACKED4, PACKED3, PACKED2 and PACKED entries,
  * whole and damaged, in chunks whose CRCs match, so that the damage
  * reaches the sample decoders and not only the CRC check.
  */
@@ -1443,8 +1443,8 @@ Test(rfile, fuzz_entry_on_packed_samples, .timeout = 120)
 	uint64_t s = 4711;
 	struct rhea_sample v[N];
 	const struct rhea_sample *vp[N];
-	static uint64_t pl[3][CAP / 8], dmg[CAP / 8];
-	size_t plen[3];
+	static uint64_t pl[4][CAP / 8], dmg[CAP / 8];
+	size_t plen[4];
 	struct rhea_counters c = {0};
 	uint64_t t = 5000000000ull;
 
@@ -1479,12 +1479,13 @@ Test(rfile, fuzz_entry_on_packed_samples, .timeout = 120)
 	plen[0] = packed_encode(vp, N, pl[0], CAP);
 	plen[1] = packed_encode_v1(vp, N, pl[1], CAP);
 	plen[2] = packed_encode_steps(vp, N, 4, 0x7f, pl[2], CAP);
-	cr_assert(plen[0] && plen[1] && plen[2]);
+	plen[3] = packed_encode_rc(vp, N, 4, 0x7f, 1000, pl[3], CAP);
+	cr_assert(plen[0] && plen[1] && plen[2] && plen[3]);
 
-	for (int k = 0; k < 1500; k++) {
+	for (int k = 0; k < 2000; k++) {
 		struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC};
 		struct rfile_writer w;
-		int which = k % 3, fd = mem_fd();
+		int which = k % 4, fd = mem_fd();
 		size_t len = plen[which];
 		uint8_t *d = (uint8_t *)dmg;
 
@@ -1566,6 +1567,7 @@ Test(rfile, doc_format_md_layout)
 	cr_expect_eq(RHEA_E_PACKED, 9);
 	cr_expect_eq(RHEA_E_PACKED2, 10);
 	cr_expect_eq(RHEA_E_PACKED3, 11);
+	cr_expect_eq(RHEA_E_PACKED4, 12);
 
 	DOC_SIZE(rhea_counters, 40);
 	DOC(rhea_counters, alloc_count, 8);
