@@ -1266,10 +1266,15 @@ static int decode_v2(const struct rhea_entry *e, unsigned eflags, int (*fn)(void
 }
 
 #ifndef RHEA_AGENT
-static int count_one(void *arg, const struct rhea_sample *s)
+struct held {
+	struct rhea_sample *s;
+	uint32_t n;
+};
+
+static int hold(void *arg, const struct rhea_sample *s)
 {
-	(void)s;
-	(*(int *)arg)++;
+	struct held *h = arg;
+	h->s[h->n++] = *s;
 	return 0;
 }
 
@@ -1279,25 +1284,24 @@ static int decode_v4(const struct rhea_entry *e, int (*fn)(void *arg, const stru
 	const uint8_t *p = (const uint8_t *)(h + 1), *end = (const uint8_t *)e + e->size;
 	if (h->base_us > UINT64_MAX / 1000 || h->count / RC_DENSITY > (size_t)(end - p))
 		return -1;
-	struct models *m = models_new();
-	if (!m)
+	struct rc_dec rc;
+	if (rc_dec_init(&rc, p, end) != 0)
 		return -1;
-	/* Twice: whole and undamaged first (the hash at the end), then the
-	 * samples to fn. */
-	int ret = 0;
-	for (int pass = 0; pass < 2 && ret == 0; pass++) {
-		struct rc_dec rc;
-		if (rc_dec_init(&rc, p, end) != 0) {
-			ret = -1;
-			break;
-		}
-		models_init(m);
+	/* The samples are held until the hash at the end says they are whole
+	 * (at most count x 152 bytes, as the density above allows). */
+	struct models *m = models_new();
+	struct held held = {malloc((size_t)h->count * sizeof(struct rhea_sample)), 0};
+	int ret = -1;
+	if (m && held.s) {
 		struct source in = {.rc = &rc, .m = m};
-		int n = 0;
-		ret = pass ? decode_samples(h, e->flags, 1, &in, fn, arg) : decode_samples(h, e->flags, 1, &in, count_one, &n);
+		ret = decode_samples(h, e->flags, 1, &in, hold, &held);
 		if (ret == 0 && (rc_ddirect(&rc, 32) != m->hash || rc.bad || padding_only(rc.p, rc.end) != 0))
 			ret = -1;
+		for (uint32_t i = 0; i < held.n && ret == 0; i++)
+			if (fn(arg, &held.s[i]) != 0)
+				ret = -1;
 	}
+	free(held.s);
 	free(m);
 	return ret;
 }
