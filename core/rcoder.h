@@ -55,14 +55,11 @@ static const uint16_t rc_recip[RC_SLOW + 1] = {
 static inline void rc_learn(rc_prob *p, unsigned bit)
 {
 	uint32_t v = *p >> 8, n = *p & 255, r = rc_recip[n + 2 < RC_SLOW ? n + 2 : RC_SLOW];
-	if (bit)
-		v -= v * r >> 16;
-	else
-		v += ((1u << RC_PROB_BITS) - v) * r >> 16;
-	if (v < 1)
-		v = 1;
-	if (v >= 1u << RC_PROB_BITS)
-		v = (1u << RC_PROB_BITS) - 1;
+	/* (without branches: the bits are what cannot be predicted) */
+	uint32_t down = v - (v * r >> 16), up = v + (((1u << RC_PROB_BITS) - v) * r >> 16);
+	v = bit ? down : up;
+	v = v < 1 ? 1 : v;
+	v = v >= 1u << RC_PROB_BITS ? (1u << RC_PROB_BITS) - 1 : v;
 	*p = (rc_prob)(v << 8 | (n < 255 ? n + 1 : 255));
 }
 
@@ -125,12 +122,8 @@ static inline void rc_shift_low(struct rc_enc *e)
 static inline void rc_bit(struct rc_enc *e, rc_prob *p, unsigned bit)
 {
 	uint32_t bound = (e->range >> RC_PROB_BITS) * rc_p(*p);
-	if (!bit) {
-		e->range = bound;
-	} else {
-		e->low += bound;
-		e->range -= bound;
-	}
+	e->low += bit ? bound : 0;
+	e->range = bit ? e->range - bound : bound;
 	rc_learn(p, bit);
 	while (e->range < RC_TOP) {
 		e->range <<= 8;
@@ -186,15 +179,10 @@ static inline int rc_dec_init(struct rc_dec *d, const uint8_t *p, const uint8_t 
 static inline unsigned rc_dbit(struct rc_dec *d, rc_prob *p)
 {
 	uint32_t bound = (d->range >> RC_PROB_BITS) * rc_p(*p);
-	unsigned bit;
-	if (d->code < bound) {
-		d->range = bound;
-		bit = 0;
-	} else {
-		d->code -= bound;
-		d->range -= bound;
-		bit = 1;
-	}
+	unsigned bit = d->code >= bound;
+	uint32_t mask = 0u - bit;
+	d->code -= bound & mask;
+	d->range = bit ? d->range - bound : bound;
 	rc_learn(p, bit);
 	while (d->range < RC_TOP) {
 		d->range <<= 8;
