@@ -18,8 +18,8 @@
  *    W2 came to 7.4, but a slice's allocation count is a number users and
  *    the tests hold rhea to (4000 allocations, not 3993);
  *  - range coded (PACKED4) rather than as varints through zstd, with the
- *    times on the capture grid: about 9.3 -> 6.8 bytes a sample on W2 (the
- *    whole file 10.2 -> 7.4);
+ *    times on the capture grid: about 9.3 -> 6.7 bytes a sample on W2 (the
+ *    whole file 10.2 -> 7.2);
  *  - the allocation sites' periodic snapshots reduced to the last one per
  *    site (what a reader keeps of them);
  *  - zstd at a high level over large chunks.
