@@ -931,6 +931,35 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 	}
 }
 
+/* The flags of an entry with counters in steps of 2^-shift (see PACKED3),
+ * or -1 when those, n or cap cannot make one. */
+static int entry_flags(unsigned shift, unsigned counters, uint32_t n, size_t cap)
+{
+	if (shift > PACKED_SHIFT_MAX || counters > COUNTERS_ALL || cap < sizeof(struct rhea_packed2) || n == 0)
+		return -1;
+	return shift && counters ? (int)(shift | counters << 8) : 0;
+}
+
+/* The entry at out (cap bytes), whose data ends at end: zero padding to 8
+ * and its header.  Its size, or 0 when it does not fit. */
+static size_t entry_finish(void *out, uint8_t *end, size_t cap, uint16_t kind, int flags, uint32_t tid,
+			   uint32_t n, uint64_t base_us)
+{
+	size_t len = (size_t)(end - (uint8_t *)out);
+	size_t padded = (len + 7) & ~(size_t)7;
+	if (padded > cap || padded > UINT32_MAX)
+		return 0;
+	memset(end, 0, padded - len);
+	struct rhea_packed2 *h = out;
+	h->h.kind = kind;
+	h->h.flags = (uint16_t)flags;
+	h->h.size = (uint32_t)padded;
+	h->tid = tid;
+	h->count = n;
+	h->base_us = base_us;
+	return padded;
+}
+
 size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, size_t cap)
 {
 	return packed_encode_steps(s, n, 0, 0, out, cap);
@@ -939,13 +968,10 @@ size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, 
 size_t packed_encode_steps(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
 			   void *out, size_t cap)
 {
-	if (shift > PACKED_SHIFT_MAX || counters > COUNTERS_ALL)
+	int flags = entry_flags(shift, counters, n, cap);
+	if (flags < 0)
 		return 0;
-	unsigned flags = shift && counters ? shift | counters << 8 : 0;
-	if (cap < sizeof(struct rhea_packed2) || n == 0)
-		return 0;
-	struct rhea_packed2 *h = out;
-	uint8_t *data = (uint8_t *)(h + 1), *end = (uint8_t *)out + cap;
+	uint8_t *data = (uint8_t *)out + sizeof(struct rhea_packed2), *end = (uint8_t *)out + cap;
 	uint64_t base_us = s[0]->begin_ns / 1000;
 	/* Twice: the control stream's size first, to know where it ends. */
 	struct cursor ctl = {NULL, NULL, 0, 0}, val = {NULL, NULL, 0, 0};
@@ -962,24 +988,14 @@ size_t packed_encode_steps(const struct rhea_sample *const *s, uint32_t n, unsig
 	encode_v2(s, n, base_us, flags, 0, 0, 0, &o2);
 	if (ctl2.err || val2.err)
 		return 0;
-	size_t len = (size_t)(val2.p - (uint8_t *)out);
-	size_t padded = (len + 7) & ~(size_t)7;
-	if (padded > cap || padded > UINT32_MAX)
-		return 0;
-	memset(val2.p, 0, padded - len);
-	h->h.kind = flags ? RHEA_E_PACKED3 : RHEA_E_PACKED2;
-	h->h.flags = (uint16_t)flags;
-	h->h.size = (uint32_t)padded;
-	h->tid = s[0]->tid;
-	h->count = n;
-	h->base_us = base_us;
-	return padded;
+	return entry_finish(out, val2.p, cap, flags ? RHEA_E_PACKED3 : RHEA_E_PACKED2, flags, s[0]->tid, n, base_us);
 }
 
 #ifndef RHEA_AGENT
-/* PACKED4 packs at most this many samples a byte (the densest a range
- * coder's adaptive bits get is about 0.7 bit a sample); a decoder refuses
- * entries that claim more. */
+/* PACKED4 packs at most this many samples a byte: a decoder refuses
+ * entries that claim more, which bounds the work a damaged count makes.
+ * (W2's entries hold 0.15 a byte; a run of samples alike enough to pack
+ * denser is refused by the encoder, and the compaction splits it.) */
 #define RC_DENSITY 32
 
 /* The grid's phase: the start of the window of 1/16 of the period that
@@ -1007,18 +1023,12 @@ static uint64_t grid_phase(const struct rhea_sample *const *s, uint32_t n, uint6
 size_t packed_encode_rc(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
 			uint64_t period_us, void *out, size_t cap)
 {
-	if (shift > PACKED_SHIFT_MAX || counters > COUNTERS_ALL)
-		return 0;
-	unsigned flags = shift && counters ? shift | counters << 8 : 0;
-	if (cap < sizeof(struct rhea_packed2) || n == 0)
-		return 0;
-	struct models *m = models_new();
+	int flags = entry_flags(shift, counters, n, cap);
+	struct models *m = flags < 0 ? NULL : models_new();
 	if (!m)
 		return 0;
-	struct rhea_packed2 *h = out;
-	uint8_t *data = (uint8_t *)(h + 1);
 	struct rc_enc rc;
-	rc_enc_init(&rc, data, (uint8_t *)out + cap);
+	rc_enc_init(&rc, (uint8_t *)out + sizeof(struct rhea_packed2), (uint8_t *)out + cap);
 	uint64_t base_us = s[0]->begin_ns / 1000;
 	struct sink o = {.rc = &rc, .m = m};
 	if (period_us > GRID_MAX)
@@ -1029,18 +1039,7 @@ size_t packed_encode_rc(const struct rhea_sample *const *s, uint32_t n, unsigned
 	free(m);
 	if (rc.err || n / RC_DENSITY > rc.len)
 		return 0;
-	size_t len = (size_t)(rc.p - (uint8_t *)out);
-	size_t padded = (len + 7) & ~(size_t)7;
-	if (padded > cap || padded > UINT32_MAX)
-		return 0;
-	memset(rc.p, 0, padded - len);
-	h->h.kind = RHEA_E_PACKED4;
-	h->h.flags = (uint16_t)flags;
-	h->h.size = (uint32_t)padded;
-	h->tid = s[0]->tid;
-	h->count = n;
-	h->base_us = base_us;
-	return padded;
+	return entry_finish(out, rc.p, cap, RHEA_E_PACKED4, flags, s[0]->tid, n, base_us);
 }
 #endif
 

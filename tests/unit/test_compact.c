@@ -23,14 +23,8 @@
 #include "recording.h"
 #include "rfile.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+#define RNG_SEED 0x9e3779b97f4a7c15ull
+#include "xorshift.h"
 
 enum { THREADS = 3, PER_THREAD = 1200, PIECE = 100 };
 

@@ -10,14 +10,7 @@
 
 #include "packed.h"
 
-static uint64_t rng_state = 88172645463325252ull;
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+#include "xorshift.h"
 
 /* Samples of one thread: typical ones (small moves, a few stacks, BLOCK
  * samples now and then) or wild ones (any value, counters going down). */
@@ -557,20 +550,16 @@ static int check_steps(void *arg, const struct rhea_sample *s)
 	return 0;
 }
 
-/* Typical samples (counters that only grow, c_begin between the previous
- * c_end and its own) through PACKED3: the promises of packed.h hold, the
- * errors stay within a step (an eighth of the largest difference here),
- * and the entry is smaller than PACKED2's. */
-Test(packed, steps_keep_their_promises)
+/* Typical samples whose counters only grow and whose c_begin lies
+ * between the previous c_end and its own, as a thread's do, in p[]; c to
+ * check them against, with their largest differences. */
+static struct rhea_sample *make_ordered(uint32_t n, const struct rhea_sample **p, struct steps *c)
 {
-	enum { N = 3000 };
-	struct rhea_sample *v = make(N, 0);
-	const struct rhea_sample *p[N];
-	struct steps c = {v, 0, N, {0}, {0}, {0}};
+	struct rhea_sample *v = make(n, 0);
+	*c = (struct steps){v, 0, n, {0}, {0}, {0}};
 	uint64_t prev[7] = {0};
-	for (int i = 0; i < N; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		p[i] = &v[i];
-		/* c_begin after the previous c_end, as a thread's are */
 		struct rhea_sample w = quantized(&v[i]);
 		uint64_t e[7], b[7];
 		counters_us(e, &w.c_end);
@@ -578,11 +567,34 @@ Test(packed, steps_keep_their_promises)
 		for (int j = 0; j < 7; j++) {
 			if (b[j] < prev[j])
 				v[i].c_begin = i ? v[i - 1].c_end : (struct rhea_counters){0};
-			if (e[j] - prev[j] > c.max_diff[j])
-				c.max_diff[j] = e[j] - prev[j];
+			if (e[j] - prev[j] > c->max_diff[j])
+				c->max_diff[j] = e[j] - prev[j];
 		}
 		counters_us(prev, &w.c_end);
 	}
+	return v;
+}
+
+/* Errors within a step: an eighth of the largest difference here; and
+ * something was stepped. */
+static void errors_within_a_step(const struct steps *c)
+{
+	for (int j = 0; j < 7; j++)
+		cr_assert_leq(c->max_err[j] * 8, c->max_diff[j] + 8, "counter %d: error %llu, differences up to %llu", j,
+			      (unsigned long long)c->max_err[j], (unsigned long long)c->max_diff[j]);
+	cr_assert_gt(c->max_err[0], 0, "nothing was stepped: the test tests nothing");
+}
+
+/* Typical samples (counters that only grow, c_begin between the previous
+ * c_end and its own) through PACKED3: the promises of packed.h hold, the
+ * errors stay within a step (an eighth of the largest difference here),
+ * and the entry is smaller than PACKED2's. */
+Test(packed, steps_keep_their_promises)
+{
+	enum { N = 3000 };
+	const struct rhea_sample *p[N];
+	struct steps c;
+	struct rhea_sample *v = make_ordered(N, p, &c);
 	size_t cap = N * 300;
 	uint8_t *buf = malloc(cap), *buf2 = malloc(cap);
 	size_t len = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
@@ -591,10 +603,7 @@ Test(packed, steps_keep_their_promises)
 	cr_assert_eq(((struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
 	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, &c), 0);
 	cr_assert_eq(c.n, N);
-	for (int j = 0; j < 7; j++)
-		cr_assert_leq(c.max_err[j] * 8, c.max_diff[j] + 8, "counter %d: error %llu, differences up to %llu", j,
-			      (unsigned long long)c.max_err[j], (unsigned long long)c.max_diff[j]);
-	cr_assert_gt(c.max_err[0], 0, "nothing was stepped: the test tests nothing");
+	errors_within_a_step(&c);
 	size_t len2 = packed_encode(p, N, buf2, cap);
 	cr_assert_lt(len, len2 * 9 / 10, "PACKED3 %zu bytes, PACKED2 %zu", len, len2);
 	/* shift 0 is PACKED2 */
@@ -615,24 +624,9 @@ Test(packed, steps_keep_their_promises)
 Test(packed4, steps_keep_their_promises)
 {
 	enum { N = 3000 };
-	struct rhea_sample *v = make(N, 0);
 	const struct rhea_sample *p[N];
-	struct steps c = {v, 0, N, {0}, {0}, {0}};
-	uint64_t prev[7] = {0};
-	for (int i = 0; i < N; i++) {
-		p[i] = &v[i];
-		struct rhea_sample w = quantized(&v[i]);
-		uint64_t e[7], b[7];
-		counters_us(e, &w.c_end);
-		counters_us(b, &w.c_begin);
-		for (int j = 0; j < 7; j++) {
-			if (b[j] < prev[j])
-				v[i].c_begin = i ? v[i - 1].c_end : (struct rhea_counters){0};
-			if (e[j] - prev[j] > c.max_diff[j])
-				c.max_diff[j] = e[j] - prev[j];
-		}
-		counters_us(prev, &w.c_end);
-	}
+	struct steps c;
+	struct rhea_sample *v = make_ordered(N, p, &c);
 	size_t cap = N * 300;
 	uint8_t *buf = malloc(cap);
 	size_t len3 = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
@@ -642,10 +636,7 @@ Test(packed4, steps_keep_their_promises)
 	cr_assert_eq(((struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
 	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, &c), 0);
 	cr_assert_eq(c.n, N);
-	for (int j = 0; j < 7; j++)
-		cr_assert_leq(c.max_err[j] * 8, c.max_diff[j] + 8, "counter %d: error %llu, differences up to %llu", j,
-			      (unsigned long long)c.max_err[j], (unsigned long long)c.max_diff[j]);
-	cr_assert_gt(c.max_err[0], 0, "nothing was stepped: the test tests nothing");
+	errors_within_a_step(&c);
 	cr_assert_lt(len, len3, "PACKED4 %zu bytes, PACKED3 %zu", len, len3);
 	cr_assert_eq(packed_encode_rc(p, N, PACKED_SHIFT_MAX + 1, 0x7f, 1000, buf, cap), 0);
 	cr_assert_eq(packed_encode_rc(p, N, 4, 0x80, 1000, buf, cap), 0);

@@ -868,14 +868,7 @@ Test(symbolize, golden_stripped_no_far_attribution, .timeout = 60)
 
 /* ---- distribution binaries ---- */
 
-static uint64_t rng_state = 88172645463325252ull;
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+#include "xorshift.h"
 
 /*
  * libc with libc6-dbg: file:line and inline depth of the outermost frame
