@@ -553,7 +553,7 @@ int cmd_record(int argc, char **argv)
 		snprintf(salvage_path, sizeof(salvage_path), "/proc/%d/fd/%d", (int)getpid(), salvage_fd);
 	/* and the processes it starts send theirs here */
 	char sock_name[64];
-	struct recover_collector *collector = recover_collect_start(sock_name, sizeof(sock_name), salvage_fd);
+	struct recover_collector *collector = recover_collect_start(sock_name, sizeof(sock_name), salvage_fd, compact);
 
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME_COARSE, &started);

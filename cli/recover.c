@@ -15,6 +15,7 @@
  *  - each thread's pending sample, unless the thread was changing it.
  */
 #include "recover.h"
+#include "cli.h"
 #include "paths.h"
 
 #include <errno.h>
@@ -274,7 +275,8 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
  * agents had not written yet (their last 100 ms, and the ends) died too.
  * The keeper notices rhea record's death (its pipe's end closes), waits for
  * the processes whose memory it holds to end, finishes their recordings,
- * the program's own included, and leaves.  Normally rhea record asks it to
+ * the program's own included, compacts them as rhea record would have
+ * (unless --no-compact), and leaves.  Normally rhea record asks it to
  * finish (a message on the socket, after every message queued before it)
  * and reads the totals from a pipe.  It is no child of rhea record (two
  * forks), so rhea record's waiting for its descendants does not wait for
@@ -313,6 +315,7 @@ struct recover_collector {
 	int status[COLLECT_MAX]; /* how it ended... */
 	char have_status[COLLECT_MAX]; /* ...when known: TOLD_BY_PARENT or TOLD_BY_RECORD */
 	int n;
+	int compact; /* orphaned, compact what it ends */
 };
 
 static int header_of(int fd, struct rhea_salvage *h)
@@ -446,8 +449,12 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 				t->ended++;
 				t->samples += n;
 			}
+			recover_close(&v);
+			if (n >= 0 && c->compact)
+				cli_compact(path);
+		} else {
+			recover_close(&v);
 		}
-		recover_close(&v);
 	}
 	for (int i = 0; i < c->n; i++) {
 		/* its parent told how it ended, or rhea record reaped it */
@@ -456,8 +463,9 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 		    h.pid == c->pids[i] && (told || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
+			long n = -1;
 			if (derived_from(c->base, path, h.pid)) {
-				long n = told ? recover_end_waited(path, status, &v) : recover_end(path, RHEA_END_GONE, 0, &v);
+				n = told ? recover_end_waited(path, status, &v) : recover_end(path, RHEA_END_GONE, 0, &v);
 				if (n >= 0) {
 					t->ended++;
 					t->by_parent += told == TOLD_BY_PARENT;
@@ -466,6 +474,8 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 				}
 			}
 			recover_close(&v);
+			if (n >= 0 && orphaned && c->compact)
+				cli_compact(path);
 		}
 		close(c->fds[i]);
 	}
@@ -567,7 +577,7 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 	_exit(0);
 }
 
-struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd)
+struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd, int compact)
 {
 	struct recover_collector *c = calloc(1, sizeof(*c));
 	unsigned char rnd[8];
@@ -575,6 +585,7 @@ struct recover_collector *recover_collect_start(char *name, size_t cap, int root
 		free(c);
 		return NULL;
 	}
+	c->compact = compact;
 	snprintf(name, cap, "rhea-salvage-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
 		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	struct sockaddr_un a;

@@ -71,7 +71,9 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
  * NULL from start: no collector (then finish does nothing).
  */
 struct recover_collector;
-struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd);
+/* compact: should rhea record die first, the keeper compacts the
+ * recordings it ends (cli_compact), as rhea record would have. */
+struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd, int compact);
 /* The program rhea record started and its recording: should rhea record
  * die before it, the keeper ends that recording too (root_memfd). */
 void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path);

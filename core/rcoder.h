@@ -35,8 +35,9 @@
  * the way towards the n-th bit (rounded down), at most RC_SLOW: the first bits teach it
  * quickly (an entry may hold only a few hundred samples; this is the
  * Krichevsky-Trofimov estimate), later ones follow a drift.  Measured on
- * W2: 1/32 beats 1/64 and 1/256 by 0.5 and 1%; a fixed 1/32 from the
- * start (LZMA's) costs 8% more, 11-bit probabilities 5%. */
+ * a W2 recording: 1/32 beats 1/64 and 1/256 by 0.4 and 0.8%; a fixed 1/32
+ * from the start, as LZMA's 11-bit probabilities move, made the file 25%
+ * larger. */
 typedef uint32_t rc_prob;
 
 static inline uint32_t rc_p(rc_prob p)
@@ -44,8 +45,8 @@ static inline uint32_t rc_p(rc_prob p)
 	return p >> 8;
 }
 
-/* 65536 / q for q = 2 .. RC_SLOW, rounded down: a multiplication where a
- * division per bit took a third of the decoding. */
+/* 65536 / q for q = 2 .. RC_SLOW, rounded down: a multiplication instead
+ * of a division per bit. */
 static const uint16_t rc_recip[RC_SLOW + 1] = {
 	0, 0, 32768, 21845, 16384, 13107, 10922, 9362, 8192, 7281, 6553, 5957,
 	5461, 5041, 4681, 4369, 4096, 3855, 3640, 3449, 3276, 3120, 2978, 2849,

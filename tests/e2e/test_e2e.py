@@ -906,7 +906,7 @@ def t_groupkill(c, variant):
     keeper, in a process group of its own, finishes the program's recording and
     its child's from their memory: both end `gone`, recovered, each up to
     close to where its process really got (within 20 ms, where the last
-    100 ms used to be lost), and the keeper leaves."""
+    100 ms used to be lost), compacts them, and leaves."""
     fo = c.path("stdout.txt")
     with open(fo, "w") as out, open(c.path("stderr.txt"), "w") as errf:
         p = subprocess.Popen([c.rhea, "record", "-o", c.path("out.rhea"), *SIGKILL_OPTS, "--",
@@ -932,6 +932,15 @@ def t_groupkill(c, variant):
                     recs[who] = rec
         time.sleep(0.1)
     c.check(len(recs) == 2, "recordings ended after the group was killed: %s of parent, child" % sorted(recs))
+    # the keeper then compacts them, as rhea record would have: the agent
+    # wrote a chunk every 100 ms, the compacted file has one or two
+    chunks = {}
+    while time.time() < deadline + 10 and len(recs) == 2:
+        chunks = dict((who, c.report(path)["stats"]["chunks"]) for who, path in paths.items())
+        if max(chunks.values()) <= 2:
+            break
+        time.sleep(0.2)
+    c.check(chunks and max(chunks.values()) <= 2, "the keeper did not compact the recordings: chunks %s" % chunks)
     for who, rec in recs.items():
         r = rec["recording"]
         c.check(r["end_reason"] == "gone" and r["end_seen_by"] == "rhea" and r["end_recovered"] is True,

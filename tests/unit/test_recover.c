@@ -298,7 +298,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert_not_null(mkdtemp(dir));
 	char base[128], sock[64];
 	snprintf(base, sizeof(base), "%s/out.rhea", dir);
-	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1);
+	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1, 0);
 	cr_assert_not_null(c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
 	/* one child writes where rhea record named it; the other names a
@@ -387,7 +387,7 @@ static void killed_start(struct killed *k)
 	snprintf(k->dir, sizeof(k->dir), "/tmp/rhea-collect-XXXXXX");
 	cr_assert_not_null(mkdtemp(k->dir));
 	snprintf(k->base, sizeof(k->base), "%s/out.rhea", k->dir);
-	k->c = recover_collect_start(k->sock, sizeof(k->sock), -1);
+	k->c = recover_collect_start(k->sock, sizeof(k->sock), -1, 0);
 	cr_assert_not_null(k->c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, k->sock, 1);
 	k->pid = fork();
