@@ -18,7 +18,7 @@ int cmd_attach(int argc, char **argv);
 int cli_parse_hooks(const char *s, uint32_t *mask);
 int cli_find_agent(char *out, size_t cap);
 void cli_summarize(const char *path, int child);
-/* A finished recording rewritten smaller (cli/compact.c); a failure says
+/* A finished recording rewritten smaller (compact_recording); a failure says
  * one line and leaves the file as it was. */
 void cli_compact(const char *path);
 /* A recording is to be written at given: its absolute path in abs, its

@@ -11,7 +11,6 @@
  */
 #include "agentopts.h"
 #include "cli.h"
-#include "compact.h"
 #include "hookfn.h"
 #include "paths.h"
 #include "recording.h"
@@ -360,14 +359,6 @@ static void summarize_children(const char *base_path, struct timespec since)
 		rel[rl - 5] = 0;
 	fprintf(stderr, "rhea: all its processes: rhea report %s %s.*.rhea (rhea convert ... for one trace)%s\n",
 		shown, rel, stale ? "; that pattern also matches recordings of earlier runs" : "");
-}
-
-void cli_compact(const char *path)
-{
-	struct compact_result res;
-	char err[512];
-	if (compact_recording(path, &res, err, sizeof(err)) == COMPACT_FAILED)
-		cli_err("%s: left as written (could not compact it: %s)", path, err);
 }
 
 static void compact_child(const char *path, int n)

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "packed.h"
 #include "recording.h"
 #include "rfile.h"
@@ -57,10 +58,23 @@ struct tsamples {
 	size_t n, cap;
 };
 
+/* Samples and the captures they hold (a merged sample holds 1 + merged). */
+struct tally {
+	uint64_t samples, captures;
+};
+
+static int tally_sample(void *arg, const struct rhea_sample *s)
+{
+	struct tally *t = arg;
+	t->samples++;
+	t->captures += 1u + s->merged;
+	return 0;
+}
+
 struct compactor {
 	struct tsamples *threads;
 	size_t nthreads, threads_cap, last;
-	uint64_t samples, captures;
+	struct tally read; /* of the old file */
 	struct rhea_site *sites;
 	size_t nsites, sites_cap;
 	uint8_t *other, *ends; /* entries copied as they were */
@@ -99,9 +113,7 @@ static int take_sample(void *arg, const struct rhea_sample *s)
 	}
 	t->s[t->n] = *s;
 	t->n++;
-	c->samples++;
-	c->captures += 1u + s->merged;
-	return 0;
+	return tally_sample(&c->read, s);
 }
 
 static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n)
@@ -115,8 +127,9 @@ static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t
 
 /* One entry of the old file into the compactor.  0, or -1 (malformed,
  * out of memory). */
-static int take_entry(struct compactor *c, const struct rhea_entry *e)
+static int take_entry(void *arg, const struct rhea_entry *e)
 {
+	struct compactor *c = arg;
 	int ok = rfile_entry_check(e);
 	if (ok < 0)
 		return -1;
@@ -246,57 +259,63 @@ static int level_for(uint64_t raw)
 	return raw <= (64u << 10) ? 19 : raw <= (16u << 20) ? 9 : 3;
 }
 
-/* ---- reading back ------------------------------------------------------- */
+/* ---- reading ------------------------------------------------------------ */
 
-struct tally {
-	uint64_t samples, captures;
-};
-
-static int tally_sample(void *arg, const struct rhea_sample *s)
+/* Every entry of r to fn, in order.  0; 1 when fn refused one or an entry
+ * is malformed (in chunk *chunk); -1 when the file does not read (see
+ * rfile_error). */
+static int each_entry(struct rfile_reader *r, int (*fn)(void *arg, const struct rhea_entry *e), void *arg,
+		      uint64_t *chunk)
 {
-	struct tally *t = arg;
-	t->samples++;
-	t->captures += 1u + s->merged;
-	return 0;
-}
-
-/* Samples and captures of the file at path; -1 when it does not read
- * whole. */
-static int tally_file(const char *path, struct tally *t, int *has_end)
-{
-	struct rfile_reader *r = NULL;
 	const void *p;
 	size_t len;
-	int st = rfile_open(path, &r), bad = st != RFILE_OK;
-	memset(t, 0, sizeof(*t));
-	*has_end = 0;
-	while (!bad && (st = rfile_next_chunk(r, &p, &len)) == RFILE_OK) {
+	int st;
+	while ((st = rfile_next_chunk(r, &p, &len)) == RFILE_OK) {
 		size_t off = 0;
 		const struct rhea_entry *e;
 		int k;
-		while ((k = rfile_next_entry(p, len, &off, &e)) == 1) {
-			int ok = rfile_entry_check(e);
-			if (ok < 0) {
-				bad = 1;
+		while ((k = rfile_next_entry(p, len, &off, &e)) == 1)
+			if (fn(arg, e) != 0)
 				break;
-			}
-			if (ok > 0)
-				continue;
-			if (e->kind == RHEA_E_END)
-				*has_end = 1;
-			else if (e->kind == RHEA_E_SAMPLE)
-				tally_sample(t, (const void *)e);
-			else if (rhea_kind_packed(e->kind) &&
-				 packed_decode(e, tally_sample, t) != 0)
-				bad = 1;
+		if (k != 0) {
+			*chunk = rfile_chunk_index(r) - 1;
+			return 1;
 		}
-		if (k < 0)
-			bad = 1;
 	}
-	if (st != RFILE_END_OF_FILE)
-		bad = 1;
+	return st == RFILE_END_OF_FILE ? 0 : -1;
+}
+
+/* What the new file is read back for: its samples and captures, its END. */
+struct readback {
+	struct tally n;
+	int has_end;
+};
+
+static int readback_entry(void *arg, const struct rhea_entry *e)
+{
+	struct readback *b = arg;
+	int ok = rfile_entry_check(e);
+	if (ok != 0)
+		return ok < 0 ? -1 : 0;
+	if (e->kind == RHEA_E_END)
+		b->has_end = 1;
+	else if (e->kind == RHEA_E_SAMPLE)
+		tally_sample(&b->n, (const void *)e);
+	else if (rhea_kind_packed(e->kind))
+		return packed_decode(e, tally_sample, &b->n);
+	return 0;
+}
+
+/* Whether the file at path reads back whole with these samples and
+ * captures, and its END. */
+static int reads_back(const char *path, const struct tally *want)
+{
+	struct rfile_reader *r = NULL;
+	struct readback b = {{0, 0}, 0};
+	uint64_t chunk;
+	int ok = rfile_open(path, &r) == RFILE_OK && each_entry(r, readback_entry, &b, &chunk) == 0;
 	rfile_close(r);
-	return bad ? -1 : 0;
+	return ok && b.has_end && b.n.samples == want->samples && b.n.captures == want->captures;
 }
 
 /* ---- the whole ------------------------------------------------------------ */
@@ -326,38 +345,23 @@ static void compactor_free(struct compactor *c)
  * or COMPACT_FAILED with err set. */
 static int read_old(struct compactor *c, struct rfile_reader *r, char *err, size_t errlen)
 {
-	const void *p;
-	size_t len;
-	int st;
-	while ((st = rfile_next_chunk(r, &p, &len)) == RFILE_OK) {
-		size_t off = 0;
-		const struct rhea_entry *e;
-		int k;
-		while ((k = rfile_next_entry(p, len, &off, &e)) == 1)
-			if (take_entry(c, e) != 0) {
-				if (c->oom)
-					say(err, errlen, "out of memory");
-				else
-					say(err, errlen, "a malformed entry in chunk %llu",
-					    (unsigned long long)rfile_chunk_index(r) - 1);
-				return COMPACT_FAILED;
-			}
-		if (k < 0) {
-			say(err, errlen, "a malformed entry in chunk %llu", (unsigned long long)rfile_chunk_index(r) - 1);
-			return COMPACT_FAILED;
-		}
-	}
-	if (st != RFILE_END_OF_FILE) {
+	uint64_t chunk;
+	int st = each_entry(r, take_entry, c, &chunk);
+	if (st > 0 && c->oom)
+		say(err, errlen, "out of memory");
+	else if (st > 0)
+		say(err, errlen, "a malformed entry in chunk %llu", (unsigned long long)chunk);
+	else if (st < 0)
 		say(err, errlen, "%s", rfile_error(r));
+	if (st != 0)
 		return COMPACT_FAILED;
-	}
 	return c->ends_len ? COMPACT_DONE : COMPACT_SKIPPED;
 }
 
 /* Write the new file on fd.  0 or -errno. */
 static int write_new(struct compactor *c, const struct rhea_file_header *hdr, int fd)
 {
-	uint64_t raw = c->other_len + c->ends_len + c->nsites * sizeof(struct rhea_site) + c->samples * 16;
+	uint64_t raw = c->other_len + c->ends_len + c->nsites * sizeof(struct rhea_site) + c->read.samples * 16;
 	int e = rfile_writer_init(&c->w, fd, level_for(raw), CHUNK_RAW);
 	if (e == 0)
 		e = rfile_write_header(&c->w, hdr);
@@ -430,12 +434,9 @@ int compact_recording(const char *path, struct compact_result *res, char *err, s
 		e = -errno;
 	if (close(fd) != 0 && e == 0)
 		e = -errno;
-	uint64_t samples = c.samples, captures = c.captures;
+	struct tally read = c.read;
 	compactor_free(&c);
-	struct tally t;
-	int has_end = 0;
-	if (e == 0 && (tally_file(tmp, &t, &has_end) != 0 || t.samples != samples || t.captures != captures ||
-		       !has_end))
+	if (e == 0 && !reads_back(tmp, &read))
 		e = -EIO; /* a bug, not the disk: keep the old file */
 	struct stat nst;
 	if (e == 0 && stat(tmp, &nst) != 0)
@@ -448,6 +449,14 @@ int compact_recording(const char *path, struct compact_result *res, char *err, s
 		return COMPACT_FAILED;
 	}
 	res->bytes_after = (uint64_t)nst.st_size;
-	res->samples = samples;
+	res->samples = read.samples;
 	return COMPACT_DONE;
+}
+
+void cli_compact(const char *path)
+{
+	struct compact_result res;
+	char err[512];
+	if (compact_recording(path, &res, err, sizeof(err)) == COMPACT_FAILED)
+		cli_err("%s: left as written (could not compact it: %s)", path, err);
 }

@@ -450,6 +450,22 @@ static uint64_t object_ref(const struct state *st, const struct extras *guess)
 	return guess->object ? guess->object : st->object;
 }
 
+/* PACKED4's means of the gap from a sample's end to the next one's begin
+ * and of a merged run's length per sample merged, each bounded (16 x
+ * 2^40 us cannot overflow). */
+static void learn_times(struct state *st, uint64_t begin_us, uint64_t end_us, uint16_t merged)
+{
+	const uint64_t most = 1ull << 40;
+	uint64_t gap = begin_us > st->end_us ? begin_us - st->end_us : 0;
+	gap = gap > most ? most : gap;
+	st->gap16 = st->gap16 ? st->gap16 + gap - st->gap16 / 16 : gap * 16;
+	if (merged && end_us > begin_us) {
+		uint64_t per = (end_us - begin_us) / merged;
+		per = per > most ? most : per;
+		st->per16 = st->per16 ? st->per16 + per - st->per16 / 16 : per * 16;
+	}
+}
+
 /* After sample x (at position pos of the recent list, or st->n if new):
  * what both sides remember. */
 static void state_next(struct state *st, uint32_t pos, const struct rhea_sample *x, uint64_t end_us,
@@ -461,17 +477,8 @@ static void state_next(struct state *st, uint32_t pos, const struct rhea_sample 
 		st->first_msgid = x->msgid;
 		memcpy(st->first_c, ce, sizeof(st->first_c));
 	}
-	/* (the gap, bounded: 16 x 2^40 us cannot overflow) */
-	uint64_t begin_us = x->begin_ns / 1000, gap = begin_us > st->end_us ? begin_us - st->end_us : 0;
-	if (gap > 1ull << 40)
-		gap = 1ull << 40;
-	st->gap16 = st->gap16 ? st->gap16 + gap - st->gap16 / 16 : gap * 16;
-	/* (a merged sample's share of its run, bounded likewise) */
-	uint64_t end_us_ = x->end_ns / 1000, run = end_us_ > begin_us ? end_us_ - begin_us : 0;
-	if (x->merged && run) {
-		uint64_t per = run / x->merged > 1ull << 40 ? 1ull << 40 : run / x->merged;
-		st->per16 = st->per16 ? st->per16 + per - st->per16 / 16 : per * 16;
-	}
+	if (st->v4)
+		learn_times(st, x->begin_ns / 1000, end_us, x->merged);
 	recent_front(st, pos, x->stack, x->trigger, x->h.flags);
 	st->stack = x->stack;
 	st->msgid = x->msgid;
@@ -692,24 +699,12 @@ static unsigned rc_dtree(struct rc_dec *d, rc_prob *probs, int bits)
 	return node - (1u << bits);
 }
 
-#ifdef RC_STATS /* bits spent per field, for measuring models */
-#include <math.h>
-double rc_stats[NFIELDS];
-#define RC_STAT0() double b0_ = (double)e->len * 8 - log2((double)e->range)
-#define RC_STAT() rc_stats[f] += (double)e->len * 8 - log2((double)e->range) - b0_
-#else
-#define RC_STAT0() (void)0
-#define RC_STAT() (void)0
-#endif
-
 /* Symbol v of field f in context ctx (< NCTX). */
 static void rc_put(struct rc_enc *e, struct models *m, enum field f, unsigned ctx, uint64_t v)
 {
-	RC_STAT0();
 	hash_symbol(m, f, v);
 	if (f == F_HB) {
 		rc_tree(e, m->hb, (unsigned)v, 7);
-		RC_STAT();
 		return;
 	}
 	unsigned b = bitlen(v);
@@ -720,7 +715,6 @@ static void rc_put(struct rc_enc *e, struct models *m, enum field f, unsigned ct
 		rc_bit(e, &m->top[f][b], (unsigned)(v >> (b - 2)) & 1);
 		rc_direct(e, v, b - 2);
 	}
-	RC_STAT();
 }
 
 /* 0 and *bad set on a bit length above 64. */

@@ -321,6 +321,17 @@ static int packed4_entries(const char *path, uint32_t *most)
 	return entries;
 }
 
+/* Compact path, whose n samples must all stay: its PACKED4 entries, and
+ * in *most the most samples in one. */
+static int compact_counting(const char *path, uint64_t n, uint32_t *most)
+{
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_eq(res.samples, n);
+	return packed4_entries(path, most);
+}
+
 /* The file the agent would write of one thread's samples v[0..n): a
  * PACKED2 entry of `piece` samples per chunk (zstd when compress), then
  * the END at end_ns. */
@@ -370,12 +381,8 @@ Test(compact, long_thread_in_several_entries)
 	}
 	write_one_thread(path, v, N, PIECE2, 1, 2000000000000ull);
 
-	struct compact_result res;
-	char err[512];
-	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
-	cr_assert_eq(res.samples, N);
 	uint32_t most = 0;
-	int entries = packed4_entries(path, &most);
+	int entries = compact_counting(path, N, &most);
 	cr_assert_eq(entries, (N + 65535) / 65536, "%d PACKED4 entries", entries);
 	cr_assert_eq(most, 65536);
 	struct recording b;
@@ -440,12 +447,8 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 		     (long long)st.st_size);
 	cr_assert_lt(st.st_size, COMPACT_MAX_FILE);
 
-	struct compact_result res;
-	char err[512];
-	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
-	cr_assert_eq(res.samples, N);
 	uint32_t most = 0;
-	int entries = packed4_entries(path, &most);
+	int entries = compact_counting(path, N, &most);
 	cr_assert_gt(entries, 1, "%d PACKED4 entries", entries);
 	cr_assert_lt(most, 65536, "an entry of %u samples: the first was not split", most);
 	struct recording b;
