@@ -699,38 +699,46 @@ static unsigned rc_dtree(struct rc_dec *d, rc_prob *probs, int bits)
 	return node - (1u << bits);
 }
 
-/* Symbol v of field f in context ctx (< NCTX). */
-static void rc_put(struct rc_enc *e, struct models *m, enum field f, unsigned ctx, uint64_t v)
+/* Symbol v of field f in context ctx (< NCTX).  The coder's state is
+ * copied into a local for the symbol: through the pointer, every store to
+ * a probability (or an output byte) could alias it, and the compiler
+ * reloaded it at every bit (a third of the compaction's time). */
+static void rc_put(struct rc_enc *out, struct models *m, enum field f, unsigned ctx, uint64_t v)
 {
+	struct rc_enc e = *out;
 	hash_symbol(m, f, v);
 	if (f == F_HB) {
-		rc_tree(e, m->hb, (unsigned)v, 7);
-		return;
-	}
-	unsigned b = bitlen(v);
-	rc_bit(e, &m->len[f][ctx][0], b != 0);
-	if (b)
-		rc_tree(e, m->len[f][ctx], b - 1, 6);
-	if (b >= 2) {
-		rc_bit(e, &m->top[f][b], (unsigned)(v >> (b - 2)) & 1);
-		rc_direct(e, v, b - 2);
-	}
-}
-
-/* 0 and *bad set on a bit length above 64. */
-static uint64_t rc_get(struct rc_dec *d, struct models *m, enum field f, unsigned ctx, int *bad)
-{
-	uint64_t v;
-	if (f == F_HB) {
-		v = rc_dtree(d, m->hb, 7);
+		rc_tree(&e, m->hb, (unsigned)v, 7);
 	} else {
-		unsigned b = rc_dbit(d, &m->len[f][ctx][0]) ? 1 + rc_dtree(d, m->len[f][ctx], 6) : 0;
-		v = b;
-		if (b >= 2) { /* (two statements: the order the bits are read in) */
-			v = (uint64_t)(2 | rc_dbit(d, &m->top[f][b])) << (b - 2);
-			v |= rc_ddirect(d, b - 2);
+		unsigned b = bitlen(v);
+		rc_bit(&e, &m->len[f][ctx][0], b != 0);
+		if (b)
+			rc_tree(&e, m->len[f][ctx], b - 1, 6);
+		if (b >= 2) {
+			rc_bit(&e, &m->top[f][b], (unsigned)(v >> (b - 2)) & 1);
+			rc_direct(&e, v, b - 2);
 		}
 	}
+	*out = e;
+}
+
+/* (A local copy of the state, as rc_put's.  A bit length is at most 64 by
+ * construction: damage yields other values, never an impossible one.) */
+static uint64_t rc_get(struct rc_dec *in, struct models *m, enum field f, unsigned ctx)
+{
+	struct rc_dec d = *in;
+	uint64_t v;
+	if (f == F_HB) {
+		v = rc_dtree(&d, m->hb, 7);
+	} else {
+		unsigned b = rc_dbit(&d, &m->len[f][ctx][0]) ? 1 + rc_dtree(&d, m->len[f][ctx], 6) : 0;
+		v = b;
+		if (b >= 2) { /* (two statements: the order the bits are read in) */
+			v = (uint64_t)(2 | rc_dbit(&d, &m->top[f][b])) << (b - 2);
+			v |= rc_ddirect(&d, b - 2);
+		}
+	}
+	*in = d;
 	hash_symbol(m, f, v);
 	return v;
 }
@@ -1052,7 +1060,7 @@ static uint64_t take_in(struct source *in, enum field f, unsigned ctx)
 {
 #ifndef RHEA_AGENT
 	if (in->rc)
-		return rc_get(in->rc, in->m, f, ctx, &in->bad);
+		return rc_get(in->rc, in->m, f, ctx);
 #endif
 	(void)ctx;
 	return get(f < F_BEGIN ? in->ctl : in->val);
