@@ -6,6 +6,7 @@
 #   ROUNDS=N                     override the number of rounds (W2's too)
 #   W2_ROUNDS=N                  override W2's alone
 #   W1L_ROUNDS=N                 override the long W1 series at 16 threads (default 2 x W2's + 1)
+#   ATTR_RUNS=N                  runs of W2's perf-attributed direct cost (default 3, QUICK 1)
 #   ONLY="micro convert w0 w1 w2 w3 w4 w5 w6 redis"  run only these parts (w5 also
 #                                runs W0's empty set: its start-up costs)
 #   KEEP=1                       keep the work directory (raw data, recordings)
@@ -30,10 +31,11 @@
 #     of the same round, each with a 95 % confidence interval of that
 #     median (order statistics, bench/report.sh); W2, the noisiest, runs
 #     more rounds;
-#  3. direct cost: one more run of W2 and of W1 at 16 threads under rhea,
-#     profiled by perf record --call-graph dwarf; bench/attribute.py sorts
-#     the samples into rhea's and the program's (a lower bound of the
-#     overhead that does not depend on the run-to-run noise).
+#  3. direct cost: three more runs of W2 (ten times the requests) and one
+#     of W1 at 16 threads under rhea, profiled by perf record --call-graph
+#     dwarf; bench/attribute.py sorts the samples into rhea's and the
+#     program's (a lower bound of the overhead, much less noisy than the
+#     whole-run ratios).
 #
 # The table is printed and written to bench/results/<UTC date-time>.txt with
 # a description of the machine, the raw measurements to <same>.tsv.
@@ -44,7 +46,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 QUICK=${QUICK:-0}
-[ "$QUICK" = 1 ] && DEF_ROUNDS=3 DEF_W2_ROUNDS=7 || DEF_ROUNDS=5 DEF_W2_ROUNDS=15
+[ "$QUICK" = 1 ] && DEF_ROUNDS=3 DEF_W2_ROUNDS=7 DEF_ATTR_RUNS=1 || DEF_ROUNDS=5 DEF_W2_ROUNDS=15 DEF_ATTR_RUNS=3
+ATTR_RUNS=${ATTR_RUNS:-$DEF_ATTR_RUNS}
 # W2 gets more rounds: its bare CPU time varies by +-10 % from run to run
 # on a 2-core shared VM (70 % of it is kernel time), which pairing adjacent
 # runs does not remove; 15 rounds give a 96.5 % interval of the median
@@ -288,31 +291,50 @@ run_workload() {
 	rhea_stats "$wl" "$cfg" $tools
 }
 
-# attribute_run NAME TITLE PROG ARGS...: one more run of PROG under rhea
-# (defaults), itself profiled by perf with DWARF call graphs; the samples
-# are sorted into rhea's and the program's by bench/attribute.py.  Into
-# $WORK/attr-NAME: title.txt, report.txt (or errors.txt), summary.txt.
+# attribute_run NAME TITLE RUNS FREQ PROG ARGS...: RUNS more runs of PROG
+# under rhea (defaults), each itself profiled by perf with DWARF call graphs
+# at FREQ Hz; the samples are sorted into rhea's and the program's by
+# bench/attribute.py.  One run's sampling interval says nothing of how much
+# the next run differs (W2's direct cost moved by 0.2 points between runs
+# whose intervals were +-0.15), so there are several: the run with the
+# median overhead is reported in full, all of them on one line.  Into
+# $WORK/attr-NAME: title.txt, report.txt and summary.txt (the median run's)
+# or errors.txt, runs.txt (one line per run: overhead, its interval).
 attribute_run() {
-	name=$1 title=$2
-	shift 2
+	name=$1 title=$2 runs=$3 freq=$4
+	shift 4
 	[ $HAVE_PERF = 1 ] && [ $HAVE_PY = 1 ] || return 0
 	d=$WORK/attr-$name
 	mkdir -p "$d"
-	say "bench: $name: one run under rhea, profiled by perf (direct cost)"
 	echo "$title" >"$d/title.txt"
-	perf record -q --call-graph dwarf -F 2000 -o "$d/perf.data" -- \
-		"$RHEA" record -q -o "$d/rec.rhea" -- "$@" </dev/null >/dev/null 2>>"$d/errors.txt" &&
-		perf script -i "$d/perf.data" --no-inline -F comm,pid,tid,period,event,ip,sym,dso \
-			>"$d/script.txt" 2>>"$d/errors.txt" &&
-		perf report -i "$d/perf.data" --no-children --sort dso --stdio -g none \
-			>"$d/dso.txt" 2>>"$d/errors.txt" &&
-		tcpu=$("$RHEA" report --json "$d/rec.rhea" 2>>"$d/errors.txt" |
-			python3 -c 'import json, sys; print(json.load(sys.stdin)["stats"]["agent_cpu_ns"])') &&
-		python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$d/dso.txt" \
-			--threads-cpu-ns "$tcpu" --summary "$d/summary.txt" "$d/script.txt" \
-			>"$d/report.txt" 2>>"$d/errors.txt" ||
-		{ rm -f "$d/report.txt" "$d/summary.txt"; say "bench: $name: direct cost failed"; }
-	[ "${KEEP:-0}" = 1 ] || rm -f "$d/perf.data" "$d/script.txt"
+	: >"$d/runs.txt"
+	i=1
+	while [ "$i" -le "$runs" ]; do
+		say "bench: $name: run $i of $runs under rhea, profiled by perf (direct cost)"
+		r=$d/r$i
+		mkdir -p "$r"
+		perf record -q --call-graph dwarf -F "$freq" -o "$r/perf.data" -- \
+			"$RHEA" record -q -o "$r/rec.rhea" -- "$@" </dev/null >/dev/null 2>>"$d/errors.txt" &&
+			perf script -i "$r/perf.data" --no-inline -F comm,pid,tid,period,event,ip,sym,dso \
+				>"$r/script.txt" 2>>"$d/errors.txt" &&
+			perf report -i "$r/perf.data" --no-children --sort dso --stdio -g none \
+				>"$r/dso.txt" 2>>"$d/errors.txt" &&
+			tcpu=$("$RHEA" report --json "$r/rec.rhea" 2>>"$d/errors.txt" |
+				python3 -c 'import json, sys; print(json.load(sys.stdin)["stats"]["agent_cpu_ns"])') &&
+			python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$r/dso.txt" \
+				--threads-cpu-ns "$tcpu" --summary "$r/summary.txt" "$r/script.txt" \
+				>"$r/report.txt" 2>>"$d/errors.txt" &&
+			awk -F= -v run="$i" '{ v[$1] = $2 } END { print run, v["overhead_pct"], v["overhead_lo"], v["overhead_hi"] }' \
+				"$r/summary.txt" >>"$d/runs.txt" ||
+			say "bench: $name: direct cost, run $i failed"
+		[ "${KEEP:-0}" = 1 ] || rm -f "$r/perf.data" "$r/script.txt"
+		i=$((i + 1))
+	done
+	med=$(sort -k2,2g "$d/runs.txt" | awk '{ r[NR] = $1 } END { if (NR) print r[int((NR + 1) / 2)] }')
+	if [ -n "$med" ]; then
+		cp "$d/r$med/report.txt" "$d/report.txt"
+		cp "$d/r$med/summary.txt" "$d/summary.txt"
+	fi
 }
 
 # ---- 1. micro-benchmarks -------------------------------------------------
@@ -407,7 +429,7 @@ if want w1; then
 		run_workload w1 "t=16,long" "bare rhea rhea-all" "$BIN/w1" - -t 16 -n $((W1_N * 4))
 		RR=
 		attribute_run w1 "== W1 t=16 direct cost (perf-attributed): rhea record (defaults) -- w1 -t 16 -n $((W1_N * 4))" \
-			"$BIN/w1" -t 16 -n $((W1_N * 4)) ;;
+			1 2000 "$BIN/w1" -t 16 -n $((W1_N * 4)) ;;
 	esac
 fi
 if want w1 && [ "$QUICK" != 1 ]; then
@@ -421,10 +443,10 @@ if want w2; then
 	RR=$W2_ROUNDS
 	run_workload w2 "r=$W2_N" "$(tools_for w2 fp)" "$BIN/w2" "$BIN/w2fp" -r "$W2_N"
 	RR=
-	# three times the requests: 10k samples, a sampling interval of
-	# about +-0.3 points
-	attribute_run w2 "== W2 direct cost (perf-attributed): rhea record (defaults) -- w2 -r $((W2_N * 3))" \
-		"$BIN/w2" -r $((W2_N * 3))
+	# ten times the requests at 4 kHz: 50k samples a run, a sampling
+	# interval of about +-0.15 points; three runs (one when QUICK)
+	attribute_run w2 "== W2 direct cost (perf-attributed): rhea record (defaults) -- w2 -r $((W2_N * 10)), $ATTR_RUNS runs" \
+		"$ATTR_RUNS" 4000 "$BIN/w2" -r $((W2_N * 10))
 fi
 if want w3; then
 	run_workload w3 "t=8" "$(tools_for w3 fp)" "$BIN/w3" "$BIN/w3fp" -t 8 -n "$W3_N"
