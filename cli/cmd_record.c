@@ -18,8 +18,10 @@
 #include "recover.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
@@ -31,6 +33,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,8 +131,9 @@ int cli_find_agent(char *out, size_t cap)
 	return -1;
 }
 
-/* Is prog runnable: a path to an executable file, or a name in PATH? */
-static int find_program(const char *prog, char *why, size_t whylen)
+/* Is prog runnable: a path to an executable file, or a name in PATH?  Its
+ * path into found. */
+static int find_program(const char *prog, char *found, size_t cap, char *why, size_t whylen)
 {
 	struct stat st;
 	if (strchr(prog, '/')) {
@@ -141,16 +145,18 @@ static int find_program(const char *prog, char *why, size_t whylen)
 			snprintf(why, whylen, "not an executable file");
 			return -1;
 		}
+		snprintf(found, cap, "%s", prog);
 		return 0;
 	}
 	const char *path = getenv("PATH");
 	if (!path)
 		path = "/usr/local/bin:/usr/bin:/bin";
 	char *copy = strdup(path), *save = NULL;
-	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+	for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
 		char full[PATH_MAX];
 		snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", prog);
 		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode) && access(full, X_OK) == 0) {
+			snprintf(found, cap, "%s", full);
 			free(copy);
 			return 0;
 		}
@@ -158,6 +164,67 @@ static int find_program(const char *prog, char *why, size_t whylen)
 	free(copy);
 	snprintf(why, whylen, "no such program in PATH");
 	return -1;
+}
+
+/*
+ * Can the dynamic loader put the agent into the program at path?  Not into
+ * a statically linked ELF (no PT_INTERP, and no SONAME: the loader itself,
+ * run as `ld.so prog`, has none either and honours LD_PRELOAD), and not
+ * into a program the kernel runs in secure-execution mode (set-user-ID or
+ * set-group-ID for another user or group, or with file capabilities): the
+ * loader then ignores LD_PRELOAD paths with a slash.  Without this check
+ * the program ran untraced and rhea could only say afterwards that no
+ * recording came.  Scripts (#!) and files libelf cannot read are left to
+ * the kernel.  0, or -1 with the reason in why.
+ */
+static int program_traceable(const char *path, char *why, size_t whylen)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return 0;
+	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
+		snprintf(why, whylen, "it is set-%s-ID, and the dynamic loader ignores LD_PRELOAD for it "
+			 "(run rhea as its owner)", (st.st_mode & S_ISUID) && st.st_uid != geteuid() ? "user" : "group");
+		return -1;
+	}
+	if (geteuid() != 0 && getxattr(path, "security.capability", NULL, 0) > 0) {
+		snprintf(why, whylen, "it has file capabilities, and the dynamic loader ignores LD_PRELOAD for it");
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int verdict = 0;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	size_t nph;
+	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
+		int interp = 0, soname = 0;
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph))
+				continue;
+			interp |= ph.p_type == PT_INTERP;
+		}
+		for (Elf_Scn *scn = NULL; !interp && (scn = elf_nextscn(e, scn)) != NULL;) {
+			GElf_Shdr sh;
+			Elf_Data *d;
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !(d = elf_getdata(scn, NULL)))
+				continue;
+			GElf_Dyn dyn;
+			for (int j = 0; gelf_getdyn(d, j, &dyn); j++)
+				soname |= dyn.d_tag == DT_SONAME;
+		}
+		if (!interp && !soname) {
+			snprintf(why, whylen, "it is statically linked, and the agent (librhea.so) can only be "
+				 "loaded into a dynamically linked program");
+			verdict = -1;
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return verdict;
 }
 
 static void absolute(const char *path, char *out, size_t cap)
@@ -507,9 +574,13 @@ int cmd_record(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 	char **prog = argv + optind;
-	char why[256];
-	if (find_program(prog[0], why, sizeof(why)) < 0) {
+	char why[256], prog_path[PATH_MAX];
+	if (find_program(prog[0], prog_path, sizeof(prog_path), why, sizeof(why)) < 0) {
 		cli_err("%s: %s", prog[0], why);
+		return EXIT_BADINPUT;
+	}
+	if (program_traceable(prog_path, why, sizeof(why)) < 0) {
+		cli_err("cannot trace %s: %s", prog[0], why);
 		return EXIT_BADINPUT;
 	}
 	char agent[PATH_MAX];
@@ -632,6 +703,14 @@ int cmd_record(int argc, char **argv)
 		if (ao.follow)
 			each_child_recording(path, started, compact_child, &stale);
 	}
+	if (access(path, F_OK) != 0) {
+		/* (said even with -q: the run did not do what it was for; the
+		 * status says so when the program's does not) */
+		cli_err("no recording was written to %s (the agent never started: a statically linked interpreter, or LD_PRELOAD taken out of the environment?)",
+			path);
+		if (rc == 0)
+			rc = EXIT_BADINPUT;
+	}
 	if (!quiet) {
 		if (WIFSIGNALED(status))
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
@@ -641,9 +720,6 @@ int cmd_record(int argc, char **argv)
 				salvaged_samples);
 		if (access(path, F_OK) == 0)
 			cli_summarize(path, 0);
-		else
-			cli_err("no recording was written to %s (was the agent loaded? a static or setuid program cannot be traced)",
-				path);
 		say_children(children_ended - by_record - by_parent, "gone without an end (SIGKILL?)",
 			     "gone without an end (SIGKILL?)");
 		say_children(by_record, "ended without writing an end (rhea record reaped it)",
