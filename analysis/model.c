@@ -352,7 +352,8 @@ static void close_to(struct walk *w, int depth, uint64_t t, const struct rhea_co
 		w->active[s->func]--;
 		if (w->depth > 0) {
 			w->open[w->depth - 1].child_ns += s->end_ns - s->begin_ns;
-			w->open[w->depth - 1].child_cpu_ns += s->ce.cpu_ns - s->cb.cpu_ns;
+			w->open[w->depth - 1].child_cpu_ns +=
+				s->ce.cpu_ns > s->cb.cpu_ns ? s->ce.cpu_ns - s->cb.cpu_ns : 0; /* (counters that went down: none) */
 		}
 		if (w->cb->end)
 			w->cb->end(w->cb->arg, w->t, s);

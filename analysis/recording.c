@@ -57,8 +57,11 @@ static struct rec_thread *thread_get(struct recording *r, uint32_t tid)
 static void take_sample(struct recording *r, const struct rhea_sample *s)
 {
 	struct rec_thread *t = thread_get(r, s->tid);
-	t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
-	t->samples[t->nsamples++] = *s;
+	if (!r->counts_only) {
+		t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
+		t->samples[t->nsamples] = *s;
+	}
+	t->nsamples++;
 	r->nsamples++;
 	r->nmerged += s->merged;
 	if (!r->first_ns || s->begin_ns < r->first_ns)
@@ -258,9 +261,10 @@ size_t recording_reduce_sites(struct rhea_site *s, size_t n)
 	return o;
 }
 
-int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
+static int load(const char *path, struct recording *r, int salvage, int counts_only, char *err, size_t errlen)
 {
 	memset(r, 0, sizeof(*r));
+	r->counts_only = counts_only;
 	r->path = strdup(path);
 	struct rfile_reader *rd = NULL;
 	int st = rfile_open(path, &rd);
@@ -312,13 +316,23 @@ int recording_load(const char *path, struct recording *r, int salvage, char *err
 	}
 	r->file_bytes = rfile_offset(rd);
 	rfile_close(rd);
-	for (size_t i = 0; i < r->nthreads; i++) {
+	for (size_t i = 0; i < r->nthreads && !counts_only; i++) {
 		struct rec_thread *t = &r->threads[i];
 		if (t->nsamples > 1) /* a thread may have no sample at all */
 			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
 	}
 	r->nsites = recording_reduce_sites(r->sites, r->nsites);
 	return 0;
+}
+
+int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
+{
+	return load(path, r, salvage, 0, err, errlen);
+}
+
+int recording_load_counts(const char *path, struct recording *r, int salvage, char *err, size_t errlen)
+{
+	return load(path, r, salvage, 1, err, errlen);
 }
 
 void recording_free(struct recording *r)

@@ -62,6 +62,7 @@ struct recording {
 	uint64_t first_ns, last_ns;
 	size_t threads_cap, mods_cap, sites_cap, meta_cap; /* allocated */
 	size_t last_thread; /* recording_thread's one-entry cache */
+	int counts_only;    /* recording_load_counts: samples counted, not kept */
 };
 
 /*
@@ -70,6 +71,11 @@ struct recording {
  * what came before it (r->problem says what happened) instead of failing.
  */
 int recording_load(const char *path, struct recording *r, int salvage, char *err, size_t errlen);
+/* The same without keeping the samples: everything else is loaded, and
+ * the counts (nsamples, nmerged, first_ns, last_ns, each thread's
+ * nsamples) are those of a full load; every thread's samples is NULL.  In
+ * memory whatever the recording's length (rhea record's summary line). */
+int recording_load_counts(const char *path, struct recording *r, int salvage, char *err, size_t errlen);
 void recording_free(struct recording *r);
 
 /* Allocation sites reduced to the last (largest) snapshot of each

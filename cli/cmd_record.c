@@ -326,15 +326,12 @@ void cli_summarize(const char *path, int child)
 {
 	struct recording r;
 	char err[512];
-	if (recording_load(path, &r, 1, err, sizeof(err)) != 0) {
+	if (recording_load_counts(path, &r, 1, err, sizeof(err)) != 0) {
 		cli_err("%s: %s", path, err);
 		recording_free(&r);
 		return;
 	}
-	uint64_t captures = 0;
-	for (size_t i = 0; i < r.nthreads; i++)
-		for (size_t k = 0; k < r.threads[i].nsamples; k++)
-			captures += 1u + r.threads[i].samples[k].merged;
+	uint64_t captures = r.nsamples + r.nmerged;
 	/* how a child ended, when its agent could not say it */
 	char how[64] = "";
 	if (child && !r.have_end && r.end_outside && r.oend.reason == RHEA_END_SIGNAL)

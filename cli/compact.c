@@ -29,6 +29,16 @@
  * written beside the old one and renamed over it only after it has been
  * read back with as many samples and captures: a failure at any point
  * (full disk, a bug) leaves the recording as it was.
+ *
+ * Memory is bounded whatever the recording's size: at most a window of
+ * samples (COMPACT_WINDOW, 152 bytes each) is held.  When the samples read
+ * so far pass it, the thread holding the most is encoded at once into
+ * PACKED4 entries that wait in a spill file beside the recording (they must
+ * follow the stack nodes, which the rest of the file may still bring), and
+ * its window starts afresh.  A recording that fits the window (about 5 MB
+ * of the agent's file on W2) is compacted in one go, each thread's samples in the
+ * fewest entries; a larger one gets a thread's samples in several runs of
+ * entries, each in the order of their ends (a reader sorts them).
  */
 #include "compact.h"
 
@@ -40,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -74,6 +85,10 @@ static int tally_sample(void *arg, const struct rhea_sample *s)
 struct compactor {
 	struct tsamples *threads;
 	size_t nthreads, threads_cap, last;
+	size_t held, window; /* samples held in the threads' windows, at most */
+	int spill_fd;        /* runs of entries encoded early (-1: none yet) */
+	const char *dir_of;  /* the recording: its directory takes the spill */
+	uint64_t spilled;    /* bytes in the spill */
 	struct tally read; /* of the old file */
 	struct rhea_site *sites;
 	size_t nsites, sites_cap;
@@ -85,6 +100,7 @@ struct compactor {
 	uint8_t *chunk;
 	size_t chunk_len;
 	int werr;
+	int to_spill; /* full chunks go to the spill (while reading) */
 	uint64_t period_us; /* the capture interval: the samples' grid */
 };
 
@@ -103,9 +119,13 @@ static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
 	return t;
 }
 
+static int spill_largest(struct compactor *c);
+
 static int take_sample(void *arg, const struct rhea_sample *s)
 {
 	struct compactor *c = arg;
+	if (c->held >= c->window && spill_largest(c) != 0)
+		return -1;
 	struct tsamples *t = thread_of(c, s->tid);
 	if (!t || vec_grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s))) {
 		c->oom = 1;
@@ -113,6 +133,7 @@ static int take_sample(void *arg, const struct rhea_sample *s)
 	}
 	t->s[t->n] = *s;
 	t->n++;
+	c->held++;
 	return tally_sample(&c->read, s);
 }
 
@@ -146,24 +167,74 @@ static int take_entry(void *arg, const struct rhea_entry *e)
 			const struct rhea_sites *h = (const void *)e;
 			if (!h->count)
 				return 0;
-			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
+			if (c->nsites + h->count > c->sites_cap && c->nsites >= 65536) /* snapshots pile up */
+				c->nsites = recording_reduce_sites(c->sites, c->nsites);
+			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites))) {
+				c->oom = 1;
 				return -1;
+			}
 			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
 			c->nsites += h->count;
 			return 0;
 		}
 		case RHEA_E_END:
-			return append(&c->ends, &c->ends_len, &c->ends_cap, e, e->size);
+			if (append(&c->ends, &c->ends_len, &c->ends_cap, e, e->size) != 0) {
+				c->oom = 1;
+				return -1;
+			}
+			return 0;
 		}
-	return append(&c->other, &c->other_len, &c->other_cap, e, e->size);
+	if (append(&c->other, &c->other_len, &c->other_cap, e, e->size) != 0) {
+		c->oom = 1;
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- writing ------------------------------------------------------------ */
 
+/*
+ * Entries are gathered in c->chunk.  While the old file is read (c->to_spill)
+ * a full chunk goes to the spill file as a block (its length, then its
+ * entries); afterwards, into the new file as a chunk.
+ */
+static int spill_write(struct compactor *c, const void *p, size_t len)
+{
+	if (c->spill_fd < 0) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", c->dir_of);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			slash[slash == dir ? 1 : 0] = 0;
+		else
+			snprintf(dir, sizeof(dir), ".");
+		c->spill_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (c->spill_fd < 0) { /* (a file system without O_TMPFILE) */
+			char tmp[PATH_MAX + 32];
+			snprintf(tmp, sizeof(tmp), "%s.spill-XXXXXX", c->dir_of);
+			c->spill_fd = mkostemp(tmp, O_CLOEXEC);
+			if (c->spill_fd >= 0)
+				unlink(tmp);
+		}
+		if (c->spill_fd < 0)
+			return -errno;
+	}
+	uint32_t n = (uint32_t)len;
+	const struct iovec iov[2] = {{&n, sizeof(n)}, {(void *)p, len}};
+	ssize_t w = writev(c->spill_fd, iov, 2);
+	if (w < 0)
+		return -errno;
+	if ((size_t)w != sizeof(n) + len)
+		return -ENOSPC;
+	c->spilled += (uint64_t)w;
+	return 0;
+}
+
 static void chunk_flush(struct compactor *c)
 {
 	if (c->chunk_len && !c->werr)
-		c->werr = rfile_write_chunk(&c->w, c->chunk, c->chunk_len, 1);
+		c->werr = c->to_spill ? spill_write(c, c->chunk, c->chunk_len)
+				      : rfile_write_chunk(&c->w, c->chunk, c->chunk_len, 1);
 	c->chunk_len = 0;
 }
 
@@ -193,6 +264,30 @@ static void put_entries(struct compactor *c, const uint8_t *p, size_t len)
 	}
 }
 
+/* The spill's blocks into the new file's chunks, in the order written. */
+static void put_spill(struct compactor *c)
+{
+	if (c->spill_fd < 0 || c->werr)
+		return;
+	uint8_t *block = malloc(CHUNK_RAW);
+	if (!block) {
+		c->werr = -ENOMEM;
+		return;
+	}
+	off_t at = 0;
+	while (!c->werr && (uint64_t)at < c->spilled) {
+		uint32_t n;
+		if (pread(c->spill_fd, &n, sizeof(n), at) != (ssize_t)sizeof(n) || n > CHUNK_RAW ||
+		    pread(c->spill_fd, block, n, at + (off_t)sizeof(n)) != (ssize_t)n) {
+			c->werr = -EIO;
+			break;
+		}
+		put_entries(c, block, n);
+		at += (off_t)sizeof(n) + n;
+	}
+	free(block);
+}
+
 /* By end, then begin, then the order they came in (their place in the
  * array): pointers are sorted, the samples stay where they are. */
 static int cmp_end(const void *a, const void *b)
@@ -205,9 +300,15 @@ static int cmp_end(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A thread's samples, in the order of their ends, as PACKED4 entries. */
-static void put_samples(struct compactor *c, struct tsamples *t, const struct rhea_sample **ptrs)
+/* A thread's samples held, in the order of their ends, as PACKED4 entries;
+ * its window is then empty. */
+static void put_samples(struct compactor *c, struct tsamples *t)
 {
+	const struct rhea_sample **ptrs = malloc((t->n ? t->n : 1) * sizeof(*ptrs));
+	if (!ptrs) {
+		c->werr = -ENOMEM;
+		return;
+	}
 	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
 	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
@@ -227,11 +328,33 @@ static void put_samples(struct compactor *c, struct tsamples *t, const struct rh
 		}
 		if (!len) {
 			c->werr = -EFBIG;
-			return;
+			break;
 		}
 		c->chunk_len += len;
 		done += n;
 	}
+	free(ptrs);
+	c->held -= t->n;
+	t->n = 0;
+}
+
+/* The window is full: the thread holding the most samples goes to the
+ * spill.  0, or -1 (c->werr says why). */
+static int spill_largest(struct compactor *c)
+{
+	struct tsamples *big = NULL;
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (!big || c->threads[i].n > big->n)
+			big = &c->threads[i];
+	if (!c->chunk && !(c->chunk = malloc(CHUNK_RAW)))
+		c->werr = -ENOMEM;
+	if (big && !c->werr) {
+		put_samples(c, big);
+		free(big->s); /* (its capacity would count twice) */
+		big->s = NULL;
+		big->cap = 0;
+	}
+	return c->werr ? -1 : 0;
 }
 
 /* The last snapshot of each site, as a reader keeps them. */
@@ -338,6 +461,8 @@ static void compactor_free(struct compactor *c)
 	free(c->other);
 	free(c->ends);
 	free(c->chunk);
+	if (c->spill_fd >= 0)
+		close(c->spill_fd);
 	rfile_writer_destroy(&c->w);
 }
 
@@ -346,14 +471,20 @@ static void compactor_free(struct compactor *c)
 static int read_old(struct compactor *c, struct rfile_reader *r, char *err, size_t errlen)
 {
 	uint64_t chunk;
+	c->to_spill = 1;
 	int st = each_entry(r, take_entry, c, &chunk);
-	if (st > 0 && c->oom)
+	if (st == 0)
+		chunk_flush(c); /* the spill's last block, if anything went there */
+	c->to_spill = 0;
+	if (c->werr)
+		say(err, errlen, "cannot hold the samples aside while reading: %s", strerror(-c->werr));
+	else if (st > 0 && c->oom)
 		say(err, errlen, "out of memory");
 	else if (st > 0)
 		say(err, errlen, "a malformed entry in chunk %llu", (unsigned long long)chunk);
 	else if (st < 0)
 		say(err, errlen, "%s", rfile_error(r));
-	if (st != 0)
+	if (st != 0 || c->werr)
 		return COMPACT_FAILED;
 	return c->ends_len ? COMPACT_DONE : COMPACT_SKIPPED;
 }
@@ -365,29 +496,30 @@ static int write_new(struct compactor *c, const struct rhea_file_header *hdr, in
 	int e = rfile_writer_init(&c->w, fd, level_for(raw), CHUNK_RAW);
 	if (e == 0)
 		e = rfile_write_header(&c->w, hdr);
-	c->chunk = malloc(CHUNK_RAW);
+	if (!c->chunk)
+		c->chunk = malloc(CHUNK_RAW);
 	if (e || !c->chunk)
 		return e ? e : -ENOMEM;
-	size_t most = 0;
-	for (size_t i = 0; i < c->nthreads; i++)
-		if (c->threads[i].n > most)
-			most = c->threads[i].n;
-	const struct rhea_sample **ptrs = malloc((most ? most : 1) * sizeof(*ptrs));
-	if (!ptrs)
-		return -ENOMEM;
+	c->chunk_len = 0;
 	/* stack nodes, modules, threads... first: a sample's nodes come
 	 * before it */
 	put_entries(c, c->other, c->other_len);
 	put_sites(c);
+	put_spill(c);
 	for (size_t i = 0; i < c->nthreads && !c->werr; i++)
-		put_samples(c, &c->threads[i], ptrs);
+		put_samples(c, &c->threads[i]);
 	put_entries(c, c->ends, c->ends_len);
 	chunk_flush(c);
-	free(ptrs);
 	return c->werr;
 }
 
 int compact_recording(const char *path, struct compact_result *res, char *err, size_t errlen)
+{
+	return compact_recording_window(path, COMPACT_WINDOW, res, err, errlen);
+}
+
+int compact_recording_window(const char *path, size_t window, struct compact_result *res, char *err,
+			     size_t errlen)
 {
 	memset(res, 0, sizeof(*res));
 	err[0] = 0;
@@ -396,12 +528,15 @@ int compact_recording(const char *path, struct compact_result *res, char *err, s
 		say(err, errlen, "%s", strerror(errno));
 		return COMPACT_FAILED;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)COMPACT_MAX_FILE)
+	if (!S_ISREG(st.st_mode))
 		return COMPACT_SKIPPED;
 	res->bytes_before = res->bytes_after = (uint64_t)st.st_size;
 
 	struct compactor c;
 	memset(&c, 0, sizeof(c));
+	c.window = window ? window : 1;
+	c.spill_fd = -1;
+	c.dir_of = path;
 	struct rfile_reader *r = NULL;
 	int rc;
 	if (rfile_open(path, &r) != RFILE_OK) {

@@ -172,49 +172,35 @@ static char *read_all(const char *path, size_t *len)
 	return b;
 }
 
-Test(compact, same_recording_smaller)
+/* b, compacted from a, holds what a holds: the end, the threads and their
+ * samples (the CPU time within a step, never going down, exact at each
+ * thread's last sample; the rest exact), nodes, metadata, sites.  Returns
+ * how many counters were stepped. */
+static uint64_t check_same(struct recording *a, struct recording *b)
 {
-	char path[] = "/tmp/rhea-test-compact.XXXXXX";
-	close(mkstemp(path));
-	write_recording(path, 1);
-	cr_assert_eq(chmod(path, 0640), 0);
-	struct recording a, b;
-	load(path, &a);
-	struct compact_result res;
-	char err[512];
-	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
-	cr_assert_lt(res.bytes_after, res.bytes_before * 9 / 10, "%llu -> %llu bytes",
-		     (unsigned long long)res.bytes_before, (unsigned long long)res.bytes_after);
-	cr_assert_eq(res.samples, THREADS * PER_THREAD);
-	struct stat st;
-	cr_assert_eq(stat(path, &st), 0);
-	cr_assert_eq(st.st_mode & 0777, 0640, "the file's mode is kept");
-	cr_assert_eq((uint64_t)st.st_size, res.bytes_after);
-	load(path, &b);
-
-	cr_assert(b.have_end);
-	cr_assert_eq(b.end.reason, RHEA_END_EXIT);
-	cr_assert_eq(b.nthreads, THREADS);
-	cr_assert_eq(b.nsamples, a.nsamples);
-	cr_assert_eq(b.nmerged, a.nmerged);
-	cr_assert_lt(b.nchunks, a.nchunks);
-	cr_assert_eq(b.nmeta, 1);
-	cr_assert_str_eq(recording_meta(&b, "command"), "./demo --compact");
-	cr_assert_eq(b.nsites, 2);
-	cr_assert_eq(b.nsites, a.nsites);
-	for (size_t i = 0; i < b.nsites; i++) {
-		cr_assert_eq(b.sites[i].pc, a.sites[i].pc);
-		cr_assert_eq(b.sites[i].count, a.sites[i].count);
-		cr_assert_eq(b.sites[i].bytes, a.sites[i].bytes);
+	cr_assert(b->have_end);
+	cr_assert_eq(b->end.reason, RHEA_END_EXIT);
+	cr_assert_eq(b->nthreads, THREADS);
+	cr_assert_eq(b->nsamples, a->nsamples);
+	cr_assert_eq(b->nmerged, a->nmerged);
+	cr_assert_lt(b->nchunks, a->nchunks);
+	cr_assert_eq(b->nmeta, 1);
+	cr_assert_str_eq(recording_meta(b, "command"), "./demo --compact");
+	cr_assert_eq(b->nsites, 2);
+	cr_assert_eq(b->nsites, a->nsites);
+	for (size_t i = 0; i < b->nsites; i++) {
+		cr_assert_eq(b->sites[i].pc, a->sites[i].pc);
+		cr_assert_eq(b->sites[i].count, a->sites[i].count);
+		cr_assert_eq(b->sites[i].bytes, a->sites[i].bytes);
 	}
 	for (uint32_t id = 1; id <= 6; id++) {
-		cr_assert(b.nodes_known[id]);
-		cr_assert_eq(b.nodes[id].addr, a.nodes[id].addr);
-		cr_assert_eq(b.nodes[id].parent, a.nodes[id].parent);
+		cr_assert(b->nodes_known[id]);
+		cr_assert_eq(b->nodes[id].addr, a->nodes[id].addr);
+		cr_assert_eq(b->nodes[id].parent, a->nodes[id].parent);
 	}
 	uint64_t stepped = 0;
 	for (int t = 0; t < THREADS; t++) {
-		struct rec_thread *x = recording_thread(&a, 200 + (uint32_t)t), *y = recording_thread(&b, 200 + (uint32_t)t);
+		struct rec_thread *x = recording_thread(a, 200 + (uint32_t)t), *y = recording_thread(b, 200 + (uint32_t)t);
 		cr_assert_not_null(y);
 		cr_assert_str_eq(y->name, "worker");
 		cr_assert_eq(y->nsamples, PER_THREAD);
@@ -249,6 +235,30 @@ Test(compact, same_recording_smaller)
 			cr_assert_eq(memcmp(&p, &q, sizeof(p)), 0, "thread %d sample %zu differs beyond its counters", t, i);
 		}
 	}
+	return stepped;
+}
+
+Test(compact, same_recording_smaller)
+{
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	write_recording(path, 1);
+	cr_assert_eq(chmod(path, 0640), 0);
+	struct recording a, b;
+	load(path, &a);
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_lt(res.bytes_after, res.bytes_before * 9 / 10, "%llu -> %llu bytes",
+		     (unsigned long long)res.bytes_before, (unsigned long long)res.bytes_after);
+	cr_assert_eq(res.samples, THREADS * PER_THREAD);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0640, "the file's mode is kept");
+	cr_assert_eq((uint64_t)st.st_size, res.bytes_after);
+	load(path, &b);
+
+	uint64_t stepped = check_same(&a, &b);
 	cr_assert_gt(stepped, 0, "no counter was stepped: the test tests nothing");
 
 	/* Again: still whole, no bigger. */
@@ -445,7 +455,6 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_gt(st.st_size, 4 << 20, "the samples take %lld bytes: too few to need a split",
 		     (long long)st.st_size);
-	cr_assert_lt(st.st_size, COMPACT_MAX_FILE);
 
 	uint32_t most = 0;
 	int entries = compact_counting(path, N, &most);
@@ -456,5 +465,82 @@ Test(compact, entries_larger_than_a_chunk_are_split)
 	cr_assert_eq(recording_thread(&b, 400)->nsamples, N);
 	recording_free(&b);
 	free(v);
+	unlink(path);
+}
+
+/* Compacted holding at most a window of samples in memory: threads whose
+ * samples pass it go to the spill early, in several runs of entries; the
+ * recording holds what it held, about as small as compacted in one go. */
+Test(compact, window_spills_and_keeps_everything)
+{
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	write_recording(path, 1);
+	struct recording a, b, one;
+	load(path, &a);
+	char copy[sizeof(path) + 8];
+	snprintf(copy, sizeof(copy), "%s.one", path);
+	size_t len;
+	char *bytes = read_all(path, &len);
+	FILE *f = fopen(copy, "wb");
+	cr_assert_eq(fwrite(bytes, 1, len, f), len);
+	fclose(f);
+	free(bytes);
+	struct compact_result res, res1;
+	char err[512];
+	cr_assert_eq(compact_recording(copy, &res1, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	/* 3600 samples through a window of 500: seven spills at least */
+	cr_assert_eq(compact_recording_window(path, 500, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	cr_assert_eq(res.samples, THREADS * PER_THREAD);
+	load(path, &b);
+	uint64_t stepped = check_same(&a, &b);
+	cr_assert_gt(stepped, 0, "no counter was stepped: the test tests nothing");
+	load(copy, &one);
+	cr_assert_eq(one.nsamples, b.nsamples);
+	cr_assert_lt(res.bytes_after, res.bytes_before * 9 / 10, "%llu -> %llu bytes",
+		     (unsigned long long)res.bytes_before, (unsigned long long)res.bytes_after);
+	cr_assert_lt(res.bytes_after, res1.bytes_after * 6 / 5, "windowed %llu bytes, in one go %llu",
+		     (unsigned long long)res.bytes_after, (unsigned long long)res1.bytes_after);
+	uint32_t most = 0;
+	int entries = packed4_entries(path, &most);
+	cr_assert_geq(entries, 7, "%d PACKED4 entries: the window did not spill", entries);
+	cr_assert_leq(most, 500, "an entry of %u samples, more than the window", most);
+	recording_free(&a);
+	recording_free(&b);
+	recording_free(&one);
+	unlink(path);
+	unlink(copy);
+}
+
+/* rhea record's summary line loads the counts alone: the same counts as a
+ * full load, no samples kept (in memory whatever the length). */
+Test(compact, counts_only_load_counts_the_same)
+{
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	write_recording(path, 1);
+	for (int pass = 0; pass < 2; pass++) { /* as the agent wrote it, then compacted */
+		struct recording a, c;
+		char err[512];
+		load(path, &a);
+		cr_assert_eq(recording_load_counts(path, &c, 1, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(c.nsamples, a.nsamples);
+		cr_assert_eq(c.nsamples, THREADS * PER_THREAD);
+		cr_assert_eq(c.nmerged, a.nmerged);
+		cr_assert_eq(c.first_ns, a.first_ns);
+		cr_assert_eq(c.last_ns, a.last_ns);
+		cr_assert_eq(c.nthreads, a.nthreads);
+		cr_assert_eq(c.have_end, a.have_end);
+		for (size_t i = 0; i < c.nthreads; i++) {
+			struct rec_thread *x = recording_thread(&a, c.threads[i].tid);
+			cr_assert_not_null(x);
+			cr_assert_eq(c.threads[i].nsamples, x->nsamples);
+			cr_assert_null(c.threads[i].samples);
+		}
+		recording_free(&a);
+		recording_free(&c);
+		struct compact_result res;
+		cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	}
 	unlink(path);
 }
