@@ -692,7 +692,8 @@ int cmd_record(int argc, char **argv)
 		wait_descendants(collector, prog[0], quiet);
 	long child_samples = 0;
 	int by_record = 0, by_parent = 0;
-	int children_ended = recover_collect_finish(collector, path, &child_samples, &by_record, &by_parent);
+	int children_ended =
+		recover_collect_finish(collector, path, no_wait && ao.follow, &child_samples, &by_record, &by_parent);
 	if (compact) { /* the finished ones: a recording without its END is left alone */
 		int stale;
 		if (access(path, F_OK) == 0)

@@ -280,11 +280,15 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
  * finish (a message on the socket, after every message queued before it)
  * and reads the totals from a pipe.  It is no child of rhea record (two
  * forks), so rhea record's waiting for its descendants does not wait for
- * it.
+ * it.  Under --no-wait rhea record asks it to linger instead: it answers
+ * for what ended, then stays, as if orphaned, for the processes still
+ * running.  Alone, it also compacts the recordings the agents end
+ * themselves (sweep), which rhea record would have compacted.
  */
 #define COLLECT_MAX 4096 /* memfds held at once; more are let go */
 #define RHEA_COLLECT_ROOT_MAGIC 0x54524852u   /* "RHRT": the program's pid and file */
 #define RHEA_COLLECT_FINISH_MAGIC 0x4e464852u /* "RHFN": finish, with the base */
+#define RHEA_COLLECT_LINGER_MAGIC 0x474c4852u /* "RHLG": finish what ended, stay for the rest */
 
 struct collect_path_msg {
 	uint32_t magic;
@@ -316,6 +320,8 @@ struct recover_collector {
 	char have_status[COLLECT_MAX]; /* ...when known: TOLD_BY_PARENT or TOLD_BY_RECORD */
 	int n;
 	int compact; /* orphaned, compact what it ends */
+	int alone;   /* rhea record is gone (or has returned): the keeper compacts
+			what the agents end too, as rhea record would have */
 };
 
 static int header_of(int fd, struct rhea_salvage *h)
@@ -323,13 +329,22 @@ static int header_of(int fd, struct rhea_salvage *h)
 	return pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) && h->magic == RHEA_SALVAGE_MAGIC ? 0 : -1;
 }
 
-/* Let go of the memfds of processes that wrote their end themselves. */
+static int derived_from(const char *base, const char *path, pid_t pid);
+
+/* Let go of the memfds of processes that wrote their end themselves;
+ * without rhea record, compact their recordings first, as it would have. */
 static void sweep(struct recover_collector *c)
 {
 	int k = 0;
 	for (int i = 0; i < c->n; i++) {
 		struct rhea_salvage h;
 		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_DONE) {
+			char path[sizeof(h.output)];
+			memcpy(path, h.output, sizeof(path));
+			path[sizeof(path) - 1] = 0;
+			if (c->alone && c->compact && c->base[0] && h.pid == c->pids[i] &&
+			    derived_from(c->base, path, h.pid))
+				cli_compact(path);
 			close(c->fds[i]);
 		} else {
 			c->pids[k] = c->pids[i];
@@ -431,8 +446,9 @@ static int all_ended(struct recover_collector *c)
 }
 
 /* End the recordings of the processes that ended without writing their
- * end, from their memory. */
-static void finish_all(struct recover_collector *c, int orphaned, struct collect_totals *t)
+ * end, from their memory.  keep_running: hold on to the memory of those
+ * still running (the keeper stays for them), else let go of it all. */
+static void finish_all(struct recover_collector *c, int orphaned, int keep_running, struct collect_totals *t)
 {
 	memset(t, 0, sizeof(*t));
 	struct rhea_salvage h;
@@ -456,6 +472,7 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 			recover_close(&v);
 		}
 	}
+	int k = 0;
 	for (int i = 0; i < c->n; i++) {
 		/* its parent told how it ended, or rhea record reaped it */
 		int status = c->status[i], told = c->have_status[i];
@@ -476,10 +493,17 @@ static void finish_all(struct recover_collector *c, int orphaned, struct collect
 			recover_close(&v);
 			if (n >= 0 && orphaned && c->compact)
 				cli_compact(path);
+		} else if (keep_running && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+			   !gone(c->pids[i])) {
+			c->pids[k] = c->pids[i];
+			c->status[k] = c->status[i];
+			c->have_status[k] = c->have_status[i];
+			c->fds[k++] = c->fds[i];
+			continue;
 		}
 		close(c->fds[i]);
 	}
-	c->n = 0;
+	c->n = k;
 }
 
 /* One connection: an agent's memfd (one byte and the descriptor) or how a
@@ -510,9 +534,9 @@ static int keeper_take(struct recover_collector *c, int s)
 		if (m.path.magic == RHEA_COLLECT_ROOT_MAGIC) {
 			c->root_pid = m.path.pid;
 			memcpy(c->base, m.path.path, sizeof(c->base));
-		} else if (m.path.magic == RHEA_COLLECT_FINISH_MAGIC) {
+		} else if (m.path.magic == RHEA_COLLECT_FINISH_MAGIC || m.path.magic == RHEA_COLLECT_LINGER_MAGIC) {
 			memcpy(c->base, m.path.path, sizeof(c->base));
-			return 1;
+			return m.path.magic == RHEA_COLLECT_FINISH_MAGIC ? 1 : 2;
 		}
 		return 0;
 	}
@@ -551,6 +575,7 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 		}
 		if (!orphaned && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			orphaned = 1; /* rhea record is gone: only its end closes the pipe */
+			c->alone = 1;
 			close(c->ctl);
 			continue;
 		}
@@ -562,18 +587,31 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 				continue;
 			break;
 		}
-		if (keeper_take(c, s)) {
+		int call = keeper_take(c, s);
+		if (call) {
 			/* the connections queued before the call, all the agents
 			 * that sent theirs in time, were taken */
 			struct collect_totals t;
-			finish_all(c, 0, &t);
+			finish_all(c, 0, call == 2, &t);
 			if (write(c->res, &t, sizeof(t)) != (ssize_t)sizeof(t))
 				_exit(1);
-			_exit(0);
+			if (call == 1)
+				_exit(0);
+			/* rhea record --no-wait returns: the keeper stays for the
+			 * processes still running, ends and compacts their
+			 * recordings as they end (the program's is rhea record's) */
+			close(c->res);
+			if (c->root_fd >= 0)
+				close(c->root_fd);
+			c->root_fd = -1;
+			c->root_pid = 0;
+			orphaned = 1;
+			c->alone = 1;
+			close(c->ctl);
 		}
 	}
 	struct collect_totals t;
-	finish_all(c, 1, &t);
+	finish_all(c, 1, 0, &t);
 	_exit(0);
 }
 
@@ -699,15 +737,15 @@ void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status)
 		collect_send(c, &m, sizeof(m));
 }
 
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *by_record,
-			   int *by_parent)
+int recover_collect_finish(struct recover_collector *c, const char *base, int linger, long *samples,
+			   int *by_record, int *by_parent)
 {
 	*samples = 0;
 	*by_record = 0;
 	*by_parent = 0;
 	if (!c)
 		return 0;
-	collect_send_path(c, RHEA_COLLECT_FINISH_MAGIC, 0, base);
+	collect_send_path(c, linger ? RHEA_COLLECT_LINGER_MAGIC : RHEA_COLLECT_FINISH_MAGIC, 0, base);
 	struct collect_totals t;
 	memset(&t, 0, sizeof(t));
 	ssize_t k;

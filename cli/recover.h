@@ -78,7 +78,9 @@ struct recover_collector *recover_collect_start(char *name, size_t cap, int root
  * die before it, the keeper ends that recording too (root_memfd). */
 void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path);
 void recover_collect_reaped(struct recover_collector *c, pid_t pid, int status);
-int recover_collect_finish(struct recover_collector *c, const char *base, long *samples, int *by_record,
-			   int *by_parent);
+/* linger (rhea record --no-wait): the keeper stays for the processes still
+ * running, and ends and compacts their recordings once they end. */
+int recover_collect_finish(struct recover_collector *c, const char *base, int linger, long *samples,
+			   int *by_record, int *by_parent);
 
 #endif

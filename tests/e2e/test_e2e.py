@@ -1096,7 +1096,10 @@ def t_orphans_stop(c, variant):
 
 def t_orphans_nowait(c, variant):
     """--no-wait: rhea record returns as the program ends, the children
-    still running (and it never becomes their subreaper)."""
+    still running (and it never becomes their subreaper).  Its keeper stays
+    for them: as they end, it ends the victim's recording (SIGKILL, reaped
+    by init: gone, from its memory) and compacts both, as rhea record would
+    have (the stayer's agent wrote a chunk every 100 ms for 300 ms)."""
     p, fo, fe = record_background(c, ["--no-wait"], [c.prog(variant, "orphans")])
     try:
         rc = p.wait(timeout=20)
@@ -1111,6 +1114,26 @@ def t_orphans_nowait(c, variant):
                 alive = False
             c.check(alive, "the stayer (300 ms) already ended when rhea record --no-wait returned")
         c.check("waiting" not in err, "rhea record --no-wait waited: %s" % one_line(err))
+        kids = dict((k, int(v)) for k, v in re.findall(r"^(stayer|victim) (\d+)$", out, re.M))
+        if c.check(len(kids) == 2, "stdout %r" % out):
+            paths = dict((k, c.path("out.%d.rhea" % v)) for k, v in kids.items())
+            deadline = time.time() + 20
+            state = {}
+            while time.time() < deadline:
+                state = {}
+                for who, path in paths.items():
+                    if os.path.exists(path):
+                        rec = c.report(path)
+                        state[who] = (rec["recording"]["end_reason"], rec["recording"]["end_recovered"],
+                                      rec["stats"]["chunks"])
+                if len(state) == 2 and all(r is not None and n <= 2 for r, _, n in state.values()):
+                    break
+                time.sleep(0.2)
+            c.check(state.get("stayer", (None,))[0] == "exit" and state.get("victim", (None, None))[:2] == ("gone", True),
+                    "after rhea record --no-wait returned, the children's recordings end %s; want the stayer's "
+                    "exit, the victim's gone (recovered)" % state)
+            c.check(len(state) == 2 and max(n for _, _, n in state.values()) <= 2,
+                    "the keeper did not compact the children's recordings: (end, recovered, chunks) %s" % state)
     finally:
         for x in re.findall(r"^(?:stayer|victim) (\d+)$", open(fo).read(), re.M):
             kill_quietly(int(x))

@@ -323,7 +323,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	off_t evil_before = size_of(evil);
 	long samples = 0;
 	int by_record = -1, by_parent = -1;
-	cr_assert_eq(recover_collect_finish(c, base, &samples, &by_record, &by_parent), 1);
+	cr_assert_eq(recover_collect_finish(c, base, 0, &samples, &by_record, &by_parent), 1);
 	cr_assert_eq(by_parent, 0);
 	cr_assert_eq(samples, 1);
 	cr_assert_eq(by_record, 0);
@@ -406,7 +406,7 @@ static struct rhea_end killed_finish(struct killed *k, int want_by_parent)
 {
 	long samples = 0;
 	int by_record = -1, by_parent = -1;
-	cr_assert_eq(recover_collect_finish(k->c, k->base, &samples, &by_record, &by_parent), 1);
+	cr_assert_eq(recover_collect_finish(k->c, k->base, 0, &samples, &by_record, &by_parent), 1);
 	cr_assert_eq(samples, 1);
 	cr_assert_eq(by_record + by_parent, 1);
 	cr_assert_eq(by_parent, want_by_parent);
