@@ -39,6 +39,8 @@ int64_t cli_parse_duration(const char *s)
 	if (errno || end == s || v < 0)
 		return -1;
 	double mul = 1;
+	if (*end == 0 && v != 0)
+		return -1; /* a unit, please: `-d 3` meant 3 ns, not 3 s */
 	if (*end == 0 || strcmp(end, "ns") == 0)
 		mul = 1;
 	else if (strcmp(end, "us") == 0)

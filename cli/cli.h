@@ -32,7 +32,8 @@ const char *cli_getenv(const char *name);
  * RHEA_CFI_CACHE_MAX (default 1G), least recently used first. */
 void cli_prune_cfi_cache(void);
 
-/* "10ms", "500us", "2s", "1000000" (ns) -> ns; -1 on error. */
+/* "10ms", "500us", "2s", "0" -> ns; -1 on error, or for a number other
+ * than 0 without its unit (`-d 3` would have been 3 ns). */
 int64_t cli_parse_duration(const char *s);
 /* An option's value that is one of two words: 0 for first, 1 for second,
  * -1 with one line said ("--end x: want next or last") for anything else. */

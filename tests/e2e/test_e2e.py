@@ -2611,7 +2611,8 @@ def t_attach_bad(c, variant):
     """No such process, not a number, a process already traced: one line,
     status 2, the process untouched."""
     for argv, what in ((["999999999"], "no process"), (["12ab"], "not a process id"), ([], "want one process id"),
-                       (["-o", "/nonexistent/x.rhea", str(os.getpid())], "cannot write a recording")):
+                       (["-o", "/nonexistent/x.rhea", str(os.getpid())], "cannot write a recording"),
+                       (["-d", "3", str(os.getpid())], "want a duration such as 10s")):
         rc, out, err = c.run([c.rhea, "attach"] + argv)
         c.check(rc == 2 and what in err and err.count("\n") == 1, "attach %s: status %d, %r" % (argv, rc, err))
     p = subprocess.Popen([c.rhea, "record", "-q", "-o", c.path("rec.rhea"), "--", c.prog(variant, "attachme"), "1"],
