@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -182,12 +183,16 @@ static int program_traceable(const char *path, char *why, size_t whylen)
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return 0;
-	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
+	/* (set-ID bits mean nothing on a nosuid mount, or under no_new_privs) */
+	struct statvfs fs;
+	int setid_applies = !(statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID)) && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
+	if (setid_applies &&
+	    (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid()))) {
 		snprintf(why, whylen, "it is set-%s-ID, and the dynamic loader ignores LD_PRELOAD for it "
 			 "(run rhea as its owner)", (st.st_mode & S_ISUID) && st.st_uid != geteuid() ? "user" : "group");
 		return -1;
 	}
-	if (geteuid() != 0 && getxattr(path, "security.capability", NULL, 0) > 0) {
+	if (setid_applies && geteuid() != 0 && getxattr(path, "security.capability", NULL, 0) > 0) {
 		snprintf(why, whylen, "it has file capabilities, and the dynamic loader ignores LD_PRELOAD for it");
 		return -1;
 	}
