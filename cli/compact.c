@@ -477,7 +477,7 @@ static int read_old(struct compactor *c, struct rfile_reader *r, char *err, size
 		chunk_flush(c); /* the spill's last block, if anything went there */
 	c->to_spill = 0;
 	if (c->werr)
-		say(err, errlen, "cannot hold the samples aside while reading: %s", strerror(-c->werr));
+		say(err, errlen, "cannot set samples aside in a file beside the recording: %s", strerror(-c->werr));
 	else if (st > 0 && c->oom)
 		say(err, errlen, "out of memory");
 	else if (st > 0)
