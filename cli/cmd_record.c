@@ -167,6 +167,39 @@ static int find_program(const char *prog, char *found, size_t cap, char *why, si
 	return -1;
 }
 
+/* An ELF file without PT_INTERP and without a SONAME (which the dynamic
+ * loader has): a statically linked program, plain or static-pie.  0 for
+ * anything else, or what libelf cannot read. */
+static int elf_is_static(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	size_t nph;
+	int dynamic = 1;
+	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
+		dynamic = 0;
+		for (size_t i = 0; i < nph && !dynamic; i++) {
+			GElf_Phdr ph;
+			dynamic = gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP;
+		}
+		for (Elf_Scn *scn = NULL; !dynamic && (scn = elf_nextscn(e, scn)) != NULL;) {
+			GElf_Shdr sh;
+			Elf_Data *d;
+			GElf_Dyn dyn;
+			if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNAMIC && (d = elf_getdata(scn, NULL)))
+				for (int j = 0; !dynamic && gelf_getdyn(d, j, &dyn); j++)
+					dynamic = dyn.d_tag == DT_SONAME;
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return !dynamic;
+}
+
 /*
  * Can the dynamic loader put the agent into the program at path?  Not into
  * a statically linked ELF (no PT_INTERP, and no SONAME: the loader itself,
@@ -185,51 +218,25 @@ static int program_traceable(const char *path, char *why, size_t whylen)
 		return 0;
 	/* (set-ID bits mean nothing on a nosuid mount, or under no_new_privs) */
 	struct statvfs fs;
-	int setid_applies = !(statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID)) && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
-	if (setid_applies &&
-	    (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid()))) {
+	int setid_applies = !(statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID)) &&
+			    prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
+	int suid = setid_applies && (st.st_mode & S_ISUID) && st.st_uid != geteuid();
+	int sgid = setid_applies && (st.st_mode & S_ISGID) && st.st_gid != getegid();
+	if (suid || sgid) {
 		snprintf(why, whylen, "it is set-%s-ID, and the dynamic loader ignores LD_PRELOAD for it "
-			 "(run rhea as its owner)", (st.st_mode & S_ISUID) && st.st_uid != geteuid() ? "user" : "group");
+			 "(run rhea as its owner)", suid ? "user" : "group");
 		return -1;
 	}
 	if (setid_applies && geteuid() != 0 && getxattr(path, "security.capability", NULL, 0) > 0) {
 		snprintf(why, whylen, "it has file capabilities, and the dynamic loader ignores LD_PRELOAD for it");
 		return -1;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	int verdict = 0;
-	elf_version(EV_CURRENT);
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	size_t nph;
-	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
-		int interp = 0, soname = 0;
-		for (size_t i = 0; i < nph; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph))
-				continue;
-			interp |= ph.p_type == PT_INTERP;
-		}
-		for (Elf_Scn *scn = NULL; !interp && (scn = elf_nextscn(e, scn)) != NULL;) {
-			GElf_Shdr sh;
-			Elf_Data *d;
-			if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !(d = elf_getdata(scn, NULL)))
-				continue;
-			GElf_Dyn dyn;
-			for (int j = 0; gelf_getdyn(d, j, &dyn); j++)
-				soname |= dyn.d_tag == DT_SONAME;
-		}
-		if (!interp && !soname) {
-			snprintf(why, whylen, "it is statically linked, and the agent (librhea.so) can only be "
-				 "loaded into a dynamically linked program");
-			verdict = -1;
-		}
+	if (elf_is_static(path)) {
+		snprintf(why, whylen, "it is statically linked, and the agent (librhea.so) can only be "
+			 "loaded into a dynamically linked program");
+		return -1;
 	}
-	if (e)
-		elf_end(e);
-	close(fd);
-	return verdict;
+	return 0;
 }
 
 static void absolute(const char *path, char *out, size_t cap)

@@ -44,6 +44,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,28 +122,34 @@ static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
 
 static int spill_largest(struct compactor *c);
 
+/* -1, having noted that memory ran out (read_old says so). */
+static int oom(struct compactor *c)
+{
+	c->oom = 1;
+	return -1;
+}
+
 static int take_sample(void *arg, const struct rhea_sample *s)
 {
 	struct compactor *c = arg;
 	if (c->held >= c->window && spill_largest(c) != 0)
 		return -1;
 	struct tsamples *t = thread_of(c, s->tid);
-	if (!t || vec_grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s))) {
-		c->oom = 1;
-		return -1;
-	}
+	if (!t || vec_grow((void **)&t->s, &t->cap, t->n + 1, sizeof(*t->s)))
+		return oom(c);
 	t->s[t->n] = *s;
 	t->n++;
 	c->held++;
 	return tally_sample(&c->read, s);
 }
 
-static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n)
+/* Entry e, as it is, at the end of buf. */
+static int append(struct compactor *c, uint8_t **buf, size_t *len, size_t *cap, const struct rhea_entry *e)
 {
-	if (vec_grow((void **)buf, cap, *len + n, 1))
-		return -1;
-	memcpy(*buf + *len, p, n);
-	*len += n;
+	if (vec_grow((void **)buf, cap, *len + e->size, 1))
+		return oom(c);
+	memcpy(*buf + *len, e, e->size);
+	*len += e->size;
 	return 0;
 }
 
@@ -169,26 +176,16 @@ static int take_entry(void *arg, const struct rhea_entry *e)
 				return 0;
 			if (c->nsites + h->count > c->sites_cap && c->nsites >= 65536) /* snapshots pile up */
 				c->nsites = recording_reduce_sites(c->sites, c->nsites);
-			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites))) {
-				c->oom = 1;
-				return -1;
-			}
+			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
+				return oom(c);
 			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
 			c->nsites += h->count;
 			return 0;
 		}
 		case RHEA_E_END:
-			if (append(&c->ends, &c->ends_len, &c->ends_cap, e, e->size) != 0) {
-				c->oom = 1;
-				return -1;
-			}
-			return 0;
+			return append(c, &c->ends, &c->ends_len, &c->ends_cap, e);
 		}
-	if (append(&c->other, &c->other_len, &c->other_cap, e, e->size) != 0) {
-		c->oom = 1;
-		return -1;
-	}
-	return 0;
+	return append(c, &c->other, &c->other_len, &c->other_cap, e);
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -203,12 +200,7 @@ static int spill_write(struct compactor *c, const void *p, size_t len)
 	if (c->spill_fd < 0) {
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof(dir), "%s", c->dir_of);
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			slash[slash == dir ? 1 : 0] = 0;
-		else
-			snprintf(dir, sizeof(dir), ".");
-		c->spill_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		c->spill_fd = open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 		if (c->spill_fd < 0) { /* (a file system without O_TMPFILE) */
 			char tmp[PATH_MAX + 32];
 			snprintf(tmp, sizeof(tmp), "%s.spill-XXXXXX", c->dir_of);

@@ -319,9 +319,10 @@ struct recover_collector {
 	int status[COLLECT_MAX]; /* how it ended... */
 	char have_status[COLLECT_MAX]; /* ...when known: TOLD_BY_PARENT or TOLD_BY_RECORD */
 	int n;
-	int compact; /* orphaned, compact what it ends */
-	int alone;   /* rhea record is gone (or has returned): the keeper compacts
-			what the agents end too, as rhea record would have */
+	int compact; /* alone, compact what it ends */
+	int alone;   /* rhea record is gone (or has returned, --no-wait): the keeper
+			finishes what remains itself, and compacts the recordings it
+			ends and those the agents end, as rhea record would have */
 };
 
 static int header_of(int fd, struct rhea_salvage *h)
@@ -448,14 +449,14 @@ static int all_ended(struct recover_collector *c)
 /* End the recordings of the processes that ended without writing their
  * end, from their memory.  keep_running: hold on to the memory of those
  * still running (the keeper stays for them), else let go of it all. */
-static void finish_all(struct recover_collector *c, int orphaned, int keep_running, struct collect_totals *t)
+static void finish_all(struct recover_collector *c, int keep_running, struct collect_totals *t)
 {
 	memset(t, 0, sizeof(*t));
 	struct rhea_salvage h;
 	struct recover_view v;
 	/* the program: rhea record ends it with its status, unless it died
 	 * first; then it ended unseen (GONE), in whichever image it was */
-	if (orphaned && c->root_fd >= 0 && c->root_pid > 0 && c->base[0] && gone(c->root_pid) &&
+	if (c->alone && c->root_fd >= 0 && c->root_pid > 0 && c->base[0] && gone(c->root_pid) &&
 	    recover_open(c->root_fd, c->root_pid, &v) == 0) {
 		char path[sizeof(v.h->output)];
 		memcpy(path, v.h->output, sizeof(path));
@@ -491,7 +492,7 @@ static void finish_all(struct recover_collector *c, int orphaned, int keep_runni
 				}
 			}
 			recover_close(&v);
-			if (n >= 0 && orphaned && c->compact)
+			if (n >= 0 && c->alone && c->compact)
 				cli_compact(path);
 		} else if (keep_running && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
 			   !gone(c->pids[i])) {
@@ -559,23 +560,21 @@ static int keeper_take(struct recover_collector *c, int s)
 
 static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 {
-	int orphaned = 0;
 	for (;;) {
 		struct pollfd p[2] = {{.fd = c->lfd, .events = POLLIN}, {.fd = c->ctl, .events = POLLIN}};
-		int r = poll(p, orphaned ? 1 : 2, orphaned ? 200 : 1000);
+		int r = poll(p, c->alone ? 1 : 2, c->alone ? 200 : 1000);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r <= 0) {
 			/* each second, let go of what processes that ended left;
 			 * without rhea record, finish once they all ended */
 			sweep(c);
-			if (orphaned && all_ended(c))
+			if (c->alone && all_ended(c))
 				break;
 			continue;
 		}
-		if (!orphaned && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			orphaned = 1; /* rhea record is gone: only its end closes the pipe */
-			c->alone = 1;
+		if (!c->alone && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			c->alone = 1; /* rhea record is gone: only its end closes the pipe */
 			close(c->ctl);
 			continue;
 		}
@@ -592,7 +591,7 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 			/* the connections queued before the call, all the agents
 			 * that sent theirs in time, were taken */
 			struct collect_totals t;
-			finish_all(c, 0, call == 2, &t);
+			finish_all(c, call == 2, &t);
 			if (write(c->res, &t, sizeof(t)) != (ssize_t)sizeof(t))
 				_exit(1);
 			if (call == 1)
@@ -605,13 +604,13 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 				close(c->root_fd);
 			c->root_fd = -1;
 			c->root_pid = 0;
-			orphaned = 1;
 			c->alone = 1;
 			close(c->ctl);
 		}
 	}
 	struct collect_totals t;
-	finish_all(c, 1, 0, &t);
+	c->alone = 1;
+	finish_all(c, 0, &t);
 	_exit(0);
 }
 
