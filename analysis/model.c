@@ -37,6 +37,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The analysis has no way on without its tables. */
+static void oom(void)
+{
+	fprintf(stderr, "rhea: out of memory\n");
+	exit(1);
+}
+
 #define MAX_FRAMES MODEL_MAX_FRAMES
 
 struct index {
@@ -69,10 +76,8 @@ static void index_grow(struct model *m)
 	uint32_t n = ix->nslots ? ix->nslots * 2 : 1024;
 	free(ix->slots);
 	ix->slots = calloc(n, sizeof(uint32_t));
-	if (!ix->slots) {
-		fprintf(stderr, "rhea: out of memory\n");
-		exit(1);
-	}
+	if (!ix->slots)
+		oom();
 	ix->nslots = n;
 	for (uint32_t i = 1; i < m->nfuncs; i++)
 		index_put(m, i);
@@ -103,10 +108,8 @@ uint32_t model_func_intern(struct model *m, const char *name, const char *module
 	if (m->nfuncs + 1 > m->cap) {
 		m->cap = m->cap ? m->cap * 2 : 256;
 		m->funcs = realloc(m->funcs, m->cap * sizeof(*m->funcs));
-		if (!m->funcs) {
-			fprintf(stderr, "rhea: out of memory\n");
-			exit(1);
-		}
+		if (!m->funcs)
+			oom();
 	}
 	uint32_t id = m->nfuncs++;
 	struct model_func *f = &m->funcs[id];
@@ -382,10 +385,8 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	uint32_t *frames = malloc(MAX_FRAMES * sizeof(uint32_t));
-	if (!w || !frames) {
-		fprintf(stderr, "rhea: out of memory\n");
-		exit(1);
-	}
+	if (!w || !frames)
+		oom();
 	w->active = calloc(m->nfuncs, sizeof(uint32_t));
 	w->t = t;
 	w->cb = cb;
@@ -497,10 +498,8 @@ static void decide_cuts(struct model *m, const double *keep, uint32_t *ids, uint
 	const struct recording *r = m->rec;
 	uint32_t nf = m->nfuncs;
 	double *target = calloc(nf, sizeof(double)), *kept = calloc(nf, sizeof(double));
-	if (!target || !kept) {
-		fprintf(stderr, "rhea: out of memory\n");
-		exit(1);
-	}
+	if (!target || !kept)
+		oom();
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
 		for (size_t k = 0; k < t->nsamples; k++) {
@@ -532,82 +531,153 @@ static void decide_cuts(struct model *m, const double *keep, uint32_t *ids, uint
 	free(kept);
 }
 
-int model_correct(struct model *m, struct model_cut *out, int max)
+/* The smallest share of the CPU the timeline may give a function before it
+ * is thinned: below, a distortion matters little.  (It was 10%, when
+ * every process was corrected on its own evidence; pooled, a build's
+ * allocation wrappers at 6-8% each are told apart clearly.) */
+#define CUT_MIN_SHARE 0.03
+
+/* Work arrays of pass 1, as large as the largest model's functions. */
+struct evidence {
+	double *tl, *sp;       /* per key: the timeline's CPU, the sampler's estimate of it (ns) */
+	double cpu_all, periods_all;
+	double *thr_cpu;       /* per func of the model at hand */
+	uint64_t *periods;
+	uint32_t *ids;
+	uint8_t *seen;
+};
+
+/* Pass 1 for one model: each sampled thread's timeline CPU per function
+ * and the sampler's share of it, as CPU of that thread (a thread sampled
+ * at another period weighs by its CPU, not by its number of periods),
+ * added under the functions' keys. */
+static void gather(struct model *m, const uint32_t *key, struct evidence *ev)
 {
 	const struct recording *r = m->rec;
 	uint32_t nf = m->nfuncs;
-	m->corrected = 0;
-	double *tl = calloc(nf, sizeof(double)), *sp = calloc(nf, sizeof(double));
-	double *thr_cpu = calloc(nf, sizeof(double));
-	uint64_t *periods = calloc(nf, sizeof(uint64_t));
-	uint32_t *ids = malloc(MAX_FRAMES * sizeof(uint32_t));
-	uint8_t *seen = calloc(nf, 1);
-	if (!tl || !sp || !periods || !thr_cpu || !ids || !seen) {
-		fprintf(stderr, "rhea: out of memory\n");
-		exit(1);
-	}
-	double cpu_all = 0, periods_all = 0;
-	int dirty = 0;
+	memset(ev->periods, 0, nf * sizeof(uint64_t));
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
 		/* The sampler's captures that reach a root: periods per func. */
-		if (dirty)
-			memset(periods, 0, nf * sizeof(uint64_t));
-		double total = (double)model_cpu_tally(m, t, 1, periods, NULL, ids, seen);
-		dirty = total > 0;
+		double total = (double)model_cpu_tally(m, t, 1, ev->periods, NULL, ev->ids, ev->seen);
 		if (total == 0)
 			continue;
 		/* The timeline's CPU per func on this thread. */
-		memset(thr_cpu, 0, nf * sizeof(double));
-		struct tally y = {thr_cpu, 0};
+		memset(ev->thr_cpu, 0, nf * sizeof(double));
+		struct tally y = {ev->thr_cpu, 0};
 		struct model_cb cb = {NULL, tally_end, &y};
 		model_walk_thread(m, t, &cb);
-		if (y.thread_cpu <= 0)
-			continue;
-		/* Both as CPU time of this thread: a thread sampled at another
-		 * period weighs by its CPU, not by its number of periods. */
-		for (uint32_t f = 0; f < nf; f++) {
-			tl[f] += thr_cpu[f];
-			sp[f] += (double)periods[f] / total * y.thread_cpu;
-		}
-		cpu_all += y.thread_cpu;
-		periods_all += total;
-	}
-	int ncut = 0;
-	double *keep = tl; /* reused: the share of its captures each function keeps */
-	if (periods_all >= 50 && cpu_all > 0) {
-		for (uint32_t f = 0; f < nf; f++) {
-			double t = tl[f] / cpu_all, s = sp[f] / cpu_all;
-			keep[f] = 1;
-			if (m->funcs[f].kind != MODEL_CODE || m->funcs[f].root || t < 0.10 ||
-			    wilson_hi(s, periods_all, 3.0) >= t * 2 / 3)
-				continue;
-			keep[f] = s / t;
-			/* out keeps the largest max, sorted (insertion: max is small) */
-			int at = ncut < max ? ncut : max;
-			while (at > 0 && out[at - 1].timeline < t) {
-				if (at < max)
-					out[at] = out[at - 1];
-				at--;
+		if (y.thread_cpu > 0) {
+			for (uint32_t f = 0; f < nf; f++) {
+				ev->tl[key[f]] += ev->thr_cpu[f];
+				ev->sp[key[f]] += (double)ev->periods[f] / total * y.thread_cpu;
 			}
-			if (at < max)
-				out[at] = (struct model_cut){f, t, s};
-			ncut++;
+			ev->cpu_all += y.thread_cpu;
+			ev->periods_all += total;
 		}
+		memset(ev->periods, 0, nf * sizeof(uint64_t));
 	}
-	for (size_t i = 0; i < r->nthreads; i++)
-		for (size_t k = 0; k < r->threads[i].nsamples; k++)
-			((struct rhea_sample *)&r->threads[i].samples[k])->reserved = 0;
-	if (ncut > 0) {
-		decide_cuts(m, keep, ids, seen);
-		m->corrected = 1;
+}
+
+int model_correct(struct model *m, struct model_cut *out, int max)
+{
+	return model_correct_pooled(&m, 1, out, max);
+}
+
+/*
+ * The functions of all n models under one key each, by (name, module): a
+ * function thinned in one process of a program is thinned in all of them,
+ * on the evidence of all (a build's 40 compiler runs of half a second
+ * each: none has the sampler's periods to tell alone, together they have
+ * a thousand).  Key 0: never thinned (not code, or a root).
+ */
+int model_correct_pooled(struct model *const *ms, size_t n, struct model_cut *out, int max)
+{
+	struct model names;
+	uint32_t **key = calloc(n ? n : 1, sizeof(*key));
+	uint32_t maxf = 1;
+	if (!key || model_funcs_init(&names) < 0)
+		oom();
+	for (size_t k = 0; k < n; k++) {
+		struct model *m = ms[k];
+		m->corrected = 0;
+		key[k] = malloc((m->nfuncs ? m->nfuncs : 1) * sizeof(uint32_t));
+		if (!key[k])
+			oom();
+		for (uint32_t f = 0; f < m->nfuncs; f++) {
+			const struct model_func *fn = &m->funcs[f];
+			key[k][f] = fn->kind == MODEL_CODE && !fn->root
+					    ? model_func_intern(&names, fn->name, fn->module, NULL, 0, MODEL_CODE)
+					    : 0;
+		}
+		if (m->nfuncs > maxf)
+			maxf = m->nfuncs;
 	}
-	free(tl);
-	free(sp);
-	free(periods);
-	free(thr_cpu);
-	free(ids);
-	free(seen);
+	uint32_t nk = names.nfuncs;
+	struct evidence ev = {calloc(nk, sizeof(double)), calloc(nk, sizeof(double)), 0, 0,
+			      calloc(maxf, sizeof(double)), calloc(maxf, sizeof(uint64_t)),
+			      malloc(MAX_FRAMES * sizeof(uint32_t)), calloc(maxf, 1)};
+	double *keep = malloc(maxf > nk ? maxf * sizeof(double) : nk * sizeof(double));
+	if (!ev.tl || !ev.sp || !ev.thr_cpu || !ev.periods || !ev.ids || !ev.seen || !keep)
+		oom();
+	for (size_t k = 0; k < n; k++)
+		gather(ms[k], key[k], &ev);
+	/* keep[j]: the share of its captures key j keeps */
+	int ncut = 0;
+	double *keep_key = ev.tl; /* reused, read before written */
+	for (uint32_t j = 0; j < nk; j++) {
+		double t = ev.cpu_all > 0 ? ev.tl[j] / ev.cpu_all : 0, s = ev.cpu_all > 0 ? ev.sp[j] / ev.cpu_all : 0;
+		keep_key[j] = 1;
+		if (j == 0 || ev.periods_all < 50 || t < CUT_MIN_SHARE || wilson_hi(s, ev.periods_all, 3.0) >= t * 2 / 3)
+			continue;
+		keep_key[j] = s / t;
+		/* out keeps the largest max, sorted (insertion: max is small) */
+		int at = ncut < max ? ncut : max;
+		while (at > 0 && out[at - 1].timeline < t) {
+			if (at < max)
+				out[at] = out[at - 1];
+			at--;
+		}
+		if (at < max) {
+			/* named by the first model that has it */
+			size_t k = 0;
+			uint32_t f = 0;
+			for (; k < n; k++) {
+				for (f = 0; f < ms[k]->nfuncs && key[k][f] != j; f++)
+					;
+				if (f < ms[k]->nfuncs)
+					break;
+			}
+			out[at] = (struct model_cut){f, ms[k], t, s};
+		}
+		ncut++;
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct model *m = ms[k];
+		const struct recording *r = m->rec;
+		for (size_t i = 0; i < r->nthreads; i++)
+			for (size_t x = 0; x < r->threads[i].nsamples; x++)
+				((struct rhea_sample *)&r->threads[i].samples[x])->reserved = 0;
+		int any = 0;
+		for (uint32_t f = 0; f < m->nfuncs; f++) {
+			keep[f] = keep_key[key[k][f]];
+			any |= keep[f] < 1;
+		}
+		if (any) {
+			decide_cuts(m, keep, ev.ids, ev.seen);
+			m->corrected = 1;
+		}
+		free(key[k]);
+	}
+	free(key);
+	free(ev.tl);
+	free(ev.sp);
+	free(ev.thr_cpu);
+	free(ev.periods);
+	free(ev.ids);
+	free(ev.seen);
+	free(keep);
+	model_free(&names);
 	return ncut;
 }
 
@@ -619,7 +689,7 @@ int model_cut_note(const struct model *m, const struct model_cut *c, int n, char
 	int shown = n < 4 ? n : 4;
 	for (int i = 0; i < shown && w > 0 && (size_t)w < len; i++)
 		w += snprintf(buf + w, len - (size_t)w, "%s%s %.0f%% of the CPU as captured, %.0f%% by the "
-			      "sampler", i ? "; " : "", m->funcs[c[i].func].name, 100 * c[i].timeline,
+			      "sampler", i ? "; " : "", (c[i].model ? c[i].model : m)->funcs[c[i].func].name, 100 * c[i].timeline,
 			      100 * c[i].sampler);
 	if (w > 0 && (size_t)w < len && n > shown)
 		w += snprintf(buf + w, len - (size_t)w, "; and %d more", n - shown);

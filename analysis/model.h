@@ -117,9 +117,17 @@ static inline uint64_t model_cpu_periods(const struct rhea_sample *s)
  */
 struct model_cut {
 	uint32_t func;
-	double timeline, sampler; /* shares of the sampled threads' CPU */
+	const struct model *model; /* whose function func is */
+	double timeline, sampler;  /* shares of the sampled threads' CPU */
 };
 int model_correct(struct model *m, struct model_cut *out, int max);
+
+/* The same over the n models of one program's processes (a build's
+ * compiler runs): their evidence added up, a function matched by name and
+ * module, and thinned alike in each (the shares in out are the pooled
+ * ones).  A short process has too few of the sampler's periods to tell on
+ * its own. */
+int model_correct_pooled(struct model *const *ms, size_t n, struct model_cut *out, int max);
 
 /* What model_correct did (n of its cuts), as one sentence for a note.
  * 0, or 1 with the note in buf. */

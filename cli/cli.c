@@ -1,5 +1,6 @@
 /* cli.c - helpers shared by the subcommands (see cli.h). */
 #include "cli.h"
+#include "model.h"
 #include "recording.h"
 #include "rfile.h"
 
@@ -101,4 +102,63 @@ int cli_load(const char *path, struct recording *r, int salvage)
 const char *cli_getenv(const char *name)
 {
 	return getenv(name);
+}
+
+/*
+ * The hook-site correction (model_correct) for several recordings at once:
+ * pooled over the processes of each program (recording_program's name),
+ * so that a build's short compiler runs are corrected on the evidence of
+ * all of them.  Returns the notes, one per program corrected ("NAME, N
+ * processes: ..."), NULL-terminated (free with cli_free_notes), NULL when
+ * out of memory.
+ */
+char **cli_correct_programs(struct model *ms, size_t n)
+{
+	char **notes = calloc(n + 1, sizeof(*notes));
+	struct model **group = calloc(n ? n : 1, sizeof(*group));
+	uint8_t *done = calloc(n ? n : 1, 1);
+	size_t nnotes = 0;
+	if (!notes || !group || !done) {
+		free(notes);
+		notes = NULL;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (done[k])
+			continue;
+		char name[256], other[256];
+		recording_program(ms[k].rec, name, sizeof(name));
+		size_t g = 0;
+		for (size_t j = k; j < n; j++) {
+			if (done[j])
+				continue;
+			recording_program(ms[j].rec, other, sizeof(other));
+			if (strcmp(name, other) == 0) {
+				done[j] = 1;
+				group[g++] = &ms[j];
+			}
+		}
+		struct model_cut cuts[4];
+		int ncuts = model_correct_pooled(group, g, cuts, 4);
+		char note[1024];
+		if (model_cut_note(group[0], cuts, ncuts, note, sizeof(note))) {
+			size_t len = strlen(name) + strlen(note) + 64;
+			char *s = malloc(len);
+			if (s) {
+				snprintf(s, len, "%s, %zu process%s: %s", name, g, g == 1 ? "" : "es", note);
+				notes[nnotes++] = s;
+			}
+		}
+	}
+out:
+	free(group);
+	free(done);
+	return notes;
+}
+
+void cli_free_notes(char **notes)
+{
+	for (size_t i = 0; notes && notes[i]; i++)
+		free(notes[i]);
+	free(notes);
 }

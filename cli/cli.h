@@ -45,5 +45,10 @@ void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Load a recording or print one line and return EXIT_BADINPUT. */
 struct recording;
 int cli_load(const char *path, struct recording *r, int salvage);
+/* The hook-site correction of several recordings' models, pooled over the
+ * processes of each program; its notes (cli.c). */
+struct model;
+char **cli_correct_programs(struct model *ms, size_t n);
+void cli_free_notes(char **notes);
 
 #endif

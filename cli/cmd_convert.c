@@ -156,22 +156,15 @@ struct converted {
 };
 
 /* Convert one loaded recording into f (part: its place among several). */
-static int convert_one(struct recording *r, const struct convert_opts *o, int raw, int quiet, FILE *f,
-		       struct convert_part *part, struct symbolizer *sym, struct converted *done)
+static int convert_one(struct model *m, const struct convert_opts *o, FILE *f, struct convert_part *part,
+		       struct converted *done)
 {
-	double t1 = now_s();
-	struct model m;
-	if (model_build_shared(&m, r, o->policy, sym) < 0) {
-		cli_err("out of memory");
-		return 1;
-	}
-	struct model_cut cuts[4];
-	int ncuts = raw ? 0 : model_correct(&m, cuts, 4);
+	struct recording *r = m->rec;
 	double t2 = now_s();
 	struct convert_ctx cx;
 	char err[1024];
 	int rc = EXIT_BADINPUT;
-	if (convert_init(&cx, &m, o, err, sizeof(err)) < 0) {
+	if (convert_init(&cx, m, o, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		goto out;
 	}
@@ -219,15 +212,51 @@ static int convert_one(struct recording *r, const struct convert_opts *o, int ra
 	done->records += cx.records;
 	done->samples += r->nsamples;
 	done->nodes += r->nnodes;
-	done->symbolize_s += t2 - t1;
 	done->convert_s += now_s() - t2;
-	char note[1024];
-	if (!quiet && model_cut_note(&m, cuts, ncuts, note, sizeof(note)))
-		cli_err("note: %s%s%s", part->count > 1 ? in : "", part->count > 1 ? ": " : "", note);
 out:
 	convert_free(&cx);
-	model_free(&m);
 	return rc;
+}
+
+/* The models of recs[0..n), corrected (unless raw): one recording on its
+ * own evidence, several pooled by program (cli_correct_programs); the
+ * notes said.  NULL when out of memory (said). */
+static struct model *build_models(struct recording *recs, size_t n, const struct convert_opts *o, int raw,
+				  int quiet, struct symbolizer *sym, struct converted *done)
+{
+	double t1 = now_s();
+	struct model *ms = sym ? calloc(n, sizeof(*ms)) : NULL;
+	size_t built = 0;
+	for (; ms && built < n; built++)
+		if (model_build_shared(&ms[built], &recs[built], o->policy, sym) < 0) {
+			model_free(&ms[built]);
+			break;
+		}
+	char **notes = NULL;
+	struct model_cut cuts[4];
+	int ncuts = 0;
+	if (built == n && !raw && n == 1)
+		ncuts = model_correct(&ms[0], cuts, 4);
+	else if (built == n && !raw && !(notes = cli_correct_programs(ms, n)))
+		built = 0;
+	if (ms && built < n) {
+		for (size_t k = 0; k < built; k++)
+			model_free(&ms[k]);
+		free(ms);
+		ms = NULL;
+	}
+	if (!ms) {
+		cli_err("out of memory");
+		return NULL;
+	}
+	char note[1024];
+	if (!quiet && n == 1 && model_cut_note(&ms[0], cuts, ncuts, note, sizeof(note)))
+		cli_err("note: %s", note);
+	for (size_t i = 0; !quiet && notes && notes[i]; i++)
+		cli_err("note: %s", notes[i]);
+	cli_free_notes(notes);
+	done->symbolize_s += now_s() - t1;
+	return ms;
 }
 
 /*
@@ -295,9 +324,15 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 		cli_err("out of memory");
 		rc = 1;
 	}
+	struct model *models = rc == 0 ? build_models(recs, nin, o, raw, quiet, sym, &done) : NULL;
+	if (!models)
+		rc = 1;
 	for (size_t k = 0; k < nin && rc == 0; k++)
-		rc = convert_one(&recs[k], o, raw, quiet, f, &part, sym, &done);
+		rc = convert_one(&models[k], o, f, &part, &done);
 	convert_part_end(&part); /* a writer's state, when a part failed */
+	for (size_t k = 0; models && k < nin; k++)
+		model_free(&models[k]);
+	free(models);
 	if (verbose) {
 		const char *w;
 		for (size_t i = 0; (w = sym_warning(sym, i)) != NULL; i++)

@@ -53,24 +53,26 @@ static int report_several(char **paths, size_t n, int salvage, int policy, int r
 	struct symbolizer *sym = rc == 0 ? sym_new() : NULL;
 	struct model *models = sym ? calloc(n, sizeof(*models)) : NULL;
 	size_t built = 0;
+	char **notes = NULL;
 	if (rc == 0) {
 		recording_sort_by_start(recs, n);
 		for (; models && built < n; built++)
 			if (model_build_shared(&models[built], &recs[built], policy, sym) < 0) {
 				model_free(&models[built]);
 				break;
-			} else if (!raw) {
-				struct model_cut cuts[8]; /* as for one recording (the note is left out) */
-				model_correct(&models[built], cuts, 8);
 			}
-		if (built < n) {
+		struct report_opts with = *o;
+		if (built == n && !raw)
+			with.notes = notes = cli_correct_programs(models, n);
+		if (built < n || (!raw && !notes)) {
 			cli_err("out of memory");
 			rc = 1;
-		} else if (report_processes(recs, models, n, stdout, o) < 0 || fflush(stdout) != 0) {
+		} else if (report_processes(recs, models, n, stdout, &with) < 0 || fflush(stdout) != 0) {
 			cli_err("cannot write the report to standard output");
 			rc = 1;
 		}
 	}
+	cli_free_notes(notes);
 	for (size_t k = 0; k < built; k++)
 		model_free(&models[k]);
 	free(models);

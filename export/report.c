@@ -1597,6 +1597,10 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
+		json_arr_begin(&j, "notes");
+		for (size_t i = 0; o->notes && o->notes[i]; i++)
+			json_str(&j, NULL, o->notes[i]);
+		json_arr_end(&j);
 		json_obj_begin(&j, "total");
 		json_u64(&j, "recordings", n);
 		json_u64(&j, "threads", threads);
@@ -1669,6 +1673,10 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 				fmt_ns(x->incl_cpu, b3), x->procs, fit(fn, W - 43 > 16 ? W - 43 : 16, nb));
 		}
 	}
+	if (o->notes && o->notes[0])
+		fputc('\n', out);
+	for (size_t i = 0; o->notes && o->notes[i]; i++)
+		print_wrapped(out, "note: ", o->notes[i], W);
 	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
 	free(rows);
 	free(progs);

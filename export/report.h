@@ -16,6 +16,7 @@ struct report_opts {
 	uint64_t stall_ns; /* an event-loop iteration this long is a stall (0: STALLS_DEFAULT_NS) */
 	const struct model_cut *cuts; /* what model_correct marked (a note says so) */
 	int ncuts;
+	char *const *notes; /* several recordings: notes for the end, NULL-terminated (or NULL) */
 };
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);

@@ -156,6 +156,46 @@ def t_make_build():
           "rhea convert of the build: status %d: %s" % (c.returncode, c.stderr[-300:]))
 
 
+
+def t_pooled_correction():
+    """helpers.c: eight short children of one program, each computing in
+    crunch() and calling alloc_helper() (malloc, free) between: the hooks
+    capture in alloc_helper() only.  One child's 15 sampling periods are too
+    few to correct its timeline; rhea report and rhea convert of all the
+    recordings judge the program on all its children's together (120):
+    alloc_helper() is thinned in each, its caller gets the time."""
+    out, _ = record("helpers", build("helpers"))
+    files = [out] + sorted(os.path.join(TMP, f) for f in os.listdir(TMP) if re.fullmatch(r"helpers\.\d+\.rhea", f))
+    check(len(files) == 9, "recordings %s, want the parent's and 8 children's" % files)
+    child = report(files[1])
+    check(child["timeline_corrections"] == [], "one child alone was corrected: %s" % child["timeline_corrections"])
+    periods = child["cpu_profile"]["samples"]
+    check(8 <= periods < 50, "a child has %d sampling periods, want 8..49 (150 ms of CPU)" % periods)
+
+    def self_shares(extra):
+        p = subprocess.run([RHEA, "report", "--json"] + extra + files, capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "rhea report of all: " + p.stderr.strip()[-300:])
+        rep = json.loads(p.stdout)
+        mine = {f["name"]: f["self_cpu_ns"] for f in rep["functions"] if f["module"] == "helpers"}
+        total = sum(mine.values())
+        check(total > 0, "no CPU in helpers' functions: %s" % rep["functions"][:5])
+        return rep, {k: v / total for k, v in mine.items()}
+
+    raw, shares = self_shares(["--timeline", "raw"])
+    check(shares.get("alloc_helper", 0) > 0.7, "as captured, alloc_helper has %.0f%% of the self CPU, want > 70%%: %s"
+          % (100 * shares.get("alloc_helper", 0), shares))
+    check(raw.get("notes", []) == [], "--timeline raw has notes: %s" % raw.get("notes"))
+    rep, shares = self_shares([])
+    check(shares.get("alloc_helper", 0) < 0.1 and shares.get("child_main", 0) > 0.7,
+          "pooled, alloc_helper has %.0f%% of the self CPU (want < 10%%), child_main %.0f%% (want > 70%%)"
+          % (100 * shares.get("alloc_helper", 0), 100 * shares.get("child_main", 0)))
+    check(len(rep.get("notes", [])) == 1 and rep["notes"][0].startswith("helpers, 9 processes: ") and
+          "alloc_helper" in rep["notes"][0], "notes %s" % rep.get("notes"))
+    pf = os.path.join(TMP, "helpers.pftrace")
+    c = subprocess.run([RHEA, "convert", "-o", pf] + files, capture_output=True, text=True, timeout=120)
+    check(c.returncode == 0 and "note: helpers, 9 processes: " in c.stderr and "alloc_helper" in c.stderr,
+          "rhea convert of all: status %d: %s" % (c.returncode, c.stderr[-400:]))
+
 # ---- blocking attribution -------------------------------------------------
 
 def t_lock_wait_and_waker():
@@ -642,7 +682,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 

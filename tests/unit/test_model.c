@@ -341,6 +341,65 @@ Test(model, correct_nested_helpers_keep_the_samplers_shares)
 	cr_assert(c >= 400 && c <= 600, "C has %.1f ms of 2000, want about 500", c);
 }
 
+/* C's CPU on model m's timeline, in ms. */
+static double c_cpu_ms(struct model *m, struct rec_thread *t)
+{
+	cur = m;
+	nslices = 0;
+	struct model_cb cb = {NULL, on_end, NULL};
+	model_walk_thread(m, t, &cb);
+	double c = 0;
+	for (int i = 0; i < nslices; i++)
+		if (strstr(slices[i].name, "0x300"))
+			c += (double)slices[i].cpu / MS;
+	return c;
+}
+
+/*
+ * Three processes of one program (a build's compiler runs), each computing
+ * 300 ms with 30 of the sampler's periods, none of them in C: too few for
+ * one process to tell (30 < 50), enough together (90).  Pooled, C is
+ * thinned in each; the shares reported are the pooled ones.
+ */
+Test(model, correct_pooled_over_processes)
+{
+	const int arg[2] = {30, 0};
+	computing_thread(300, first_at_c, arg);
+	static struct recording recs[3];
+	static struct rec_thread ths[3];
+	static struct model ms[3];
+	struct model *group[3];
+	for (int k = 0; k < 3; k++) {
+		ths[k] = th;
+		ths[k].samples = malloc(th.nsamples * sizeof(struct rhea_sample));
+		memcpy(ths[k].samples, th.samples, th.nsamples * sizeof(struct rhea_sample));
+		recs[k] = rec;
+		recs[k].threads = &ths[k];
+		cr_assert_eq(model_build(&ms[k], &recs[k], MODEL_END_NEXT), 0);
+		ms[k].funcs[ms[k].node_func[1]].root = 1;
+		group[k] = &ms[k];
+	}
+	struct model_cut cut[4];
+	cr_assert_eq(model_correct(&ms[0], cut, 4), 0, "one process alone: too few periods");
+	cr_assert_geq(c_cpu_ms(&ms[0], &ths[0]), 280);
+	cr_assert_eq(model_correct_pooled(group, 3, cut, 4), 1, "pooled: C thinned");
+	cr_assert_eq(cut[0].model, &ms[0]);
+	cr_assert_eq(cut[0].func, ms[0].node_func[3]);
+	cr_assert_gt(cut[0].timeline, 0.9);
+	cr_assert_lt(cut[0].sampler, 0.01);
+	for (int k = 0; k < 3; k++) {
+		double c = c_cpu_ms(&ms[k], &ths[k]);
+		cr_assert_leq(c, 6, "process %d: C keeps %.1f ms of 300", k, c);
+	}
+	/* and again with one process left out: 60 periods, still enough */
+	cr_assert_eq(model_correct_pooled(group + 1, 2, cut, 4), 1);
+	cr_assert_eq(cut[0].model, &ms[1]);
+	for (int k = 0; k < 3; k++) {
+		model_free(&ms[k]);
+		free(ths[k].samples);
+	}
+}
+
 /* Addresses no module claims (JIT code without a perf map): those within
  * 64 bytes of the previous one are one function, named after the lowest
  * (0x5030 -> 0x5070 is 64: joined); farther ones (0x50b1, 65 bytes on) are
