@@ -92,14 +92,16 @@ static int by_site_bytes(const void *a, const void *b)
 	return (x->bytes < y->bytes) - (x->bytes > y->bytes);
 }
 
-/* "1.23 s", "45.6 ms", "789 us", "12 ns": 4 significant-ish digits. */
+/* "1.23 s", "45.6 ms", "789 us", "12 ns": 4 significant-ish digits, each
+ * unit from where the value rounds to its first step (9.996 s is "10.0 s",
+ * not "10.00 s"; 999.96 ms is "1.00 s", not "1000.0 ms"). */
 static const char *fmt_ns(uint64_t ns, char *buf)
 {
-	if (ns >= 10000000000ull)
+	if (ns >= 9995000000ull)
 		sprintf(buf, "%.1f s", ns / 1e9);
-	else if (ns >= 1000000000ull)
+	else if (ns >= 999950000ull)
 		sprintf(buf, "%.2f s", ns / 1e9);
-	else if (ns >= 1000000)
+	else if (ns >= 999950)
 		sprintf(buf, "%.1f ms", ns / 1e6);
 	else if (ns >= 1000)
 		sprintf(buf, "%.1f us", ns / 1e3);
@@ -110,9 +112,9 @@ static const char *fmt_ns(uint64_t ns, char *buf)
 
 static const char *fmt_count(uint64_t v, char *buf)
 {
-	if (v >= 10000000000ull)
+	if (v >= 9999950000ull)
 		sprintf(buf, "%.1fG", v / 1e9);
-	else if (v >= 10000000)
+	else if (v >= 9999950)
 		sprintf(buf, "%.1fM", v / 1e6);
 	else if (v >= 100000)
 		sprintf(buf, "%.1fk", v / 1e3);
@@ -1406,6 +1408,7 @@ static int by_prog_cpu(const void *a, const void *b)
 struct xfunc {
 	const char *name, *module; /* the first model's strings */
 	uint64_t self_ns, self_cpu, incl_ns, incl_cpu;
+	uint64_t cp_self, cp_incl; /* the sampler's periods (the CPU profile) */
 	uint32_t procs;            /* processes (recordings) it ran in */
 	uint32_t last_proc;        /* + 1: the last recording counted in procs */
 };
@@ -1414,6 +1417,7 @@ struct xtab {
 	struct model names; /* the functions, interned by (name, module) as a model interns them */
 	struct xfunc *v;    /* by id in names; sorted once every model is in */
 	size_t n, cap;
+	uint64_t cp_total;  /* the sampler's periods, all processes */
 };
 
 static struct xfunc *xtab_get(struct xtab *t, const char *name, const char *module)
@@ -1442,31 +1446,46 @@ static struct xfunc *xtab_get(struct xtab *t, const char *name, const char *modu
 static int xtab_add(struct xtab *t, struct model *m, uint32_t k)
 {
 	struct agg a = {m, calloc(m->nfuncs ? m->nfuncs : 1, sizeof(struct fstat))};
-	if (!a.f)
-		return -1;
+	struct cpuprof cp;
+	build_cpuprof(m, &cp);
+	int rc = a.f && cp.self && cp.incl ? 0 : -1;
 	struct model_cb cb = {NULL, on_end, &a};
-	for (size_t i = 0; i < m->rec->nthreads; i++)
+	for (size_t i = 0; rc == 0 && i < m->rec->nthreads; i++)
 		model_walk_thread(m, &m->rec->threads[i], &cb);
-	for (uint32_t i = 0; i < m->nfuncs; i++) {
+	for (uint32_t i = 0; rc == 0 && i < m->nfuncs; i++) {
 		const struct fstat *f = &a.f[i];
-		if (!f->self_ns && !f->incl_ns)
+		if (!f->self_ns && !f->incl_ns && !cp.incl[i])
 			continue;
 		struct xfunc *x = xtab_get(t, m->funcs[i].name, m->funcs[i].module);
 		if (!x) {
-			free(a.f);
-			return -1;
+			rc = -1;
+			break;
 		}
 		x->self_ns += f->self_ns;
 		x->self_cpu += f->self_cpu;
 		x->incl_ns += f->incl_ns;
 		x->incl_cpu += f->incl_cpu;
+		x->cp_self += cp.self[i];
+		x->cp_incl += cp.incl[i];
 		if (x->last_proc != k + 1) {
 			x->last_proc = k + 1;
 			x->procs++;
 		}
 	}
+	t->cp_total += cp.total;
 	free(a.f);
-	return 0;
+	free(cp.self);
+	free(cp.incl);
+	return rc;
+}
+
+/* The profile's order: by the sampler's periods, self then inclusive. */
+static int by_xcp(const void *a, const void *b)
+{
+	const struct xfunc *x = *(const struct xfunc *const *)a, *y = *(const struct xfunc *const *)b;
+	if (x->cp_self != y->cp_self)
+		return (x->cp_self < y->cp_self) - (x->cp_self > y->cp_self);
+	return (x->cp_incl < y->cp_incl) - (x->cp_incl > y->cp_incl);
 }
 
 static int by_xself_cpu(const void *a, const void *b)
@@ -1543,6 +1562,14 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	}
 	if (xt.n > 1)
 		qsort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
+	/* the CPU profile of all of them: the functions the sampler found */
+	const struct xfunc **cpv = calloc(xt.n ? xt.n : 1, sizeof(*cpv));
+	size_t ncp = 0;
+	for (size_t i = 0; cpv && i < xt.n; i++)
+		if (xt.v[i].cp_incl)
+			cpv[ncp++] = &xt.v[i];
+	if (ncp > 1)
+		qsort(cpv, ncp, sizeof(*cpv), by_xcp);
 	char b1[64], b2[64], b3[64], b4[64], eb[64], nb[512];
 	if (o->json) {
 		struct json j;
@@ -1597,6 +1624,19 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
+		json_obj_begin(&j, "cpu_profile"); /* the sampler's periods of all processes */
+		json_u64(&j, "samples", xt.cp_total);
+		json_arr_begin(&j, "functions");
+		for (size_t i = 0; i < ncp; i++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "name", cpv[i]->name);
+			json_str(&j, "module", cpv[i]->module);
+			json_u64(&j, "self", cpv[i]->cp_self);
+			json_u64(&j, "inclusive", cpv[i]->cp_incl);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_obj_end(&j);
 		json_arr_begin(&j, "notes");
 		for (size_t i = 0; o->notes && o->notes[i]; i++)
 			json_str(&j, NULL, o->notes[i]);
@@ -1612,6 +1652,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		fputc('\n', out);
 		free(rows);
 		free(progs);
+		free(cpv);
 		free(xt.v);
 		model_free(&xt.names);
 		return ferror(out) ? -1 : 0;
@@ -1673,6 +1714,19 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 				fmt_ns(x->incl_cpu, b3), x->procs, fit(fn, W - 43 > 16 ? W - 43 : 16, nb));
 		}
 	}
+	if (ncp && cpv[0]->cp_self) {
+		fprintf(out, "\nCPU profile, all processes (%s sampling periods of threads' CPU)\n  %7s %7s %5s %s\n",
+			fmt_count(xt.cp_total, b1), "SELF", "INCL", "PROCS", "FUNCTION");
+		for (size_t i = 0; i < ncp && i < (size_t)o->top && cpv[i]->cp_self; i++) {
+			const struct xfunc *x = cpv[i];
+			char fn[600];
+			snprintf(fn, sizeof(fn), "%s%s%s%s", x->name, x->module ? " (" : "", x->module ? x->module : "",
+				 x->module ? ")" : "");
+			fprintf(out, "  %6.1f%% %6.1f%% %5u %s\n", 100.0 * (double)x->cp_self / (double)xt.cp_total,
+				100.0 * (double)x->cp_incl / (double)xt.cp_total, x->procs,
+				fit(fn, W - 25 > 16 ? W - 25 : 16, nb));
+		}
+	}
 	if (o->notes && o->notes[0])
 		fputc('\n', out);
 	for (size_t i = 0; o->notes && o->notes[i]; i++)
@@ -1680,6 +1734,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	fprintf(out, "\n(rhea report FILE for one of them; rhea convert FILE... for one Perfetto trace of all)\n");
 	free(rows);
 	free(progs);
+	free(cpv);
 	free(xt.v);
 	model_free(&xt.names);
 	return ferror(out) ? -1 : 0;

@@ -163,7 +163,8 @@ def t_pooled_correction():
     capture in alloc_helper() only.  One child's 15 sampling periods are too
     few to correct its timeline; rhea report and rhea convert of all the
     recordings judge the program on all its children's together (120):
-    alloc_helper() is thinned in each, its caller gets the time."""
+    alloc_helper() is thinned in each, its caller gets the time; their CPU
+    profile, the sampler's periods of all of them, puts the CPU in crunch()."""
     out, _ = record("helpers", build("helpers"))
     files = [out] + sorted(os.path.join(TMP, f) for f in os.listdir(TMP) if re.fullmatch(r"helpers\.\d+\.rhea", f))
     check(len(files) == 9, "recordings %s, want the parent's and 8 children's" % files)
@@ -191,6 +192,12 @@ def t_pooled_correction():
           % (100 * shares.get("alloc_helper", 0), 100 * shares.get("child_main", 0)))
     check(len(rep.get("notes", [])) == 1 and rep["notes"][0].startswith("helpers, 9 processes: ") and
           "alloc_helper" in rep["notes"][0], "notes %s" % rep.get("notes"))
+    # the sampler's profile of all the processes: crunch() has the CPU
+    cp = rep.get("cpu_profile", {})
+    prof = {f["name"]: f["self"] for f in cp.get("functions", []) if f["module"] == "helpers"}
+    check(cp.get("samples", 0) >= 8 * periods * 0.7 and prof.get("crunch", 0) > 0.8 * cp["samples"],
+          "the CPU profile of all: %s periods (a child has %d), crunch %s" % (cp.get("samples"), periods,
+                                                                             prof.get("crunch")))
     pf = os.path.join(TMP, "helpers.pftrace")
     c = subprocess.run([RHEA, "convert", "-o", pf] + files, capture_output=True, text=True, timeout=120)
     check(c.returncode == 0 and "note: helpers, 9 processes: " in c.stderr and "alloc_helper" in c.stderr,
