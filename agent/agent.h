@@ -269,6 +269,7 @@ struct block_info {
 	uint64_t object;
 	uint32_t owner, waker, waker_stack;
 	uint64_t release_ns;
+	int shared; /* a process-shared object: its releaser may be another process's */
 };
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b);
 /* Why the coasting ticker is woken: a capture used an epoch it made, or

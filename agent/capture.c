@@ -415,6 +415,8 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 		s.c_begin = b->c_begin;
 		s.h.flags |= RHEA_S_AT_CALL;
 	}
+	if (b->shared)
+		s.h.flags |= RHEA_S_SHARED;
 	else if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
 		s.c_begin.cpu_ns = b->cpu_begin;
 	note_capture(t, &s);

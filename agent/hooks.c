@@ -328,6 +328,30 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 	after_block(t, fn, &b);
 }
 
+/* glibc's internal kind bits (nptl/pthreadP.h): robust, PI, PP, shared */
+#define GLIBC_MUTEX_ROBUST 16
+#define GLIBC_MUTEX_PRIO_INHERIT 32
+#define GLIBC_MUTEX_PRIO_PROTECT 64
+#define GLIBC_MUTEX_PSHARED 128
+
+/*
+ * Process-shared objects, as glibc marks them (2.25 on): a condition
+ * variable in bit 0 of __wrefs, a semaphore by the int that follows its
+ * 64-bit value ("private": 0 for a private one, FUTEX_PRIVATE_FLAG for a
+ * shared one, sem_open's too, which glibc's futex calls turn around).  Their releaser may be in another process, whose releases this
+ * process's wait table never sees: the wait says so (RHEA_S_SHARED).
+ */
+static inline int cond_is_shared(pthread_cond_t *c)
+{
+	return (__atomic_load_n(&c->__data.__wrefs, __ATOMIC_RELAXED) & 1) != 0;
+}
+
+static inline int sem_is_shared(sem_t *s)
+{
+	const int *w = (const int *)(const void *)s;
+	return __atomic_load_n(&w[2], __ATOMIC_RELAXED) != 0;
+}
+
 /*
  * A wait on a synchronization object that is known to wait: registered in
  * the wait table so that the releaser can be named, and timed.  While this
@@ -338,11 +362,12 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
  * condition-variable pipeline made 24 of them per request otherwise); the
  * first long wait of a phase is then recorded without begin counters.
  */
-#define SYNC_WAIT(t, FN, obj, owner_expr, call)                                  \
+#define SYNC_WAIT(t, FN, obj, owner_expr, shared_expr, call)                     \
 	({                                                                       \
 		struct block_info b_ = {0};                                      \
 		b_.object = (uint64_t)(uintptr_t)(obj);                          \
 		b_.owner = (owner_expr);                                         \
+		b_.shared = (shared_expr);                                       \
 		b_.begin = rhea_now(); /* before registering: any release    \
 					  recorded after it may wake us */ \
 		b_.epoch0 = epoch_now();                                         \
@@ -614,7 +639,7 @@ EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 	}
 	return SYNC_WAIT(t, RHEA_FN_MUTEX_LOCK, m,
 			 (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED),
-			 real_pthread_mutex_lock(m));
+			 (m->__data.__kind & GLIBC_MUTEX_PSHARED) != 0, real_pthread_mutex_lock(m));
 }
 
 EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
@@ -643,10 +668,6 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
  * the unlock is skipped, but not the check after it: a waiter preempted
  * between registering with us and telling glibc may set 2 in between and
  * be woken by this unlock after a long wait. */
-/* glibc's internal kind bits (nptl/pthreadP.h): robust, PI, PP */
-#define GLIBC_MUTEX_ROBUST 16
-#define GLIBC_MUTEX_PRIO_INHERIT 32
-#define GLIBC_MUTEX_PRIO_PROTECT 64
 
 static inline int mutex_may_have_sleepers(pthread_mutex_t *m)
 {
@@ -715,7 +736,7 @@ RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1) /* async-signal-safe: m
 		return SYNC_WAIT(t, FN, l,                                       \
 				 (uint32_t)__atomic_load_n(&l->__data.__cur_writer, \
 							   __ATOMIC_RELAXED),    \
-				 real_##name(l));                                \
+				 l->__data.__shared != 0, real_##name(l));       \
 	}
 RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
 RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
@@ -801,7 +822,7 @@ EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
 	if (!t)
 		return real_pthread_cond_wait(c, m);
-	return SYNC_WAIT(t, RHEA_FN_COND_WAIT, c, 0, real_pthread_cond_wait(c, m));
+	return SYNC_WAIT(t, RHEA_FN_COND_WAIT, c, 0, cond_is_shared(c), real_pthread_cond_wait(c, m));
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts)
@@ -811,7 +832,8 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const s
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
 	if (!t)
 		return real_pthread_cond_timedwait(c, m, ts);
-	return SYNC_WAIT(t, RHEA_FN_COND_TIMEDWAIT, c, 0, real_pthread_cond_timedwait(c, m, ts));
+	return SYNC_WAIT(t, RHEA_FN_COND_TIMEDWAIT, c, 0, cond_is_shared(c),
+			 real_pthread_cond_timedwait(c, m, ts));
 }
 
 EXPORT int sem_timedwait(sem_t *s, const struct timespec *ts)
@@ -821,7 +843,7 @@ EXPORT int sem_timedwait(sem_t *s, const struct timespec *ts)
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
 	if (!t)
 		return real_sem_timedwait(s, ts);
-	return SYNC_WAIT(t, RHEA_FN_SEM_TIMEDWAIT, s, 0, real_sem_timedwait(s, ts));
+	return SYNC_WAIT(t, RHEA_FN_SEM_TIMEDWAIT, s, 0, sem_is_shared(s), real_sem_timedwait(s, ts));
 }
 
 EXPORT int sem_wait(sem_t *s)
@@ -837,7 +859,7 @@ EXPORT int sem_wait(sem_t *s)
 		return 0;
 	}
 	errno = e;
-	return SYNC_WAIT(t, RHEA_FN_SEM_WAIT, s, 0, real_sem_wait(s));
+	return SYNC_WAIT(t, RHEA_FN_SEM_WAIT, s, 0, sem_is_shared(s), real_sem_wait(s));
 }
 
 /* ---- io and net ---------------------------------------------------------- */

@@ -110,6 +110,7 @@ enum rhea_sample_flags {
 	RHEA_S_NOSTACK = 16,   /* unwinding failed or stack table full */
 	RHEA_S_WAKER = 32,     /* reserved: a release sample (not written by v1) */
 	RHEA_S_AT_CALL = 64,   /* BLOCK: c_begin was read when the call began */
+	RHEA_S_SHARED = 128,   /* BLOCK: on a process-shared object (its releaser may be another process's) */
 };
 
 /*

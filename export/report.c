@@ -330,6 +330,7 @@ struct wgroup {
 	uint64_t count, total, max, attributed;
 	uint64_t slept, slept_attributed; /* waits that blocked (voluntary switch) */
 	uint64_t unknown_sleep; /* no counters at the call: slept or not unknown */
+	uint64_t shared; /* on a process-shared object (RHEA_S_SHARED) */
 	struct who owners[8], releasers[8];
 	int nowners, nreleasers;
 };
@@ -392,6 +393,7 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 			int known = (s->h.flags & RHEA_S_AT_CALL) != 0;
 			int slept = known && s->c_end.nvcsw > s->c_begin.nvcsw;
 			g[j].unknown_sleep += !known;
+			g[j].shared += (s->h.flags & RHEA_S_SHARED) != 0;
 			g[j].slept += slept;
 			g[j].slept_attributed += slept && s->waker_tid;
 			if (s->waker_tid) {
@@ -477,6 +479,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_u64(j, "slept", g[i].slept);
 		json_u64(j, "slept_attributed", g[i].slept_attributed);
 		json_u64(j, "sleep_unknown", g[i].unknown_sleep);
+		json_u64(j, "process_shared", g[i].shared);
 		json_stack(j, "stack", m, g[i].stack);
 		json_arr_begin(j, "owners");
 		for (int k = 0; k < g[i].nowners; k++) {
@@ -773,6 +776,9 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 				     "    (the others were preempted or spun in the call, or are not known)\n",
 				fmt_count(g[i].count - g[i].attributed, b1),
 				fmt_count(g[i].slept - g[i].slept_attributed, b2));
+		if (g[i].shared)
+			fprintf(out, "    process-shared: a releaser in another process is not named (%s of the waits)\n",
+				fmt_count(g[i].shared, b1));
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");

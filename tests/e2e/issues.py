@@ -230,6 +230,37 @@ def t_lock_wait_and_waker():
     stacks_complete(rep, 0.99, "lockhold")
 
 
+def t_process_shared_waits():
+    """pshared.c: the child waits on a shared mutex, semaphore and condition
+    variable that the parent releases, then on a private semaphore a thread
+    of its own posts.  The three shared waits are marked process-shared and
+    name no waker; the private one is not marked and names its poster.
+    Durations: the releasers sleep 60 and 30 ms: 50..100 and 20..70 ms
+    (a releaser that wakes late lengthens the wait, never shortens it)."""
+    path, out = record("pshared", build("pshared"))
+    check("child waits done" in out, "stdout %r" % out)
+    kids = [f for f in os.listdir(TMP) if re.fullmatch(r"pshared\.\d+\.rhea", f)]
+    check(len(kids) == 1, "child recordings %s, want one" % kids)
+    rep = report(os.path.join(TMP, kids[0]))
+    waits = {}
+    for w in rep["waits"]:
+        if w["function"] in ("pthread_mutex_lock", "sem_wait", "pthread_cond_wait"):
+            waits.setdefault((w["function"], w["process_shared"] > 0), []).append(w)
+    for fn in ("pthread_mutex_lock", "sem_wait", "pthread_cond_wait"):
+        got = waits.get((fn, True), [])
+        check(len(got) == 1 and got[0]["count"] == 1 and got[0]["process_shared"] == 1,
+              "%s: want one process-shared wait, got %s" % (fn, got))
+        check(50 * MS <= got[0]["total_ns"] <= 100 * MS, "%s lasted %.1f ms, want 50..100" % (fn, got[0]["total_ns"] / MS))
+        check(got[0]["attributed"] == 0 and got[0]["releasers"] == [],
+              "%s on a shared object names a waker in the child: %s" % (fn, got[0]["releasers"]))
+    own = waits.get(("sem_wait", False), [])
+    check(len(own) == 1 and own[0]["attributed"] == 1 and len(own[0]["releasers"]) == 1 and
+          "poster" in own[0]["releasers"][0]["stack"], "the private semaphore's wait: %s" % own)
+    check(20 * MS <= own[0]["total_ns"] <= 70 * MS, "private wait lasted %.1f ms, want 20..70" % (own[0]["total_ns"] / MS))
+    check(("pthread_mutex_lock", False) not in waits and ("pthread_cond_wait", False) not in waits,
+          "waits on shared objects not marked: %s" % sorted(waits))
+
+
 def t_condvar_producers():
     prog = build("prodcons")
     path, out = record("prodcons", prog)
@@ -689,7 +720,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
