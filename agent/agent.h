@@ -301,6 +301,8 @@ static inline void epoch_consumed(uint32_t e, int clocked)
 /* The calling thread's stack now, for a release someone waits on: unwound
  * at most once per call site per 50 us, else the cached one.  0: none. */
 uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now);
+/* A RELEASE entry for a process-shared object someone may wait on. */
+void capture_shared_release(struct rhea_tstate *t, unsigned fn, uint64_t obj, uint64_t site, uint64_t when);
 uint64_t thread_cpu_now(struct rhea_tstate *t, uint64_t now);
 /* The calling thread's counters now (CPU, allocations, faults, switches). */
 void capture_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now);

@@ -448,6 +448,20 @@ uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t no
 	return stack;
 }
 
+void capture_shared_release(struct rhea_tstate *t, unsigned fn, uint64_t obj, uint64_t site, uint64_t now)
+{
+	struct rhea_release e;
+	memset(&e, 0, sizeof(e));
+	e.h.kind = RHEA_E_RELEASE;
+	e.h.size = sizeof(e);
+	e.tid = t->tid;
+	e.stack = capture_release_stack(t, site, now);
+	e.object = obj;
+	e.time_ns = now;
+	e.trigger = (uint16_t)fn;
+	emit(t, &e, sizeof(e));
+}
+
 void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods)
 {
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))

@@ -352,6 +352,13 @@ static inline int sem_is_shared(sem_t *s)
 	return __atomic_load_n(&w[2], __ATOMIC_RELAXED) != 0;
 }
 
+/* Threads wait on it: the high half of its 64-bit value word. */
+static inline int sem_has_waiters(sem_t *s)
+{
+	const uint64_t *d = (const uint64_t *)(const void *)s;
+	return (__atomic_load_n(d, __ATOMIC_RELAXED) >> 32) != 0;
+}
+
 /*
  * A wait on a synchronization object that is known to wait: registered in
  * the wait table so that the releaser can be named, and timed.  While this
@@ -692,7 +699,7 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * woken thread before its look after, is found there by a waiter that
  * finds no record (1 in 15000 contended mutex waits on a loaded machine
  * went unattributed without it). */
-#define RELEASE_HOOK(name, T, FN, MAY_BLOCK, BEFORE, AFTER)                      \
+#define RELEASE_HOOK(name, T, FN, MAY_BLOCK, BEFORE, AFTER, SHARED)              \
 	EXPORT int name(T *o)                                                    \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
@@ -702,6 +709,9 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 			return real_##name(o);                                   \
 		int before_ = (BEFORE);                                          \
 		int after_ = (AFTER);                                            \
+		/* (dated before the release: the woken waiter of another   \
+		 * process may run before this thread reads a clock after it) */ \
+		uint64_t shared_ns_ = unlikely(SHARED) ? rhea_now() : 0;         \
 		uint64_t prev_ = waits_releasing(t, (uint64_t)(uintptr_t)o, after_); \
 		/* (each look that finds a waiter reads the clock while the  \
 		 * ticker coasts: counted for its cost model) */             \
@@ -711,14 +721,20 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		if (after_)                                                      \
 			rhea_hot.timed += waits_release_after(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		waits_released(t, prev_, after_);                                \
+		if (unlikely(shared_ns_)) /* the waiter may be another process */ \
+			capture_shared_release(t, FN, (uint64_t)(uintptr_t)o, CALLER, shared_ns_); \
 		tick(t, FN);                                                     \
 		return r;                                                        \
 	}
-RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1)
-RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1)
-RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_)
-RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_)
-RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1) /* async-signal-safe: may not block */
+RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
+	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
+RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, o->__data.__shared != 0)
+RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_,
+	     before_ && cond_is_shared(o))
+RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_,
+	     before_ && cond_is_shared(o))
+RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, sem_is_shared(o) && sem_has_waiters(o))
+/* (sem_post: async-signal-safe, may not block) */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \
 	EXPORT int name(pthread_rwlock_t *l)                                     \

@@ -204,6 +204,14 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		r->nmeta++;
 		break;
 	}
+	case RHEA_E_RELEASE:
+		if (e->size < sizeof(struct rhea_release))
+			return -1;
+		if (!r->counts_only) {
+			r->releases = grow(r->releases, &r->releases_cap, r->nreleases + 1, sizeof(*r->releases));
+			memcpy(&r->releases[r->nreleases++], p, sizeof(*r->releases));
+		}
+		break;
 	case RHEA_E_STATS:
 		if (e->size < sizeof(struct rhea_stats))
 			return -1;
@@ -226,6 +234,12 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		break; /* a newer kind: skip */
 	}
 	return 0;
+}
+
+static int cmp_release(const void *a, const void *b)
+{
+	const struct rhea_release *x = a, *y = b;
+	return (x->time_ns > y->time_ns) - (x->time_ns < y->time_ns);
 }
 
 static int cmp_sample(const void *a, const void *b)
@@ -316,6 +330,8 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 	}
 	r->file_bytes = rfile_offset(rd);
 	rfile_close(rd);
+	if (r->nreleases > 1)
+		qsort(r->releases, r->nreleases, sizeof(*r->releases), cmp_release);
 	for (size_t i = 0; i < r->nthreads && !counts_only; i++) {
 		struct rec_thread *t = &r->threads[i];
 		if (t->nsamples > 1) /* a thread may have no sample at all */
@@ -346,6 +362,7 @@ void recording_free(struct recording *r)
 	free(r->nodes);
 	free(r->nodes_known);
 	free(r->sites);
+	free(r->releases);
 	for (size_t i = 0; i < r->nmeta; i++) {
 		free(r->meta[i].key);
 		free(r->meta[i].value);
@@ -402,6 +419,62 @@ static int by_start(const void *a, const void *b)
 void recording_sort_by_start(struct recording *recs, size_t n)
 {
 	qsort(recs, n, sizeof(*recs), by_start);
+}
+
+/* The latest release of obj in r within [begin, end] not by (self, tid). */
+static const struct rhea_release *latest_release(const struct recording *r, uint64_t obj, uint64_t begin,
+						 uint64_t end, int self, uint32_t tid)
+{
+	size_t lo = 0, hi = r->nreleases;
+	while (lo < hi) { /* the first release after end */
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->releases[mid].time_ns <= end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0 && r->releases[i].time_ns >= begin;)
+		if (r->releases[i].object == obj && !(self && r->releases[i].tid == tid))
+			return &r->releases[i];
+	return NULL;
+}
+
+long recording_xwakes(const struct recording *recs, size_t n, struct xwake **out)
+{
+	struct xwake *v = NULL;
+	size_t nv = 0, cap = 0;
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < recs[k].nthreads; i++) {
+			const struct rec_thread *t = &recs[k].threads[i];
+			for (size_t x = 0; x < t->nsamples; x++) {
+				const struct rhea_sample *s = &t->samples[x];
+				if ((s->h.flags & (RHEA_S_BLOCK | RHEA_S_SHARED)) != (RHEA_S_BLOCK | RHEA_S_SHARED) ||
+				    s->waker_tid)
+					continue;
+				struct xwake w = {k, s, 0, NULL};
+				for (size_t j = 0; j < n; j++) {
+					const struct rhea_release *r =
+						latest_release(&recs[j], s->object, s->begin_ns, s->end_ns, j == k, s->tid);
+					if (r && (!w.rel || r->time_ns > w.rel->time_ns)) {
+						w.rrec = j;
+						w.rel = r;
+					}
+				}
+				if (nv == cap) {
+					size_t nc = cap ? cap * 2 : 64;
+					struct xwake *nw = realloc(v, nc * sizeof(*v));
+					if (!nw) {
+						free(v);
+						return -1;
+					}
+					v = nw;
+					cap = nc;
+				}
+				v[nv++] = w;
+			}
+		}
+	*out = v;
+	return (long)nv;
 }
 
 void recording_program(const struct recording *r, char *buf, size_t len)

@@ -45,6 +45,8 @@ struct recording {
 	uint32_t nnodes;
 	struct rhea_site *sites; /* the last snapshot of each (serial, pc) */
 	size_t nsites;
+	struct rhea_release *releases; /* of process-shared objects, by time */
+	size_t nreleases, releases_cap;
 	struct rec_meta *meta;
 	size_t nmeta;
 	struct rhea_stats stats;
@@ -96,6 +98,24 @@ uint64_t recording_start(const struct recording *r);
 /* The program a recording is of, for people: its executable's name, else
  * its command's first word, without the directory ("?" when neither). */
 void recording_program(const struct recording *r, char *buf, size_t len);
+
+/*
+ * A wait on a process-shared object (RHEA_S_SHARED) that names no waker,
+ * and the release that ended it: of the same address, in another
+ * recording (or another thread of its own), the latest between the wait's
+ * begin and end.  The processes must see the object at the same address
+ * (memory shared before a fork: PostgreSQL's backends); rel is NULL when
+ * no recording has such a release.
+ */
+struct xwake {
+	size_t wrec;                      /* the waiter's recording */
+	const struct rhea_sample *wait;
+	size_t rrec;                      /* the releaser's, when rel */
+	const struct rhea_release *rel;
+};
+/* Every such wait of recs[0..n), paired where it can be: *out (malloc'ed),
+ * the count returned; -1 out of memory. */
+long recording_xwakes(const struct recording *recs, size_t n, struct xwake **out);
 
 /* Sort recordings (of one program's processes) by recording_start. */
 void recording_sort_by_start(struct recording *recs, size_t n);

@@ -79,6 +79,7 @@ enum rhea_entry_kind {
 	RHEA_E_PACKED2 = 10, /* struct rhea_packed2: samples of one thread, us times, change bits */
 	RHEA_E_PACKED3 = 11, /* struct rhea_packed2, flags = shift: PACKED2 with counters in steps */
 	RHEA_E_PACKED4 = 12, /* struct rhea_packed2, flags as PACKED3's: range coded */
+	RHEA_E_RELEASE = 13, /* struct rhea_release: a process-shared object released */
 };
 
 struct rhea_entry {
@@ -282,6 +283,21 @@ struct rhea_end {
 	uint64_t time_ns;
 	uint32_t reason; /* enum rhea_end_reason */
 	int32_t status;
+};
+
+/* A release of a process-shared object someone may wait on (a sem_post
+ * while the semaphore counts waiters, an unlock of a mutex with sleepers, a
+ * signal of a condition with waiters): the waiter may be another process,
+ * whose SHARED wait a reader of both recordings pairs with it. */
+struct rhea_release {
+	struct rhea_entry h;
+	uint32_t tid;
+	uint32_t stack;   /* the releaser's stack, 0 unknown */
+	uint64_t object;  /* its address in the releasing process */
+	uint64_t time_ns; /* right before the release */
+	uint16_t trigger; /* enum rhea_fn: sem_post, pthread_mutex_unlock... */
+	uint16_t pad16;
+	uint32_t pad32;
 };
 
 #endif

@@ -87,6 +87,7 @@
 _Static_assert(sizeof(struct rhea_chunk_header) == 32, "chunk header size");
 _Static_assert(sizeof(struct rhea_entry) == 8, "entry header size");
 _Static_assert(sizeof(RHEA_MAGIC) == 8, "magic size");
+_Static_assert(sizeof(struct rhea_release) == 40, "RELEASE entry size (doc/format.md)");
 
 #define RFILE_CHDR sizeof(struct rhea_chunk_header)
 /* Largest header_size the reader accepts: room for decades of new fields,
@@ -764,6 +765,8 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return rfile_fits(e, sizeof(struct rhea_end));
 	case RHEA_E_STATS:
 		return rfile_fits(e, sizeof(struct rhea_stats));
+	case RHEA_E_RELEASE:
+		return rfile_fits(e, sizeof(struct rhea_release));
 	default:
 		return 1;
 	}

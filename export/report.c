@@ -1504,6 +1504,103 @@ static int by_xself_cpu(const void *a, const void *b)
 	return (x->self_ns < y->self_ns) - (x->self_ns > y->self_ns);
 }
 
+/* Waits on process-shared objects woken from another process
+ * (recording_xwakes), grouped by the waiter's innermost frames and the
+ * releaser's program and frames. */
+struct xgroup {
+	unsigned trigger, rtrigger;
+	char wline[400], rline[400], rprog[64];
+	struct model *wm, *rm; /* for the JSON stacks: a representative pair */
+	const struct rhea_sample *wait;
+	uint32_t rstack;
+	uint64_t count, total, max;
+	uint32_t wprocs, rprocs;
+	uint8_t *wseen, *rseen; /* per recording */
+};
+
+static int by_xgroup_total(const void *a, const void *b)
+{
+	const struct xgroup *x = a, *y = b;
+	return (x->total < y->total) - (x->total > y->total);
+}
+
+static void xgroups_free(struct xgroup *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(g[i].wseen);
+		free(g[i].rseen);
+	}
+	free(g);
+}
+
+/* The groups (by total waited, *ngroups of them), and how many shared
+ * waits found no release (*unpaired).  NULL with *ngroups 0: none, or out
+ * of memory. */
+static struct xgroup *build_xgroups(struct recording *recs, struct model *models, size_t n, size_t *ngroups,
+				    uint64_t *unpaired)
+{
+	struct xwake *w = NULL;
+	long nw = recording_xwakes(recs, n, &w);
+	struct xgroup *g = NULL;
+	size_t ng = 0;
+	*unpaired = 0;
+	for (long i = 0; i < nw; i++) {
+		if (!w[i].rel) {
+			(*unpaired)++;
+			continue;
+		}
+		struct model *wm = &models[w[i].wrec], *rm = &models[w[i].rrec];
+		char wline[400], rline[400], rprog[64];
+		stack_line(wm, w[i].wait->stack, 4, wline, sizeof(wline));
+		stack_line(rm, w[i].rel->stack, 4, rline, sizeof(rline));
+		recording_program(&recs[w[i].rrec], rprog, sizeof(rprog));
+		size_t k = 0;
+		while (k < ng && !(g[k].trigger == w[i].wait->trigger && g[k].rtrigger == w[i].rel->trigger &&
+				   strcmp(g[k].wline, wline) == 0 && strcmp(g[k].rline, rline) == 0 &&
+				   strcmp(g[k].rprog, rprog) == 0))
+			k++;
+		if (k == ng) {
+			struct xgroup *ng_ = realloc(g, (ng + 1) * sizeof(*g));
+			if (ng_) {
+				g = ng_;
+				memset(&g[ng], 0, sizeof(*g));
+				g[ng].wseen = calloc(n, 1);
+				g[ng].rseen = calloc(n, 1);
+				ng++;
+			}
+			if (!ng_ || !g[k].wseen || !g[k].rseen) { /* out of memory: none shown */
+				xgroups_free(g, ng);
+				free(w);
+				*ngroups = 0;
+				return NULL;
+			}
+			g[k].trigger = w[i].wait->trigger;
+			g[k].rtrigger = w[i].rel->trigger;
+			snprintf(g[k].wline, sizeof(g[k].wline), "%s", wline);
+			snprintf(g[k].rline, sizeof(g[k].rline), "%s", rline);
+			snprintf(g[k].rprog, sizeof(g[k].rprog), "%s", rprog);
+			g[k].wm = wm;
+			g[k].rm = rm;
+			g[k].wait = w[i].wait;
+			g[k].rstack = w[i].rel->stack;
+		}
+		uint64_t d = w[i].wait->end_ns - w[i].wait->begin_ns;
+		g[k].count++;
+		g[k].total += d;
+		if (d > g[k].max)
+			g[k].max = d;
+		g[k].wprocs += !g[k].wseen[w[i].wrec];
+		g[k].wseen[w[i].wrec] = 1;
+		g[k].rprocs += !g[k].rseen[w[i].rrec];
+		g[k].rseen[w[i].rrec] = 1;
+	}
+	free(w);
+	if (ng > 1)
+		qsort(g, ng, sizeof(*g), by_xgroup_total);
+	*ngroups = ng;
+	return g;
+}
+
 int report_processes(struct recording *recs, struct model *models, size_t n, FILE *out,
 		     const struct report_opts *o)
 {
@@ -1568,6 +1665,10 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	}
 	if (xt.n > 1)
 		qsort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
+	/* waits on process-shared objects woken from another process */
+	size_t nxg = 0;
+	uint64_t xunpaired = 0;
+	struct xgroup *xg = models ? build_xgroups(recs, models, n, &nxg, &xunpaired) : NULL;
 	/* the CPU profile of all of them: the functions the sampler found */
 	const struct xfunc **cpv = calloc(xt.n ? xt.n : 1, sizeof(*cpv));
 	size_t ncp = 0;
@@ -1643,6 +1744,23 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		}
 		json_arr_end(&j);
 		json_obj_end(&j);
+		json_arr_begin(&j, "shared_wakes"); /* by total time waited */
+		for (size_t i = 0; i < nxg; i++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "function", rhea_fn_name(xg[i].trigger));
+			json_u64(&j, "waits", xg[i].count);
+			json_u64(&j, "processes", xg[i].wprocs);
+			json_u64(&j, "total_ns", xg[i].total);
+			json_u64(&j, "max_ns", xg[i].max);
+			json_stack(&j, "stack", xg[i].wm, xg[i].wait->stack);
+			json_str(&j, "waker_program", xg[i].rprog);
+			json_u64(&j, "waker_processes", xg[i].rprocs);
+			json_str(&j, "waker_function", rhea_fn_name(xg[i].rtrigger));
+			json_stack(&j, "waker_stack", xg[i].rm, xg[i].rstack);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_u64(&j, "shared_waits_unpaired", xunpaired);
 		json_arr_begin(&j, "notes");
 		for (size_t i = 0; o->notes && o->notes[i]; i++)
 			json_str(&j, NULL, o->notes[i]);
@@ -1659,6 +1777,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		free(rows);
 		free(progs);
 		free(cpv);
+		xgroups_free(xg, nxg);
 		free(xt.v);
 		model_free(&xt.names);
 		return ferror(out) ? -1 : 0;
@@ -1733,6 +1852,22 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 				fit(fn, W - 25 > 16 ? W - 25 : 16, nb));
 		}
 	}
+	if (nxg || xunpaired)
+		fprintf(out, "\nWaits on process-shared objects, woken from another process (by total time)\n");
+	for (size_t i = 0; i < nxg && i < (size_t)o->top; i++) {
+		char line[512];
+		fprintf(out, " %2zu. %s: %s waits in %u process%s, total %s, max %s\n", i + 1,
+			rhea_fn_name(xg[i].trigger), fmt_count(xg[i].count, b1), xg[i].wprocs,
+			xg[i].wprocs == 1 ? "" : "es", fmt_ns(xg[i].total, b2), fmt_ns(xg[i].max, b3));
+		fprintf(out, "    waiter:   %s\n", fit(xg[i].wline, W - 14, nb));
+		snprintf(line, sizeof(line), "%s in %s (%u process%s), at:", rhea_fn_name(xg[i].rtrigger), xg[i].rprog,
+			 xg[i].rprocs, xg[i].rprocs == 1 ? "" : "es");
+		fprintf(out, "    woken by: %s\n              %s\n", fit(line, W - 14, nb), fit(xg[i].rline, W - 14, nb));
+	}
+	if (xunpaired)
+		fprintf(out, "  %s waits on process-shared objects found no release in these recordings (a\n"
+			     "  releaser not recorded, or one that maps the object at another address)\n",
+			fmt_count(xunpaired, b1));
 	if (o->notes && o->notes[0])
 		fputc('\n', out);
 	for (size_t i = 0; o->notes && o->notes[i]; i++)
@@ -1741,6 +1876,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	free(rows);
 	free(progs);
 	free(cpv);
+	xgroups_free(xg, nxg);
 	free(xt.v);
 	model_free(&xt.names);
 	return ferror(out) ? -1 : 0;

@@ -235,6 +235,8 @@ def t_process_shared_waits():
     variable that the parent releases, then on a private semaphore a thread
     of its own posts.  The three shared waits are marked process-shared and
     name no waker; the private one is not marked and names its poster.
+    rhea report of both recordings pairs each shared wait with the
+    parent's release (unlock, post, signal) and its stack.
     Durations: the releasers sleep 60 and 30 ms: 50..100 and 20..70 ms
     (a releaser that wakes late lengthens the wait, never shortens it)."""
     path, out = record("pshared", build("pshared"))
@@ -259,6 +261,20 @@ def t_process_shared_waits():
     check(20 * MS <= own[0]["total_ns"] <= 70 * MS, "private wait lasted %.1f ms, want 20..70" % (own[0]["total_ns"] / MS))
     check(("pthread_mutex_lock", False) not in waits and ("pthread_cond_wait", False) not in waits,
           "waits on shared objects not marked: %s" % sorted(waits))
+    # Both recordings together: each shared wait paired with the parent's
+    # release of the same object (the parent's recording has them).
+    p = subprocess.run([RHEA, "report", "--json", path, os.path.join(TMP, kids[0])], capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, "rhea report of both: " + p.stderr.strip()[-300:])
+    both = json.loads(p.stdout)
+    got = {(x["function"], x["waker_function"]) for x in both["shared_wakes"]}
+    want = {("pthread_mutex_lock", "pthread_mutex_unlock"), ("sem_wait", "sem_post"),
+            ("pthread_cond_wait", "pthread_cond_signal")}
+    check(got == want and both["shared_waits_unpaired"] == 0,
+          "shared wakes %s (unpaired %s), want %s" % (sorted(got), both["shared_waits_unpaired"], sorted(want)))
+    for x in both["shared_wakes"]:
+        check(x["waits"] == 1 and x["waker_program"] == "pshared" and "main" in x["waker_stack"],
+              "shared wake %s" % x)
 
 
 def t_condvar_producers():
