@@ -259,6 +259,38 @@ static struct model *build_models(struct recording *recs, size_t n, const struct
 	return ms;
 }
 
+/* Perfetto, several recordings, every thread and the whole time: the flow
+ * arrows from releases of process-shared objects to the waits in other
+ * processes they ended (recording_xwakes), after the parts. */
+static int write_xflows(struct recording *recs, size_t nin, const struct convert_opts *o, FILE *f,
+			struct convert_part *part)
+{
+	if (o->format != CONVERT_PERFETTO || nin < 2 || o->nthreads || o->from_ns > 0 || o->to_ns >= 0)
+		return 0;
+	struct xwake *w = NULL;
+	long nw = recording_xwakes(recs, nin, &w);
+	struct perfetto_xflow *v = nw > 0 ? calloc((size_t)nw, sizeof(*v)) : NULL;
+	size_t n = 0;
+	for (long i = 0; v && i < nw; i++) {
+		if (!w[i].rel)
+			continue;
+		const struct recording *wr = &recs[w[i].wrec], *rr = &recs[w[i].rrec];
+		size_t wt = 0, rt = 0;
+		while (wt < wr->nthreads && !(w[i].wait >= wr->threads[wt].samples &&
+					       w[i].wait < wr->threads[wt].samples + wr->threads[wt].nsamples))
+			wt++;
+		while (rt < rr->nthreads && rr->threads[rt].tid != w[i].rel->tid)
+			rt++;
+		if (wt < wr->nthreads && rt < rr->nthreads)
+			v[n++] = (struct perfetto_xflow){w[i].rel->time_ns, w[i].wait->end_ns, (unsigned)w[i].rrec,
+							 (unsigned)w[i].wrec, rt, wt};
+	}
+	int rc = nw < 0 || (nw > 0 && !v) ? -1 : perfetto_write_xflows(f, part, v, n);
+	free(v);
+	free(w);
+	return rc;
+}
+
 /*
  * Convert the recordings in[0..nin) into one output.  Every recording is
  * loaded (and checked) before the output is created; with several, they
@@ -329,6 +361,8 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 		rc = 1;
 	for (size_t k = 0; k < nin && rc == 0; k++)
 		rc = convert_one(&models[k], o, f, &part, &done);
+	if (rc == 0)
+		rc = write_xflows(recs, nin, o, f, &part);
 	convert_part_end(&part); /* a writer's state, when a part failed */
 	for (size_t k = 0; models && k < nin; k++)
 		model_free(&models[k]);

@@ -185,6 +185,15 @@ struct convert_part {
 	void (*free_state)(void *); /* frees it when the parts stop early (convert_part_end) */
 };
 int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
+/* A release in recording rpart's thread rthread (indexes of the parts, in
+ * the order written, and of the recordings' threads) that ended a wait of
+ * recording wpart's thread wthread. */
+struct perfetto_xflow {
+	uint64_t release_ns, end_ns;
+	unsigned rpart, wpart;
+	size_t rthread, wthread;
+};
+int perfetto_write_xflows(FILE *out, struct convert_part *part, const struct perfetto_xflow *v, size_t n);
 int chrome_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int folded_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);
 int pprof_write_part(struct convert_ctx *c, FILE *out, struct convert_part *part);

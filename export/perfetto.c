@@ -488,6 +488,24 @@ static int cmp_flow_ev(const void *a, const void *b)
  * time order (instants on another sequence's track are allowed: tracks are
  * global).
  */
+/* The instants of ev[0..n) on the current sequence, in time order; frees ev. */
+static void put_flows(struct pf *p, struct flow_ev *ev, size_t n)
+{
+	if (n > 1)
+		qsort(ev, n, sizeof(*ev), cmp_flow_ev);
+	for (size_t i = 0; i < n; i++) {
+		packet_begin(p, ev[i].ts, 1);
+		pbwriter_begin(&p->w, TP_TRACK_EVENT);
+		pbwriter_varint(&p->w, TE_TYPE, TYPE_INSTANT);
+		pbwriter_varint(&p->w, TE_TRACK, ev[i].track);
+		pbwriter_string(&p->w, TE_NAME, ev[i].end ? "woken" : "release");
+		pbwriter_fixed64(&p->w, ev[i].end ? TE_TERMINATING_FLOW_IDS : TE_FLOW_IDS, ev[i].id);
+		pbwriter_end(&p->w);
+		packet_end(p);
+	}
+	free(ev);
+}
+
 static void write_flows(struct pf *p)
 {
 	struct convert_ctx *c = p->c;
@@ -524,23 +542,8 @@ static void write_flows(struct pf *p)
 			ev[n++] = (struct flow_ev){s->end_ns, track_uuid(p, UUID_THREAD0 + ti), id, 1};
 		}
 	}
-	if (n == 0) {
-		free(ev);
-		return;
-	}
-	qsort(ev, n, sizeof(*ev), cmp_flow_ev);
 	start_sequence(p, 2 + 2 * (uint32_t)c->r->nthreads + 1);
-	for (size_t i = 0; i < n; i++) {
-		packet_begin(p, ev[i].ts, 1);
-		pbwriter_begin(&p->w, TP_TRACK_EVENT);
-		pbwriter_varint(&p->w, TE_TYPE, TYPE_INSTANT);
-		pbwriter_varint(&p->w, TE_TRACK, ev[i].track);
-		pbwriter_string(&p->w, TE_NAME, ev[i].end ? "woken" : "release");
-		pbwriter_fixed64(&p->w, ev[i].end ? TE_TERMINATING_FLOW_IDS : TE_FLOW_IDS, ev[i].id);
-		pbwriter_end(&p->w);
-		packet_end(p);
-	}
-	free(ev);
+	put_flows(p, ev, n);
 }
 
 /* ---- stalls: event-loop iterations that ran too long (analysis/stalls.c) --- */
@@ -851,6 +854,44 @@ static void write_samples(struct pf *p, size_t ti)
 			packet_end(p);
 		}
 	}
+}
+
+/*
+ * After the parts of several recordings: flow arrows between processes,
+ * from a release of a process-shared object (a RELEASE entry) to the end
+ * of the wait in another process it ended (recording_xwakes), on a
+ * sequence of their own.  Tracks are the parts' (part index << 40 +
+ * thread track); flow ids after every part's.
+ */
+int perfetto_write_xflows(FILE *out, struct convert_part *part, const struct perfetto_xflow *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	struct pf *p = calloc(1, sizeof(*p));
+	struct flow_ev *ev = malloc(2 * n * sizeof(*ev));
+	if (!p || !ev) {
+		free(p);
+		free(ev);
+		return -1;
+	}
+	p->out = out;
+	p->seq_base = part->next_seq++;
+	pbwriter_init(&p->w);
+	uint64_t id = (uint64_t)part->index << 40;
+	for (size_t i = 0; i < n; i++) {
+		id++;
+		ev[2 * i] = (struct flow_ev){v[i].release_ns, ((uint64_t)v[i].rpart << 40) + UUID_THREAD0 + v[i].rthread,
+					     id, 0};
+		ev[2 * i + 1] = (struct flow_ev){v[i].end_ns, ((uint64_t)v[i].wpart << 40) + UUID_THREAD0 + v[i].wthread,
+						 id, 1};
+	}
+	start_sequence(p, 1);
+	put_flows(p, ev, 2 * n);
+	flush(p, 1);
+	int rc = p->err ? -1 : 0;
+	pbwriter_free(&p->w);
+	free(p);
+	return rc;
 }
 
 int perfetto_write(struct convert_ctx *c, FILE *out)

@@ -1162,8 +1162,53 @@ def t_wakeup(ctx):
     return "WakeUpBy = LockOwner = B; trace_processor flow release(B) -> woken(main)"
 
 
+def t_shared_wakeup(ctx):
+    """pshared.c: the parent releases a process-shared mutex, semaphore and
+    condition variable its child waits on (and a thread of the child posts
+    a private semaphore).  The two recordings in one trace: protoc decodes
+    it, and trace_processor finds three flows from "release" instants on
+    the parent's thread to "woken" ones on the child's, each within 100 ms
+    (the release is dated just before it happens), plus the child's own."""
+    for f in os.listdir(ctx.work):
+        if f.startswith("pshared."):
+            os.unlink(ctx.path(f))
+    base = ctx.path("pshared.rhea")
+    rc, so, se = ctx.run([ctx.rhea, "record", "-q", "-o", base, "--", os.path.join(ctx.bin, "pshared")])
+    if rc != 0:
+        raise Fail("record: status %d: %s" % (rc, se.strip()[:300]))
+    recs = [base] + sorted(ctx.path(f) for f in os.listdir(ctx.work) if re.fullmatch(r"pshared\.\d+\.rhea", f))
+    if len(recs) != 2:
+        raise Fail("want the parent's and the child's recordings, got %s" % recs)
+    parent, child = (ctx.report(r)["recording"]["pid"] for r in recs)
+    pf = ctx.path("pshared.pftrace")
+    rc, so, se = ctx.run([ctx.rhea, "convert", "-q", "-o", pf] + recs)
+    if rc != 0:
+        raise Fail("convert of both: status %d: %s" % (rc, se.strip()[:300]))
+    protoc_check(pf)
+    if not ctx.tp_dir:
+        return "protoc ok; flows not checked (no trace_processor)"
+    res = tp_query(ctx, pf, [
+        "select p1.pid as src_pid, s1.name as src, p2.pid as dst_pid, s2.name as dst, "
+        "s1.ts as src_ts, s2.ts as dst_ts from flow f "
+        "join slice s1 on f.slice_out = s1.id join thread_track k1 on s1.track_id = k1.id "
+        "join thread t1 using(utid) join process p1 on t1.upid = p1.upid "
+        "join slice s2 on f.slice_in = s2.id join thread_track k2 on s2.track_id = k2.id "
+        "join thread t2 on k2.utid = t2.utid join process p2 on t2.upid = p2.upid"])
+    flows = res[0]
+    across = [f for f in flows if (f["src_pid"], f["dst_pid"]) == (parent, child)]
+    inside = [f for f in flows if (f["src_pid"], f["dst_pid"]) == (child, child)]
+    if len(across) != 3 or len(inside) != 1 or len(flows) != 4:
+        raise Fail("flows %r: want 3 from the parent (%d) to the child (%d) and 1 inside the child"
+                   % (flows, parent, child))
+    for f in across:
+        if (f["src"], f["dst"]) != ("release", "woken") or not (0 <= f["dst_ts"] - f["src_ts"] <= 100 * MS):
+            raise Fail("flow %r: want release -> woken within 0..100 ms" % f)
+    return "trace_processor: 3 flows parent -> child, 1 inside the child"
+
+
 TESTS = [("known", t_known), ("loop", t_loop), ("filters", t_filters), ("bad_input", t_bad),
-         ("sigkill", t_sigkill), ("wakeup", t_wakeup), ("processes", t_processes)]
+         ("sigkill", t_sigkill), ("wakeup", t_wakeup), ("processes", t_processes),
+         ("shared_wakeup", t_shared_wakeup)]
 
 
 def main():

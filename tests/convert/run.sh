@@ -53,7 +53,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$work/bin"
-for src in "$root"/tests/scenarios/convert_*.c; do
+for src in "$root"/tests/scenarios/convert_*.c "$root"/tests/scenarios/pshared.c; do
 	prog=$(basename "$src" .c)
 	if ! $CC -O2 -g -Wall -Wextra -pthread -o "$work/bin/$prog" "$src"; then
 		echo "convert: cannot build $src" >&2

@@ -585,6 +585,17 @@ static void errors_within_a_step(const struct steps *c)
 	cr_assert_gt(c->max_err[0], 0, "nothing was stepped: the test tests nothing");
 }
 
+/* The entry in buf is of `kind`, at shift 4 with every counter in steps,
+ * and decodes to n samples whose errors stay within a step. */
+static void decodes_within_a_step(const uint8_t *buf, uint16_t kind, struct steps *c, int n)
+{
+	cr_assert_eq(((const struct rhea_entry *)buf)->kind, kind);
+	cr_assert_eq(((const struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, c), 0);
+	cr_assert_eq(c->n, n);
+	errors_within_a_step(c);
+}
+
 /* Typical samples (counters that only grow, c_begin between the previous
  * c_end and its own) through PACKED3: the promises of packed.h hold, the
  * errors stay within a step (an eighth of the largest difference here),
@@ -599,11 +610,7 @@ Test(packed, steps_keep_their_promises)
 	uint8_t *buf = malloc(cap), *buf2 = malloc(cap);
 	size_t len = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
 	cr_assert_gt(len, 0);
-	cr_assert_eq(((struct rhea_entry *)buf)->kind, RHEA_E_PACKED3);
-	cr_assert_eq(((struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
-	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, &c), 0);
-	cr_assert_eq(c.n, N);
-	errors_within_a_step(&c);
+	decodes_within_a_step(buf, RHEA_E_PACKED3, &c, N);
 	size_t len2 = packed_encode(p, N, buf2, cap);
 	cr_assert_lt(len, len2 * 9 / 10, "PACKED3 %zu bytes, PACKED2 %zu", len, len2);
 	/* shift 0 is PACKED2 */
@@ -632,11 +639,7 @@ Test(packed4, steps_keep_their_promises)
 	size_t len3 = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
 	size_t len = encode_rc_steps(p, N, buf, cap);
 	cr_assert_gt(len, 0);
-	cr_assert_eq(((struct rhea_entry *)buf)->kind, RHEA_E_PACKED4);
-	cr_assert_eq(((struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
-	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, check_steps, &c), 0);
-	cr_assert_eq(c.n, N);
-	errors_within_a_step(&c);
+	decodes_within_a_step(buf, RHEA_E_PACKED4, &c, N);
 	cr_assert_lt(len, len3, "PACKED4 %zu bytes, PACKED3 %zu", len, len3);
 	cr_assert_eq(packed_encode_rc(p, N, PACKED_SHIFT_MAX + 1, 0x7f, 1000, buf, cap), 0);
 	cr_assert_eq(packed_encode_rc(p, N, 4, 0x80, 1000, buf, cap), 0);
