@@ -415,10 +415,10 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 		s.c_begin = b->c_begin;
 		s.h.flags |= RHEA_S_AT_CALL;
 	}
-	if (b->shared)
-		s.h.flags |= RHEA_S_SHARED;
 	else if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
 		s.c_begin.cpu_ns = b->cpu_begin;
+	if (b->shared)
+		s.h.flags |= RHEA_S_SHARED;
 	note_capture(t, &s);
 	emit_now(t, &s);
 	maybe_emit_sites(t, b->end);

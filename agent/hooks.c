@@ -335,11 +335,14 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 #define GLIBC_MUTEX_PSHARED 128
 
 /*
- * Process-shared objects, as glibc marks them (2.25 on): a condition
- * variable in bit 0 of __wrefs, a semaphore by the int that follows its
- * 64-bit value ("private": 0 for a private one, FUTEX_PRIVATE_FLAG for a
- * shared one, sem_open's too, which glibc's futex calls turn around).  Their releaser may be in another process, whose releases this
- * process's wait table never sees: the wait says so (RHEA_S_SHARED).
+ * Process-shared objects, as glibc marks them (2.25 on): a mutex by a
+ * kind bit, a condition variable in bit 0 of __wrefs, a semaphore by the
+ * int that follows its 64-bit value ("private": 0 for a private one,
+ * FUTEX_PRIVATE_FLAG for a shared one, sem_open's too, which glibc's futex
+ * calls turn around).  Their releaser may be in another process, whose
+ * releases this process's wait table never sees: the wait says so
+ * (RHEA_S_SHARED), and the releaser writes a RELEASE entry
+ * (capture_shared_release) that a reader of both recordings pairs with it.
  */
 static inline int cond_is_shared(pthread_cond_t *c)
 {
