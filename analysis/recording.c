@@ -451,7 +451,7 @@ long recording_xwakes(const struct recording *recs, size_t n, struct xwake **out
 				if ((s->h.flags & (RHEA_S_BLOCK | RHEA_S_SHARED)) != (RHEA_S_BLOCK | RHEA_S_SHARED) ||
 				    s->waker_tid)
 					continue;
-				struct xwake w = {k, s, 0, NULL};
+				struct xwake w = {k, i, s, 0, NULL};
 				for (size_t j = 0; j < n; j++) {
 					const struct rhea_release *r =
 						latest_release(&recs[j], s->object, s->begin_ns, s->end_ns, j == k, s->tid);

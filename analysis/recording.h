@@ -108,7 +108,7 @@ void recording_program(const struct recording *r, char *buf, size_t len);
  * no recording has such a release.
  */
 struct xwake {
-	size_t wrec;                      /* the waiter's recording */
+	size_t wrec, wthread;             /* the waiter's recording, its thread there */
 	const struct rhea_sample *wait;
 	size_t rrec;                      /* the releaser's, when rel */
 	const struct rhea_release *rel;

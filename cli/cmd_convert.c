@@ -234,18 +234,15 @@ static struct model *build_models(struct recording *recs, size_t n, const struct
 		}
 	char **notes = NULL;
 	struct model_cut cuts[4];
-	int ncuts = 0;
-	if (built == n && !raw && n == 1)
+	int ncuts = 0, oom = !ms || built < n;
+	if (!oom && !raw && n == 1)
 		ncuts = model_correct(&ms[0], cuts, 4);
-	else if (built == n && !raw && !(notes = cli_correct_programs(ms, n)))
-		built = 0;
-	if (ms && built < n) {
-		for (size_t k = 0; k < built; k++)
+	else if (!oom && !raw)
+		oom = !(notes = cli_correct_programs(ms, n));
+	if (oom) {
+		for (size_t k = 0; ms && k < built; k++)
 			model_free(&ms[k]);
 		free(ms);
-		ms = NULL;
-	}
-	if (!ms) {
 		cli_err("out of memory");
 		return NULL;
 	}
@@ -274,16 +271,13 @@ static int write_xflows(struct recording *recs, size_t nin, const struct convert
 	for (long i = 0; v && i < nw; i++) {
 		if (!w[i].rel)
 			continue;
-		const struct recording *wr = &recs[w[i].wrec], *rr = &recs[w[i].rrec];
-		size_t wt = 0, rt = 0;
-		while (wt < wr->nthreads && !(w[i].wait >= wr->threads[wt].samples &&
-					       w[i].wait < wr->threads[wt].samples + wr->threads[wt].nsamples))
-			wt++;
+		const struct recording *rr = &recs[w[i].rrec];
+		size_t rt = 0;
 		while (rt < rr->nthreads && rr->threads[rt].tid != w[i].rel->tid)
 			rt++;
-		if (wt < wr->nthreads && rt < rr->nthreads)
+		if (rt < rr->nthreads)
 			v[n++] = (struct perfetto_xflow){w[i].rel->time_ns, w[i].wait->end_ns, (unsigned)w[i].rrec,
-							 (unsigned)w[i].wrec, rt, wt};
+							 (unsigned)w[i].wrec, rt, w[i].wthread};
 	}
 	int rc = nw < 0 || (nw > 0 && !v) ? -1 : perfetto_write_xflows(f, part, v, n);
 	free(v);
