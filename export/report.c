@@ -777,7 +777,8 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 				fmt_count(g[i].count - g[i].attributed, b1),
 				fmt_count(g[i].slept - g[i].slept_attributed, b2));
 		if (g[i].shared)
-			fprintf(out, "    process-shared: a releaser in another process is not named (%s of the waits)\n",
+			fprintf(out, "    process-shared (%s of the waits): a releaser in another process is named by\n"
+				     "    rhea report of both processes' recordings\n",
 				fmt_count(g[i].shared, b1));
 	}
 	if (!shown)
