@@ -112,47 +112,54 @@ const char *cli_getenv(const char *name)
  * processes: ..."), NULL-terminated (free with cli_free_notes), NULL when
  * out of memory.
  */
+/* The models in the order of their programs' names (then as given). */
+struct by_prog {
+	char name[256];
+	size_t k;
+};
+
+static int cmp_by_prog(const void *a, const void *b)
+{
+	const struct by_prog *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
 char **cli_correct_programs(struct model *ms, size_t n)
 {
 	char **notes = calloc(n + 1, sizeof(*notes));
 	struct model **group = calloc(n ? n : 1, sizeof(*group));
-	uint8_t *done = calloc(n ? n : 1, 1);
+	struct by_prog *order = calloc(n ? n : 1, sizeof(*order));
 	size_t nnotes = 0;
-	if (!notes || !group || !done) {
+	if (!notes || !group || !order) {
 		free(notes);
 		notes = NULL;
 		goto out;
 	}
 	for (size_t k = 0; k < n; k++) {
-		if (done[k])
-			continue;
-		char name[256], other[256];
-		recording_program(ms[k].rec, name, sizeof(name));
+		recording_program(ms[k].rec, order[k].name, sizeof(order[k].name));
+		order[k].k = k;
+	}
+	qsort(order, n, sizeof(*order), cmp_by_prog);
+	for (size_t i = 0, j; i < n; i = j) {
 		size_t g = 0;
-		for (size_t j = k; j < n; j++) {
-			if (done[j])
-				continue;
-			recording_program(ms[j].rec, other, sizeof(other));
-			if (strcmp(name, other) == 0) {
-				done[j] = 1;
-				group[g++] = &ms[j];
-			}
-		}
+		for (j = i; j < n && strcmp(order[j].name, order[i].name) == 0; j++)
+			group[g++] = &ms[order[j].k];
 		struct model_cut cuts[4];
 		int ncuts = model_correct_pooled(group, g, cuts, 4);
 		char note[1024];
 		if (model_cut_note(group[0], cuts, ncuts, note, sizeof(note))) {
-			size_t len = strlen(name) + strlen(note) + 64;
+			size_t len = strlen(order[i].name) + strlen(note) + 64;
 			char *s = malloc(len);
 			if (s) {
-				snprintf(s, len, "%s, %zu process%s: %s", name, g, g == 1 ? "" : "es", note);
+				snprintf(s, len, "%s, %zu process%s: %s", order[i].name, g, g == 1 ? "" : "es", note);
 				notes[nnotes++] = s;
 			}
 		}
 	}
 out:
 	free(group);
-	free(done);
+	free(order);
 	return notes;
 }
 
