@@ -207,6 +207,12 @@ static void flush(struct pf *p, int force)
 	}
 }
 
+/* Where the uuids (tracks, flows) of a trace's part-th recording start. */
+static inline uint64_t part_uuid_base(unsigned part)
+{
+	return (uint64_t)part << 40;
+}
+
 /* A track uuid of this recording's (several go into one trace). */
 static inline uint64_t track_uuid(const struct pf *p, uint64_t u)
 {
@@ -877,12 +883,12 @@ int perfetto_write_xflows(FILE *out, struct convert_part *part, const struct per
 	p->out = out;
 	p->seq_base = part->next_seq++;
 	pbwriter_init(&p->w);
-	uint64_t id = (uint64_t)part->index << 40;
+	uint64_t id = part_uuid_base(part->index);
 	for (size_t i = 0; i < n; i++) {
 		id++;
-		ev[2 * i] = (struct flow_ev){v[i].release_ns, ((uint64_t)v[i].rpart << 40) + UUID_THREAD0 + v[i].rthread,
+		ev[2 * i] = (struct flow_ev){v[i].release_ns, part_uuid_base(v[i].rpart) + UUID_THREAD0 + v[i].rthread,
 					     id, 0};
-		ev[2 * i + 1] = (struct flow_ev){v[i].end_ns, ((uint64_t)v[i].wpart << 40) + UUID_THREAD0 + v[i].wthread,
+		ev[2 * i + 1] = (struct flow_ev){v[i].end_ns, part_uuid_base(v[i].wpart) + UUID_THREAD0 + v[i].wthread,
 						 id, 1};
 	}
 	start_sequence(p, 1);
@@ -911,7 +917,7 @@ int perfetto_write_part(struct convert_ctx *c, FILE *out, struct convert_part *p
 	p->c = c;
 	p->out = out;
 	p->seq_base = part->next_seq;
-	p->uuid_base = (uint64_t)part->index << 40;
+	p->uuid_base = part_uuid_base(part->index);
 	part->next_seq += 5 + 2 * (uint32_t)c->r->nthreads;
 	part->index++;
 	pbwriter_init(&p->w);
