@@ -277,6 +277,32 @@ def t_process_shared_waits():
               "shared wake %s" % x)
 
 
+def t_late_releaser():
+    """A releaser held up between the hook's look at the mutex (nobody
+    sleeps on it) and glibc's unlock, which wakes a thread that went to
+    sleep on it meanwhile: that waiter names it (the look after the unlock,
+    made when the epoch moved during the hook)."""
+    prog = build("lateunlock")
+    shim = os.path.join(BUILD, "lateunlock_shim.so")
+    src = os.path.join(ROOT, "tests", "scenarios", "lateunlock.c")
+    if not os.path.exists(shim) or os.path.getmtime(shim) < os.path.getmtime(src):
+        subprocess.run(["cc", "-O2", "-g", "-DSHIM", "-shared", "-fPIC", "-o", shim, src, "-ldl"], check=True)
+    path, out = record("lateunlock", prog, env={"LD_PRELOAD": shim})
+    main_tid = int(out.split()[0])
+    rep = report(path)
+    waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock" and "wait_late" in w["stack"]]
+    check(len(waits) == 1 and waits[0]["count"] == 1, "want one mutex wait in wait_late, got %r" % waits)
+    w = waits[0]
+    # W waits from 5 ms into the 30 ms hold-up: 25 ms, within 5.
+    check(20 * MS <= w["total_ns"] <= 30 * MS, "wait lasted %.1f ms, want 25 +- 5" % (w["total_ns"] / MS))
+    check([r["tid"] for r in w["releasers"]] == [main_tid],
+          "woken by %r, want the main thread %d" % (w["releasers"], main_tid))
+    # (named by its record, with its stack, unless the waiter ran before it
+    # and found the releaser in its slot: then its thread only)
+    stack = w["releasers"][0]["stack"]
+    check(not stack or "release_late" in stack, "releaser stack %r lacks release_late" % stack)
+
+
 def t_condvar_producers():
     prog = build("prodcons")
     path, out = record("prodcons", prog)
@@ -736,7 +762,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_late_releaser, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
