@@ -39,10 +39,19 @@ AGENT_OBJS := $(CORE_SRCS:%.c=$(O)/agent/%.o) $(AGENT_SRCS:%.c=$(O)/agent/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 
-.PHONY: all test unit e2e issues convert crosscheck stress bench clean deps demo
+.PHONY: FORCE all test unit e2e issues convert crosscheck stress bench clean deps demo
 all: rhea librhea.so
 
-$(O)/cli/%.o: %.c
+# The compiler and flags of the objects in $(O): a change (SANITIZE=1 after
+# a plain build, another CC or CFLAGS) rebuilds them, instead of testing
+# what an earlier build left.
+BUILD_FLAGS := $(CC) $(CFLAGS) $(SANFLAGS)
+$(O)/flags: FORCE
+	@mkdir -p $(O)
+	@if [ "$$(cat $@ 2>/dev/null)" != "$(BUILD_FLAGS)" ]; then echo "$(BUILD_FLAGS)" >$@; fi
+FORCE:
+
+$(O)/cli/%.o: %.c $(O)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(SANFLAGS) -MMD -c $< -o $@
 
@@ -51,7 +60,7 @@ $(O)/cli/%.o: %.c
 # in malloc's and free's fast paths, which never capture (agent/fastpath.c).
 AGENT_FP := -fno-omit-frame-pointer
 $(O)/agent/agent/fastpath.o: AGENT_FP := -fomit-frame-pointer
-$(O)/agent/%.o: %.c
+$(O)/agent/%.o: %.c $(O)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -DRHEA_AGENT -fPIC -fvisibility=hidden \
 	    $(AGENT_FP) -ftls-model=initial-exec -MMD -c $< -o $@
