@@ -287,7 +287,9 @@ def t_late_releaser():
     src = os.path.join(ROOT, "tests", "scenarios", "lateunlock.c")
     if not os.path.exists(shim) or os.path.getmtime(shim) < os.path.getmtime(src):
         subprocess.run(["cc", "-O2", "-g", "-DSHIM", "-shared", "-fPIC", "-o", shim, src, "-ldl"], check=True)
-    path, out = record("lateunlock", prog, env={"LD_PRELOAD": shim})
+    # (rhea record passes its own LD_PRELOAD on, after the agent's; a CLI
+    # built with SANITIZE=1 must not refuse to run with one)
+    path, out = record("lateunlock", prog, env={"LD_PRELOAD": shim, "ASAN_OPTIONS": "verify_asan_link_order=0"})
     main_tid = int(out.split()[0])
     rep = report(path)
     waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock" and "wait_late" in w["stack"]]
