@@ -250,6 +250,19 @@ static int cmp_sample(const void *a, const void *b)
 	return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
 }
 
+/* Whether samples are already in cmp_sample's order, as a thread's
+ * usually are (out of it: a wait, written at its end, and the captures
+ * taken from outside while it lasted).  glibc's qsort, a merge sort,
+ * compares and copies (152 bytes a sample) all the same: 8% of a
+ * conversion to Perfetto of a million samples. */
+static int in_order(const struct rhea_sample *s, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (cmp_sample(&s[i - 1], &s[i]) > 0)
+			return 0;
+	return 1;
+}
+
 static int cmp_site(const void *a, const void *b)
 {
 	const struct rhea_site *x = a, *y = b;
@@ -334,7 +347,7 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 		qsort(r->releases, r->nreleases, sizeof(*r->releases), cmp_release);
 	for (size_t i = 0; i < r->nthreads && !counts_only; i++) {
 		struct rec_thread *t = &r->threads[i];
-		if (t->nsamples > 1) /* a thread may have no sample at all */
+		if (!in_order(t->samples, t->nsamples)) /* (usually they are) */
 			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
 	}
 	r->nsites = recording_reduce_sites(r->sites, r->nsites);

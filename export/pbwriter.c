@@ -26,8 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-
 void pbwriter_init(struct pbwriter *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -45,8 +43,7 @@ void pbwriter_reset(struct pbwriter *w)
 	w->depth = 0;
 }
 
-/* The slow path of reserve(). */
-static __attribute__((noinline)) int grow(struct pbwriter *w, size_t n)
+int pbwriter_grow(struct pbwriter *w, size_t n)
 {
 	if (w->oom)
 		return -1;
@@ -65,14 +62,6 @@ static __attribute__((noinline)) int grow(struct pbwriter *w, size_t n)
 	return 0;
 }
 
-/* Make room for n more bytes; 0 or -1 (then oom is set). */
-static inline int reserve(struct pbwriter *w, size_t n)
-{
-	if (__builtin_expect(!w->oom && w->len + n <= w->cap, 1))
-		return 0;
-	return grow(w, n);
-}
-
 int pbwriter_varint_size(uint64_t v)
 {
 	int n = 1;
@@ -88,31 +77,6 @@ uint64_t pbwriter_zigzag(int64_t v)
 	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
-static inline void put_varint(struct pbwriter *w, uint64_t v)
-{
-	uint8_t *p = w->buf + w->len;
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	w->len = (size_t)(p - w->buf);
-}
-
-void pbwriter_raw_varint(struct pbwriter *w, uint64_t v)
-{
-	if (reserve(w, 10) == 0)
-		put_varint(w, v);
-}
-
-void pbwriter_varint(struct pbwriter *w, uint32_t field, uint64_t v)
-{
-	if (reserve(w, 20) == 0) {
-		put_varint(w, ((uint64_t)field << 3) | WT_VARINT);
-		put_varint(w, v);
-	}
-}
-
 void pbwriter_int(struct pbwriter *w, uint32_t field, int64_t v)
 {
 	pbwriter_varint(w, field, (uint64_t)v);
@@ -125,9 +89,9 @@ void pbwriter_sint(struct pbwriter *w, uint32_t field, int64_t v)
 
 void pbwriter_fixed64(struct pbwriter *w, uint32_t field, uint64_t v)
 {
-	if (reserve(w, 18) != 0)
+	if (pbwriter_reserve(w, 18) != 0)
 		return;
-	put_varint(w, ((uint64_t)field << 3) | WT_I64);
+	pbwriter_put(w, ((uint64_t)field << 3) | PBWRITER_I64);
 	for (int i = 0; i < 8; i++)
 		w->buf[w->len++] = (uint8_t)(v >> (8 * i));
 }
@@ -141,10 +105,10 @@ void pbwriter_double(struct pbwriter *w, uint32_t field, double v)
 
 void pbwriter_bytes(struct pbwriter *w, uint32_t field, const void *p, size_t n)
 {
-	if (reserve(w, 20 + n) != 0)
+	if (pbwriter_reserve(w, 20 + n) != 0)
 		return;
-	put_varint(w, ((uint64_t)field << 3) | WT_LEN);
-	put_varint(w, n);
+	pbwriter_put(w, ((uint64_t)field << 3) | PBWRITER_LEN);
+	pbwriter_put(w, n);
 	if (n)
 		memcpy(w->buf + w->len, p, n);
 	w->len += n;
@@ -155,33 +119,14 @@ void pbwriter_string(struct pbwriter *w, uint32_t field, const char *s)
 	pbwriter_bytes(w, field, s, strlen(s));
 }
 
-void pbwriter_begin(struct pbwriter *w, uint32_t field)
+void pbwriter_end_long(struct pbwriter *w, size_t start, size_t n)
 {
-	if (w->depth >= PBWRITER_MAX_DEPTH) {
-		w->oom = 1; /* a programming error; make it visible as a failure */
-		return;
-	}
-	if (reserve(w, 11) != 0)
-		return;
-	put_varint(w, ((uint64_t)field << 3) | WT_LEN);
-	w->buf[w->len++] = 0; /* the length, one byte until we know better */
-	w->open[w->depth++] = w->len;
-}
-
-void pbwriter_end(struct pbwriter *w)
-{
-	if (w->oom || w->depth == 0)
-		return;
-	size_t start = w->open[--w->depth];
-	size_t n = w->len - start;
 	int extra = pbwriter_varint_size(n) - 1;
-	if (extra > 0) {
-		if (reserve(w, (size_t)extra) != 0)
-			return;
-		memmove(w->buf + start + extra, w->buf + start, n);
-	}
+	if (pbwriter_reserve(w, (size_t)extra) != 0)
+		return;
+	memmove(w->buf + start + extra, w->buf + start, n);
 	size_t save = w->len + (size_t)extra;
 	w->len = start - 1;
-	put_varint(w, n);
+	pbwriter_put(w, n);
 	w->len = save;
 }

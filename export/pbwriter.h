@@ -33,8 +33,6 @@ void pbwriter_free(struct pbwriter *w);
 /* Forget the buffered bytes (all messages must be closed). */
 void pbwriter_reset(struct pbwriter *w);
 
-/* Wire type 0: unsigned varint (also enums, bools, and int32/int64 >= 0). */
-void pbwriter_varint(struct pbwriter *w, uint32_t field, uint64_t v);
 /* int32/int64 fields: negative values take 10 bytes, as the spec says. */
 void pbwriter_int(struct pbwriter *w, uint32_t field, int64_t v);
 /* sint32/sint64 fields: zigzag. */
@@ -45,14 +43,83 @@ void pbwriter_double(struct pbwriter *w, uint32_t field, double v);
 void pbwriter_bytes(struct pbwriter *w, uint32_t field, const void *p, size_t n);
 void pbwriter_string(struct pbwriter *w, uint32_t field, const char *s);
 
-void pbwriter_begin(struct pbwriter *w, uint32_t field);
-void pbwriter_end(struct pbwriter *w);
-/* A bare varint (inside a packed field). */
-void pbwriter_raw_varint(struct pbwriter *w, uint64_t v);
 
 /* Bytes a varint takes (1..10). */
 int pbwriter_varint_size(uint64_t v);
 /* Zigzag-encode a signed value. */
 uint64_t pbwriter_zigzag(int64_t v);
+
+/*
+ * The calls a converter makes for every field (a million samples are some
+ * ten million of them) are inline: most tags are constants, and a call
+ * each was a quarter of a conversion to Perfetto.  The slow paths (a
+ * larger buffer, a message of 128 bytes or more) are not.
+ */
+enum { PBWRITER_VARINT = 0, PBWRITER_I64 = 1, PBWRITER_LEN = 2 };
+
+/* Room for n more bytes, after the buffered ones; -1 (oom set) if none. */
+int pbwriter_grow(struct pbwriter *w, size_t n);
+/* Close the innermost message, whose length takes more than a byte. */
+void pbwriter_end_long(struct pbwriter *w, size_t start, size_t n);
+
+static inline int pbwriter_reserve(struct pbwriter *w, size_t n)
+{
+	if (__builtin_expect(!w->oom && w->len + n <= w->cap, 1))
+		return 0;
+	return pbwriter_grow(w, n);
+}
+
+/* v at the end of the buffer, which has room for it. */
+static inline void pbwriter_put(struct pbwriter *w, uint64_t v)
+{
+	uint8_t *p = w->buf + w->len;
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	w->len = (size_t)(p - w->buf);
+}
+
+/* Wire type 0: unsigned varint (also enums, bools, and int32/int64 >= 0). */
+static inline void pbwriter_varint(struct pbwriter *w, uint32_t field, uint64_t v)
+{
+	if (pbwriter_reserve(w, 20) == 0) {
+		pbwriter_put(w, ((uint64_t)field << 3) | PBWRITER_VARINT);
+		pbwriter_put(w, v);
+	}
+}
+
+/* A bare varint (inside a packed field). */
+static inline void pbwriter_raw_varint(struct pbwriter *w, uint64_t v)
+{
+	if (pbwriter_reserve(w, 10) == 0)
+		pbwriter_put(w, v);
+}
+
+static inline void pbwriter_begin(struct pbwriter *w, uint32_t field)
+{
+	if (w->depth >= PBWRITER_MAX_DEPTH) {
+		w->oom = 1; /* a programming error; make it visible as a failure */
+		return;
+	}
+	if (pbwriter_reserve(w, 11) != 0)
+		return;
+	pbwriter_put(w, ((uint64_t)field << 3) | PBWRITER_LEN);
+	w->buf[w->len++] = 0; /* the length, one byte until we know better */
+	w->open[w->depth++] = w->len;
+}
+
+static inline void pbwriter_end(struct pbwriter *w)
+{
+	if (w->oom || w->depth == 0)
+		return;
+	size_t start = w->open[--w->depth];
+	size_t n = w->len - start;
+	if (__builtin_expect(n < 0x80, 1))
+		w->buf[start - 1] = (uint8_t)n;
+	else
+		pbwriter_end_long(w, start, n);
+}
 
 #endif
