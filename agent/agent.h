@@ -344,24 +344,20 @@ int waits_begin(uint64_t obj, uint64_t *snap);
 void waits_end(int way, uint64_t obj, uint64_t snap, uint64_t t0, uint32_t self, struct block_info *b);
 int waits_release_slow(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block);
 void waits_after_fork(void);
-/* Before releasing obj (called from site): if someone waits on it, record
- * this thread as the releaser, with its stack.  One load until the program
- * has waited for the first time (see waits.c). */
-static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
+/* Whether the program has ever waited (see waits.c): until then, no
+ * release has anyone to tell. */
+static inline int waits_any(void)
 {
-	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
-		return 0;
-	return waits_release_slow(t, obj, site, may_block);
+	return __builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) != 0, 0);
 }
 
-/* After the release: a waiter may have registered (and gone to sleep)
- * since the record before it, and been woken by this release; it finds
- * this record new.  Dated now: the woken thread needs microseconds to run,
- * this takes nanoseconds. */
-static inline int waits_release_after(struct rhea_tstate *t, uint64_t obj, uint64_t site,
-				      int may_block)
+/* Releasing obj (called from site): if someone waits on it, record this
+ * thread as the releaser, with its stack (before the release, and after it
+ * for a waiter that came in between: RELEASE_HOOK, hooks.c).  One load
+ * until the program has waited for the first time (see waits.c). */
+static inline int waits_release(struct rhea_tstate *t, uint64_t obj, uint64_t site, int may_block)
 {
-	if (__builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
+	if (!waits_any())
 		return 0;
 	return waits_release_slow(t, obj, site, may_block);
 }
@@ -371,7 +367,7 @@ static inline int waits_release_after(struct rhea_tstate *t, uint64_t obj, uint6
  * restored after (a signal handler's sem_post inside an unlock). */
 static inline uint64_t waits_releasing(struct rhea_tstate *t, uint64_t obj, int on)
 {
-	if (!on || __builtin_expect(__atomic_load_n(&rhea_waits_seen, __ATOMIC_RELAXED) == 0, 1))
+	if (!on || !waits_any())
 		return 0;
 	uint64_t prev = t->releasing;
 	/* ordered before the release itself, which the woken thread then

@@ -736,8 +736,8 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		if (before_)                                                     \
 			rhea_hot.timed += waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		int r = real_##name(o);                                          \
-		if (after_ && (LOOK))                                            \
-			rhea_hot.timed += waits_release_after(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
+		if (after_ && waits_any() && (LOOK))                             \
+			rhea_hot.timed += waits_release_slow(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		waits_released(t, prev_, after_);                                \
 		if (unlikely(shared_ns_)) /* the waiter may be another process */ \
 			capture_shared_release(t, FN, (uint64_t)(uintptr_t)o, CALLER, shared_ns_); \

@@ -172,7 +172,7 @@ static void *worker(void *arg)
 		} else {
 			__atomic_fetch_or(&released_by[tid], 1ull << ((obj - 0x100) / 64), __ATOMIC_RELEASE);
 			if (!waits_release(t, obj, 1, 1))
-				waits_release_after(t, obj, 1, 1);
+				waits_release(t, obj, 1, 1);
 		}
 		if (i % 500 == 0)
 			__atomic_fetch_add(&rhea_g.epoch, 1, __ATOMIC_RELAXED);
