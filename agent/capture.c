@@ -360,6 +360,10 @@ static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
  */
 #define QUIET_MERGE_NS 4000000ull
 
+/* (Owned here, released, and owned again by merge_or_emit when the
+ * capture does not merge quietly, rather than held across the getrusage:
+ * the exit path flushing the pending sample from another thread spins on
+ * it only a bounded while.) */
 static int merge_quietly(struct rhea_tstate *t, struct rhea_sample *s)
 {
 	if (!try_own_pending(t))

@@ -705,7 +705,7 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 }
 
 /* BEFORE: look before the release; AFTER (may use before_): look after it,
- * if LOOK (may use before_ and e0_, the epoch when the hook began) still
+ * if LOOK (may use before_ and e0_, E0 taken when the hook began) still
  * holds after the release.
  * Both, when both are on: a waiter that registers between the record made
  * before the release and the release itself is woken by it, but takes that
@@ -716,7 +716,7 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * woken thread before its look after, is found there by a waiter that
  * finds no record (1 in 15000 contended mutex waits on a loaded machine
  * went unattributed without it). */
-#define RELEASE_HOOK(name, T, FN, MAY_BLOCK, BEFORE, AFTER, LOOK, SHARED)        \
+#define RELEASE_HOOK(name, T, FN, MAY_BLOCK, BEFORE, AFTER, E0, LOOK, SHARED)    \
 	EXPORT int name(T *o)                                                    \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
@@ -724,7 +724,7 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
 		if (!t)                                                          \
 			return real_##name(o);                                   \
-		uint32_t e0_ __attribute__((unused)) = epoch_now();              \
+		uint32_t e0_ __attribute__((unused)) = (E0);                     \
 		int before_ = (BEFORE);                                          \
 		int after_ = (AFTER);                                            \
 		/* (dated before the release: the woken waiter of another   \
@@ -745,14 +745,14 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		return r;                                                        \
 	}
 RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
-	     before_ || epoch_now() != e0_ || rhea_g.ticker_coasting,
+	     epoch_now(), before_ || epoch_now() != e0_ || rhea_g.ticker_coasting,
 	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
-RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 1, o->__data.__shared != 0)
-RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_, 1,
+RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 0, 1, o->__data.__shared != 0)
+RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_, 0, 1,
 	     before_ && cond_is_shared(o))
-RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_, 1,
+RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_, 0, 1,
 	     before_ && cond_is_shared(o))
-RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 1, sem_is_shared(o) && sem_has_waiters(o))
+RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \
