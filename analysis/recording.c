@@ -12,6 +12,7 @@
  */
 #include "recording.h"
 #include "vec.h"
+#include "nodepack.h"
 #include "packed.h"
 #include "rfile.h"
 
@@ -74,6 +75,29 @@ static int take_decoded(void *arg, const struct rhea_sample *s)
 {
 	take_sample(arg, s);
 	return 0;
+}
+
+/* Room in the node table for nodes first_id .. first_id + count - 1:
+ * where they go, NULL when past what a table may hold. */
+static struct rhea_node *nodes_room(struct recording *r, uint32_t first_id, uint32_t count)
+{
+	uint64_t end = (uint64_t)first_id + count;
+	if (end > (1u << 31))
+		return NULL;
+	if (end > r->nnodes) {
+		uint32_t cap = r->nnodes ? r->nnodes : 1024;
+		while (cap < end)
+			cap *= 2;
+		r->nodes = realloc(r->nodes, (size_t)cap * sizeof(*r->nodes));
+		r->nodes_known = realloc(r->nodes_known, cap);
+		if (!r->nodes || !r->nodes_known) {
+			fprintf(stderr, "rhea: out of memory\n");
+			exit(1);
+		}
+		memset(r->nodes_known + r->nnodes, 0, cap - r->nnodes);
+		r->nnodes = cap;
+	}
+	return &r->nodes[first_id];
 }
 
 static int take_entry(struct recording *r, const struct rhea_entry *e)
@@ -154,24 +178,19 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		const struct rhea_nodes *n = (const void *)p;
 		if ((uint64_t)n->count * sizeof(struct rhea_node) > e->size - sizeof(*n))
 			return -1;
-		uint64_t end = (uint64_t)n->first_id + n->count;
-		if (end > (1u << 31))
+		struct rhea_node *to = nodes_room(r, n->first_id, n->count);
+		if (!to)
 			return -1;
-		if (end > r->nnodes) {
-			uint32_t cap = r->nnodes ? r->nnodes : 1024;
-			while (cap < end)
-				cap *= 2;
-			r->nodes = realloc(r->nodes, (size_t)cap * sizeof(*r->nodes));
-			r->nodes_known = realloc(r->nodes_known, cap);
-			if (!r->nodes || !r->nodes_known) {
-				fprintf(stderr, "rhea: out of memory\n");
-				exit(1);
-			}
-			memset(r->nodes_known + r->nnodes, 0, cap - r->nnodes);
-			r->nnodes = cap;
-		}
-		const struct rhea_node *src = (const void *)(n + 1);
-		memcpy(&r->nodes[n->first_id], src, (size_t)n->count * sizeof(*src));
+		memcpy(to, n + 1, (size_t)n->count * sizeof(*to));
+		memset(&r->nodes_known[n->first_id], 1, n->count);
+		break;
+	}
+	case RHEA_E_NODES2: {
+		const struct rhea_nodes2 *n = (const void *)p;
+		struct rhea_node *to;
+		if (rfile_entry_check(e) != 0 || !(to = nodes_room(r, n->first_id, n->count)) ||
+		    nodepack_decode(e, to) != 0)
+			return -1;
 		memset(&r->nodes_known[n->first_id], 1, n->count);
 		break;
 	}

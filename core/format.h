@@ -80,6 +80,7 @@ enum rhea_entry_kind {
 	RHEA_E_PACKED3 = 11, /* struct rhea_packed2, flags = shift: PACKED2 with counters in steps */
 	RHEA_E_PACKED4 = 12, /* struct rhea_packed2, flags as PACKED3's: range coded */
 	RHEA_E_RELEASE = 13, /* struct rhea_release: a process-shared object released */
+	RHEA_E_NODES2 = 14, /* struct rhea_nodes2: NODES coded small (compacted recordings) */
 };
 
 struct rhea_entry {
@@ -176,6 +177,16 @@ struct rhea_nodes {
 	uint32_t first_id;
 	uint32_t count;
 	/* struct rhea_node nodes[count] */
+};
+
+/* The same nodes coded small (core/nodepack.c, doc/format.md): coded_len
+ * bytes of varints follow, padded to 8. */
+struct rhea_nodes2 {
+	struct rhea_entry h;
+	uint32_t first_id;
+	uint32_t count;
+	uint32_t naddrs;    /* distinct addresses */
+	uint32_t coded_len; /* bytes that follow */
 };
 
 /*

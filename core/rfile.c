@@ -751,6 +751,13 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return rfile_fits(e, sizeof(*n) + (uint64_t)n->count *
 				  sizeof(struct rhea_node));
 	}
+	case RHEA_E_NODES2: {
+		/* (every node takes 2 bytes at least, an address 1) */
+		const struct rhea_nodes2 *n = (const void *)e;
+		if (rfile_fits(e, sizeof(*n)) < 0 || n->count > n->coded_len / 2 || n->naddrs > n->count)
+			return -1;
+		return rfile_fits(e, sizeof(*n) + (uint64_t)n->coded_len);
+	}
 	case RHEA_E_SITES: {
 		const struct rhea_sites *s = (const void *)e;
 		if (rfile_fits(e, sizeof(*s)) < 0)

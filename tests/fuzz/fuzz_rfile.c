@@ -4,7 +4,8 @@
  * rfile_fuzz_one() writes the input to a memfd, opens it by its
  * /proc/self/fd path like any recording, reads every chunk, walks and
  * checks every entry, touches each byte the checks allow and decodes the
- * packed samples (PACKED and PACKED2, core/packed.c), so that
+ * packed samples (PACKED to PACKED4, core/packed.c) and the coded stack
+ * nodes (NODES2, core/nodepack.c), so that
  * AddressSanitizer sees any read out of bounds.  The reader must return a
  * status for every input; a crash, a leak or a hang is a bug.
  *
@@ -14,7 +15,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 \
  *     -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -Icore \
- *     tests/fuzz/fuzz_rfile.c core/rfile.c core/packed.c -lzstd -lz \
+ *     tests/fuzz/fuzz_rfile.c core/rfile.c core/packed.c core/nodepack.c \
+ *     -lzstd -lz \
  *     -o build/fuzz_rfile
  *   mkdir -p build/fuzz_corpus && build/fuzz_rfile -seeds build/fuzz_corpus
  *   build/fuzz_rfile -max_total_time=300 build/fuzz_corpus
@@ -25,6 +27,7 @@
  * its own inputs, so the entry point is built and exercised by `make test`
  * even where libFuzzer is not installed.
  */
+#include "nodepack.h"
 #include "packed.h"
 #include "rfile.h"
 
@@ -64,6 +67,14 @@ static uint64_t fuzz_touch(const struct rhea_entry *e)
 			sum += (uint8_t)*s;
 	if (rhea_kind_packed(e->kind))
 		sum += (uint64_t)packed_decode(e, fuzz_sample, &sum);
+	if (e->kind == RHEA_E_NODES2) {
+		uint32_t count = ((const struct rhea_nodes2 *)e)->count;
+		struct rhea_node *v = malloc((count ? count : 1) * sizeof(*v));
+		if (v && nodepack_decode(e, v) == 0)
+			for (uint32_t i = 0; i < count; i++)
+				sum += v[i].addr + v[i].parent;
+		free(v);
+	}
 	return sum;
 }
 
@@ -169,6 +180,9 @@ static void fuzz_seed(const char *dir, const char *name, int chunks,
 			runp[k] = &run[k];
 		}
 		n += packed_encode(runp, 4, p + n, sizeof(buf) - 64 - n);
+		/* and stack nodes as compaction codes them */
+		struct rhea_node nodes[3] = {{0x401000, 0, 0}, {0x401200, 1, 0}, {0x401000, 2, 0}};
+		n += nodepack_encode(1, nodes, 3, p + n, sizeof(buf) - 64 - n);
 		if (c == chunks - 1)
 			memcpy(p + n, &end, sizeof(end)), n += sizeof(end);
 		rfile_write_chunk(&w, buf, n, compress);

@@ -137,6 +137,16 @@ static void write_recording(const char *path, int with_end)
 			   {{0x401234, 10u * (k + 1), 320u * (k + 1), 200, 1}, {0x405678, 3u * (k + 1), 90u * (k + 1), 201, 2}}};
 		memcpy(buf + len, &sites, sizeof(sites));
 		len += sizeof(sites);
+		if (k == 3) { /* more nodes later: 10..12 (7..9 never written) */
+			struct rhea_nodes more = {{RHEA_E_NODES, 0, sizeof(more) + 3 * sizeof(struct rhea_node)}, 10, 3};
+			memcpy(buf + len, &more, sizeof(more));
+			len += sizeof(more);
+			for (uint32_t i = 10; i <= 12; i++) {
+				struct rhea_node n = {0x7f0000002000ull - i * 40, i == 10 ? 3 : i - 1, 0};
+				memcpy(buf + len, &n, sizeof(n));
+				len += sizeof(n);
+			}
+		}
 		cr_assert_eq(rfile_write_chunk(&w, buf, len, 1), 0);
 	}
 	if (with_end) {
@@ -172,6 +182,30 @@ static char *read_all(const char *path, size_t *len)
 	return b;
 }
 
+/* Entries of this kind in the file at path; for PACKED4, *most: the most
+ * samples in one. */
+static int kind_entries(const char *path, uint16_t kind, uint32_t *most)
+{
+	struct rfile_reader *r;
+	cr_assert_eq(rfile_open(path, &r), RFILE_OK);
+	const void *pl;
+	size_t len;
+	int entries = 0;
+	while (rfile_next_chunk(r, &pl, &len) == RFILE_OK) {
+		size_t off = 0;
+		const struct rhea_entry *en;
+		while (rfile_next_entry(pl, len, &off, &en) == 1)
+			if (en->kind == kind) {
+				entries++;
+				uint32_t n = ((const struct rhea_packed2 *)en)->count;
+				if (kind == RHEA_E_PACKED4)
+					*most = n > *most ? n : *most;
+			}
+	}
+	rfile_close(r);
+	return entries;
+}
+
 /* b, compacted from a, holds what a holds: the end, the threads and their
  * samples (the CPU time within a step, never going down, exact at each
  * thread's last sample; the rest exact), nodes, metadata, sites.  Returns
@@ -193,10 +227,14 @@ static uint64_t check_same(struct recording *a, struct recording *b)
 		cr_assert_eq(b->sites[i].count, a->sites[i].count);
 		cr_assert_eq(b->sites[i].bytes, a->sites[i].bytes);
 	}
-	for (uint32_t id = 1; id <= 6; id++) {
-		cr_assert(b->nodes_known[id]);
-		cr_assert_eq(b->nodes[id].addr, a->nodes[id].addr);
-		cr_assert_eq(b->nodes[id].parent, a->nodes[id].parent);
+	for (uint32_t id = 0; id < 16; id++) {
+		int known = (id >= 1 && id <= 6) || (id >= 10 && id <= 12);
+		cr_assert_eq(a->nodes_known[id], known, "node %u", id);
+		cr_assert_eq(b->nodes_known[id], known, "node %u", id);
+		if (known) {
+			cr_assert_eq(b->nodes[id].addr, a->nodes[id].addr, "node %u", id);
+			cr_assert_eq(b->nodes[id].parent, a->nodes[id].parent, "node %u", id);
+		}
 	}
 	uint64_t stepped = 0;
 	for (int t = 0; t < THREADS; t++) {
@@ -257,6 +295,9 @@ Test(compact, same_recording_smaller)
 	cr_assert_eq(st.st_mode & 0777, 0640, "the file's mode is kept");
 	cr_assert_eq((uint64_t)st.st_size, res.bytes_after);
 	load(path, &b);
+	/* the nodes coded small, one entry per run of ids */
+	cr_assert_eq(kind_entries(path, RHEA_E_NODES, NULL), 0);
+	cr_assert_eq(kind_entries(path, RHEA_E_NODES2, NULL), 2);
 
 	uint64_t stepped = check_same(&a, &b);
 	cr_assert_gt(stepped, 0, "no counter was stepped: the test tests nothing");
@@ -309,28 +350,6 @@ Test(compact, leaves_alone_what_it_must)
 	cr_assert_neq(system(cmd), 0, "a temporary file was left behind");
 }
 
-/* PACKED4 entries in the file at path; *most: the most samples in one. */
-static int packed4_entries(const char *path, uint32_t *most)
-{
-	struct rfile_reader *r;
-	cr_assert_eq(rfile_open(path, &r), RFILE_OK);
-	const void *pl;
-	size_t len;
-	int entries = 0;
-	while (rfile_next_chunk(r, &pl, &len) == RFILE_OK) {
-		size_t off = 0;
-		const struct rhea_entry *en;
-		while (rfile_next_entry(pl, len, &off, &en) == 1)
-			if (en->kind == RHEA_E_PACKED4) {
-				entries++;
-				uint32_t n = ((const struct rhea_packed2 *)en)->count;
-				*most = n > *most ? n : *most;
-			}
-	}
-	rfile_close(r);
-	return entries;
-}
-
 /* Compact path, whose n samples must all stay: its PACKED4 entries, and
  * in *most the most samples in one. */
 static int compact_counting(const char *path, uint64_t n, uint32_t *most)
@@ -339,7 +358,7 @@ static int compact_counting(const char *path, uint64_t n, uint32_t *most)
 	char err[512];
 	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
 	cr_assert_eq(res.samples, n);
-	return packed4_entries(path, most);
+	return kind_entries(path, RHEA_E_PACKED4, most);
 }
 
 /* The file the agent would write of one thread's samples v[0..n): a
@@ -502,7 +521,7 @@ Test(compact, window_spills_and_keeps_everything)
 	cr_assert_lt(res.bytes_after, res1.bytes_after * 6 / 5, "windowed %llu bytes, in one go %llu",
 		     (unsigned long long)res.bytes_after, (unsigned long long)res1.bytes_after);
 	uint32_t most = 0;
-	int entries = packed4_entries(path, &most);
+	int entries = kind_entries(path, RHEA_E_PACKED4, &most);
 	cr_assert_geq(entries, 7, "%d PACKED4 entries: the window did not spill", entries);
 	cr_assert_leq(most, 500, "an entry of %u samples, more than the window", most);
 	recording_free(&a);
