@@ -80,7 +80,7 @@ enum rhea_entry_kind {
 	RHEA_E_PACKED3 = 11, /* struct rhea_packed2, flags = shift: PACKED2 with counters in steps */
 	RHEA_E_PACKED4 = 12, /* struct rhea_packed2, flags as PACKED3's: range coded */
 	RHEA_E_RELEASE = 13, /* struct rhea_release: a process-shared object released */
-	RHEA_E_NODES2 = 14, /* struct rhea_nodes2: NODES coded small (compacted recordings) */
+	RHEA_E_NODES2 = 14, /* struct rhea_nodes2: NODES coded small */
 };
 
 struct rhea_entry {

@@ -30,69 +30,70 @@
  */
 #include "nodepack.h"
 
-#ifndef RHEA_AGENT
-#include <stdlib.h>
 #include <string.h>
 
 #include "varint.h"
 
-/* addr -> index+1 (0: empty), open addressing */
-struct addrmap {
-	uint64_t *keys;
-	uint32_t *vals;
-	uint32_t mask;
-};
+#ifndef RHEA_AGENT
+#include <stdlib.h>
+#endif
 
-static uint32_t *addrmap_slot(struct addrmap *m, uint64_t addr)
+/* addr -> index+1 (0: empty), open addressing in w */
+static uint32_t *addrmap_slot(struct nodepack_work *w, uint64_t addr)
 {
-	uint32_t i = (uint32_t)((addr * 0x9e3779b97f4a7c15ull) >> 40) & m->mask;
-	while (m->vals[i] && m->keys[i] != addr)
-		i = (i + 1) & m->mask;
-	m->keys[i] = addr;
-	return &m->vals[i];
+	uint32_t mask = w->map_size - 1;
+	uint32_t i = (uint32_t)((addr * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+	while (w->vals[i] && w->keys[i] != addr)
+		i = (i + 1) & mask;
+	w->keys[i] = addr;
+	return &w->vals[i];
 }
 
-size_t nodepack_encode(uint32_t first_id, const struct rhea_node *n, uint32_t count, void *out, size_t cap)
+size_t nodepack_encode_in(uint32_t first_id, const struct rhea_node *n, uint32_t count, void *out, size_t cap,
+			  struct nodepack_work *w)
 {
 	struct rhea_nodes2 *h = out;
-	if (cap < sizeof(*h))
+	if (cap < sizeof(*h) || w->map_size < 2 * (uint64_t)count || (w->map_size & (w->map_size - 1)))
 		return 0;
-	uint32_t size = 16;
-	while (size < 2 * (uint64_t)count && size < (1u << 31))
-		size *= 2;
-	struct addrmap m = {malloc(size * sizeof(uint64_t)), calloc(size, sizeof(uint32_t)), size - 1};
-	uint32_t *index = malloc((count ? count : 1) * sizeof(uint32_t));
-	size_t len = 0;
-	if (!m.keys || !m.vals || !index)
-		goto out;
+	memset(w->vals, 0, (size_t)w->map_size * sizeof(*w->vals));
 
 	/* the distinct addresses, in the order they first occur */
 	struct cursor c = {(uint8_t *)(h + 1), (uint8_t *)out + cap, 0, 0};
 	uint32_t naddrs = 0;
 	uint64_t prev = 0;
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t *v = addrmap_slot(&m, n[i].addr);
+		uint32_t *v = addrmap_slot(w, n[i].addr);
 		if (!*v) {
 			*v = ++naddrs;
 			put(&c, zz((int64_t)(n[i].addr - prev)));
 			prev = n[i].addr;
 		}
-		index[i] = *v - 1;
+		w->index[i] = *v - 1;
 	}
 	for (uint32_t i = 0; i < count; i++)
 		put(&c, zz((int64_t)(first_id + i) - (int64_t)n[i].parent));
 	for (uint32_t i = 0; i < count; i++)
-		put(&c, index[i]);
+		put(&c, w->index[i]);
 	size_t total = (sizeof(*h) + c.len + 7) & ~(size_t)7;
 	if (c.err || total > cap || total > UINT32_MAX)
-		goto out;
+		return 0;
 	memset((uint8_t *)out + sizeof(*h) + c.len, 0, total - sizeof(*h) - c.len);
 	*h = (struct rhea_nodes2){{RHEA_E_NODES2, 0, (uint32_t)total}, first_id, count, naddrs, (uint32_t)c.len};
-	len = total;
-out:
-	free(m.keys);
-	free(m.vals);
-	free(index);
+	return total;
+}
+
+#ifndef RHEA_AGENT
+size_t nodepack_encode(uint32_t first_id, const struct rhea_node *n, uint32_t count, void *out, size_t cap)
+{
+	uint32_t size = 16;
+	while (size < 2 * (uint64_t)count && size < (1u << 31))
+		size *= 2;
+	struct nodepack_work w = {malloc(size * sizeof(uint64_t)), malloc(size * sizeof(uint32_t)),
+				  malloc((count ? count : 1) * sizeof(uint32_t)), size};
+	size_t len = w.keys && w.vals && w.index ? nodepack_encode_in(first_id, n, count, out, cap, &w) : 0;
+	free(w.keys);
+	free(w.vals);
+	free(w.index);
 	return len;
 }
 
