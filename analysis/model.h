@@ -47,6 +47,7 @@ struct model {
 	int policy;
 	int corrected; /* model_correct ran: a sample's reserved field says where
 			  its stack is cut (0: not) */
+	struct model_memo *memo; /* model_frames' stacks walked before (model.c) */
 };
 
 struct model_slice {

@@ -122,4 +122,22 @@ static inline void pbwriter_end(struct pbwriter *w)
 		pbwriter_end_long(w, start, n);
 }
 
+/* A nested message of two varint fields, all three field numbers below 16
+ * (one-byte tags): what a converter writes most (a Perfetto debug
+ * annotation: its name's iid and its value), in one go. */
+static inline void pbwriter_pair(struct pbwriter *w, uint32_t field, uint32_t f1, uint64_t v1, uint32_t f2,
+				 uint64_t v2)
+{
+	if (pbwriter_reserve(w, 24) != 0)
+		return;
+	uint8_t *p = w->buf + w->len;
+	p[0] = (uint8_t)(field << 3 | PBWRITER_LEN);
+	p[2] = (uint8_t)(f1 << 3 | PBWRITER_VARINT);
+	w->len += 3;
+	pbwriter_put(w, v1);
+	w->buf[w->len++] = (uint8_t)(f2 << 3 | PBWRITER_VARINT);
+	pbwriter_put(w, v2);
+	p[1] = (uint8_t)(w->buf + w->len - p - 2); /* at most 22 */
+}
+
 #endif

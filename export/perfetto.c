@@ -366,12 +366,9 @@ static void write_process(struct pf *p)
 
 /* ---- slices ------------------------------------------------------------ */
 
-static void annotation_u(struct pf *p, int name, uint64_t v)
+static inline void annotation_u(struct pf *p, int name, uint64_t v)
 {
-	pbwriter_begin(&p->w, TE_DEBUG);
-	pbwriter_varint(&p->w, DA_NAME_IID, (uint64_t)name);
-	pbwriter_varint(&p->w, DA_UINT, v);
-	pbwriter_end(&p->w);
+	pbwriter_pair(&p->w, TE_DEBUG, DA_NAME_IID, (uint64_t)name, DA_UINT, v);
 }
 
 static void slice_begin(void *arg, const struct rec_thread *t, const struct convert_slice *s)

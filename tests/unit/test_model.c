@@ -420,3 +420,56 @@ Test(model, unclaimed_addresses_close_together_are_one_function)
 				 (unsigned long)addr[i], mm.funcs[mm.node_func[i + 1]].name);
 	model_free(&mm);
 }
+
+/* ---- model_frames: stacks walked once, then copied -------------------- */
+
+/* The frames of a stack asked for again, with another room (max), come
+ * out as a first walk would give them: a chain longer than any room (cut
+ * to its innermost frames), a short one, one that breaks at a node never
+ * written ([unknown] root). */
+Test(model, frames_asked_again_are_the_same)
+{
+	enum { DEEP = 3000 };
+	free(rec.nodes);
+	free(rec.nodes_known);
+	rec.nnodes = DEEP + 16;
+	rec.nodes = calloc(rec.nnodes, sizeof(struct rhea_node));
+	rec.nodes_known = calloc(rec.nnodes, 1);
+	for (uint32_t id = 1; id <= DEEP; id++) { /* a chain, 7 functions in turn */
+		rec.nodes[id].addr = 0x1000 + (id % 7) * 0x100;
+		rec.nodes[id].parent = id - 1;
+		rec.nodes_known[id] = 1;
+	}
+	rec.nodes[DEEP + 1] = (struct rhea_node){0x2000, DEEP + 5, 0}; /* parent never written */
+	rec.nodes_known[DEEP + 1] = 1;
+	const uint32_t stacks[] = {DEEP, 100, 1, DEEP + 1, DEEP + 9 /* never written */};
+	const int rooms[] = {MODEL_MAX_FRAMES, 512, 4096, 50, 2, MODEL_MAX_FRAMES, 100, 101, 102};
+	enum { NS = sizeof(stacks) / sizeof(stacks[0]), NR = sizeof(rooms) / sizeof(rooms[0]) };
+	static uint32_t want[4096], got[4096];
+	struct model once, again;
+	cr_assert_eq(model_build(&again, &rec, MODEL_END_NEXT), 0);
+	for (int k = 0; k < NS; k++) {
+		struct rhea_sample s = {.stack = stacks[k]};
+		for (int r = 0; r < NR; r++) {
+			/* a first walk: a model that never saw the stack */
+			cr_assert_eq(model_build(&once, &rec, MODEL_END_NEXT), 0);
+			int nw = model_frames(&once, &s, want, rooms[r]);
+			model_free(&once);
+			int ng = model_frames(&again, &s, got, rooms[r]);
+			cr_assert_eq(ng, nw, "stack %u room %d: %d frames, not %d", stacks[k], rooms[r], ng, nw);
+			cr_assert_eq(memcmp(got, want, (size_t)nw * sizeof(*got)), 0, "stack %u room %d", stacks[k],
+				     rooms[r]);
+			cr_assert_leq(nw, rooms[r] - 1);
+		}
+	}
+	/* what the rooms give: the innermost frames, or all of them */
+	struct rhea_sample deep = {.stack = DEEP}, shortst = {.stack = 100}, broken = {.stack = DEEP + 1};
+	cr_assert_eq(model_frames(&again, &deep, got, MODEL_MAX_FRAMES), MODEL_MAX_FRAMES - 1);
+	/* (more than MODEL_MAX_FRAMES nodes up: a loop, taken for a break) */
+	cr_assert_eq(model_frames(&again, &deep, got, 4096), MODEL_MAX_FRAMES + 1);
+	cr_assert_eq(got[0], 0);
+	cr_assert_eq(model_frames(&again, &shortst, got, 512), 100);
+	cr_assert_eq(model_frames(&again, &broken, got, 512), 2);
+	cr_assert_eq(got[0], 0, "[unknown] root");
+	model_free(&again);
+}

@@ -291,3 +291,35 @@ Test(pbwriter, random_round_trip)
 		drop(&top);
 	}
 }
+
+/* pbwriter_pair writes what the general calls write: a nested message of
+ * two varint fields, whatever the values (1 to 10 bytes each), inside an
+ * open message or at the top. */
+Test(pbwriter, pair_as_the_general_calls)
+{
+	static const uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, 1ull << 35, UINT64_MAX - 1, UINT64_MAX};
+	struct pbwriter ref;
+	pbwriter_init(&ref);
+	for (int depth = 0; depth < 2; depth++)
+		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+			for (size_t j = 0; j < sizeof(vals) / sizeof(vals[0]); j++) {
+				pbwriter_reset(&w);
+				pbwriter_reset(&ref);
+				if (depth) {
+					pbwriter_begin(&w, 9);
+					pbwriter_begin(&ref, 9);
+				}
+				pbwriter_pair(&w, 4, 1, vals[i], 15, vals[j]);
+				pbwriter_begin(&ref, 4);
+				pbwriter_varint(&ref, 1, vals[i]);
+				pbwriter_varint(&ref, 15, vals[j]);
+				pbwriter_end(&ref);
+				if (depth) {
+					pbwriter_end(&w);
+					pbwriter_end(&ref);
+				}
+				cr_assert_eq(w.len, ref.len, "values %zu %zu", i, j);
+				cr_assert_eq(memcmp(w.buf, ref.buf, w.len), 0, "values %zu %zu", i, j);
+			}
+	pbwriter_free(&ref);
+}
