@@ -17,6 +17,7 @@ struct stacktab_node {
 struct stacktab {
 	struct stacktab_node *nodes; /* nodes[0] unused: id 0 = no stack */
 	uint32_t *slots;             /* open addressing: node ids, 0 = empty */
+	uint32_t *hv;                /* per node: what its children hash from */
 	uint64_t *touched;           /* atomic bits: pages of slots written to */
 	uint32_t max_nodes;          /* capacity of nodes, ids < max_nodes */
 	uint32_t nslots;             /* power of two, >= 2 * max_nodes */

@@ -52,6 +52,32 @@ Test(stacktab, intern_below_a_parent)
 	cr_assert_eq(stacktab_find(&t, ids[1], 4), 0);
 }
 
+Test(stacktab, deep_stacks_in_batches_and_pieces)
+{
+	/* 100 frames: over three of intern's batches of 32; then the same
+	 * stack interned in two pieces, and a sibling of its middle frame */
+	uint64_t a[100];
+	uint32_t ids[100], ids2[100];
+	for (int i = 0; i < 100; i++)
+		a[i] = 0x400000 + 16 * (uint64_t)(i % 7) + (uint64_t)i * 0x1000;
+	uint32_t leaf = stacktab_intern(&t, 0, a, 100, ids);
+	cr_assert_neq(leaf, 0);
+	cr_assert_eq(t.next_id, 101, "one node per frame");
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(t.nodes[ids[i]].addr, a[i]);
+		cr_assert_eq(t.nodes[ids[i]].parent, i ? ids[i - 1] : 0);
+		cr_assert_eq(stacktab_find(&t, i ? ids[i - 1] : 0, a[i]), ids[i], "frame %d found", i);
+	}
+	cr_assert_eq(stacktab_intern(&t, 0, a, 45, ids2), ids[44]);
+	cr_assert_eq(stacktab_intern(&t, ids2[44], a + 45, 55, ids2 + 45), leaf);
+	cr_assert_arr_eq(ids, ids2, sizeof(ids));
+	cr_assert_eq(t.next_id, 101, "nothing new");
+	uint64_t other = 0x999;
+	uint32_t sib = stacktab_intern(&t, ids[49], &other, 1, NULL);
+	cr_assert(sib != 0 && sib != ids[50]);
+	cr_assert_eq(stacktab_find(&t, ids[49], 0x999), sib);
+}
+
 Test(stacktab, full_table_fails_cleanly)
 {
 	struct stacktab small;
