@@ -326,7 +326,7 @@ if [ -s "$RAW" ] && awk -F'\t' '$1 == "w5" { f = 1 } END { exit !f }' "$RAW"; th
 fi
 
 # The perf-attributed direct cost (run.sh: attribute_run, bench/attribute.py).
-for a in w2 w1; do
+for a in w2 w1 w4; do
 	d=$WORK/attr-$a
 	[ -s "$d/title.txt" ] || continue
 	cat "$d/title.txt"
@@ -447,6 +447,7 @@ if [ -s "$WORK/summary.txt" ]; then
 	if [ -n "$w4cfg" ]; then
 		target_ci "W4 sqlite3 defaults: CPU overhead %" w4 "$w4cfg" rhea 5 5
 		target_ci "W4 sqlite3 defaults: CPU overhead %, start-up excluded (x*)" w4 "$w4cfg" rhea 11 5
+		target_attr "W4 sqlite3 defaults: direct CPU overhead % (perf-attributed)" "$WORK/attr-w4" 5
 		o_r=$(sumval w4 "$w4cfg" rhea 9)
 		o_p=$(sumval w4 "$w4cfg" perf-g 9)
 		[ -n "$o_r" ] && [ -n "$o_p" ] &&
@@ -485,7 +486,7 @@ echo "     runs more rounds than the rest (W2_ROUNDS, 15; 7 with QUICK=1; here $
 echo "     CPU time varies by about +-10 % from run to run here (70 % of it is kernel:"
 echo "     switches, socket reads and writes), and pairing adjacent runs does not remove that."
 echo "   - \"direct cost (perf-attributed)\": more runs under rhea (defaults; W2: $ATTR_RUNS of ten times"
-echo "     the requests at 4 kHz, the median one shown; W1: one at 2 kHz), profiled by perf"
+echo "     the requests at 4 kHz, the median one shown; W1 and W4: one at 2 kHz), profiled by perf"
 echo "     record --call-graph dwarf; bench/attribute.py sorts their samples into the agent's"
 echo "     (its code on the program's threads, the libraries and the kernel it calls, its"
 echo "     signals, its threads, the CLI) and the program's.  It is a lower bound of the"
