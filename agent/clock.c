@@ -133,13 +133,16 @@ uint32_t epoch_bump(int by_ticker)
  * clock: 10-20 us in the bench VM, a few on bare metal), a coasting one
  * an end clock read in every timed call and in every release someone
  * waits for (CLOCK_READ_NS: W2 on the bench VM, whose hooks spent 0.6%
- * more CPU coasting, about 15 ns per call; rounded up).  A mostly idle
+ * more CPU coasting, about 15 ns per call, when it was twice as fast;
+ * 20 ns let W2 coast half its run on the machine of 2026-11-27, where its
+ * hooks then cost ~40 ns more a call than the ticker's wake-ups saved:
+ * 6.6-6.9% direct cost against 6.0-6.2% with 40).  A mostly idle
  * server makes a few calls per interval and coasts; W2 makes ~600 a
  * millisecond, where both ways cost about the same, and ticks.  It coasts
  * when that costs less than half as much as ticking, and ticks again when
  * it costs more than 80%: no flapping in between.
  */
-#define CLOCK_READ_NS 20
+#define CLOCK_READ_NS 40
 #define CLOCK_GETTIME_NS 60 /* without a usable TSC: clock_gettime, 50 ns here */
 
 uint64_t clock_read_ns(void)

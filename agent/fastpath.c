@@ -12,6 +12,9 @@
  * to the real malloc.  Everything else - a new site, a capture, a thread
  * not registered yet, a class switched off - is hooks_malloc_other's job.
  * free's common case is one compare, the boot arena check and the jump.
+ * Every CLOCK_EVERY-th allocation of a site's run leaves the fast path as
+ * well: the slow path reads the TSC then (alloc_clock), which moves the
+ * epoch for a thread that only allocates, without the ticker.
  *
  * This file is compiled without frame pointers, unlike the rest of the
  * agent: these functions never capture (they leave that to hooks.c by a
@@ -36,7 +39,7 @@ extern void (*real_free)(void *) __attribute__((visibility("hidden")));
 EXPORT void *malloc(size_t n)
 {
 	uint64_t ret = (uint64_t)(uintptr_t)__builtin_return_address(0);
-	if (likely(rhea_hot.site_pc == ret) && likely(hot_gate_open())) {
+	if (likely(rhea_hot.site_pc == ret) && likely(hot_gate_open()) && likely(!site_clock_due())) {
 		site_note_same(n);
 		return real_malloc(n);
 	}

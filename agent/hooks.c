@@ -243,9 +243,11 @@ static inline void tick_as(struct rhea_tstate *t, unsigned fn, int clocked)
 	}
 }
 
-/* Maybe capture, at the end of a hook that read no clock... */
+/* Maybe capture, at the end of a hook that read no clock (and now and
+ * then read one: untimed_note)... */
 static inline void tick(struct rhea_tstate *t, unsigned fn)
 {
+	untimed_note();
 	tick_as(t, fn, 0);
 }
 
@@ -402,7 +404,8 @@ static inline int sem_has_waiters(sem_t *s)
 static inline void alloc_done(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
 {
 	site_note(t, site, n);
-	tick(t, fn);
+	alloc_clock();
+	tick_as(t, fn, 0);
 }
 
 /*
@@ -440,6 +443,7 @@ static __attribute__((noinline)) void alloc_capture(struct rhea_tstate *t, unsig
 static inline void alloc_count(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
 {
 	site_note(t, site, n);
+	alloc_clock();
 	if (unlikely(rhea_hot.last_epoch != rhea_g.epoch))
 		alloc_capture(t, fn);
 }

@@ -640,18 +640,20 @@ def coast_run(env=None, max_wakes=100):
 def t_ticker_coasts():
     # A mostly idle server's captures all follow clock reads: the ticker
     # coasts instead of waking every millisecond.  Then a thread whose hooks
-    # read no clock starts allocating: the ticker must tick again for it.
+    # read no clock starts allocating: it moves the epoch itself (a TSC read
+    # every 64 hooks) and captures every interval while the ticker coasts on.
     # 300 ms of requests every 5 ms: ~300 wake-ups ticking, ~20-40 coasting
     # (probes at most every 32 intervals, looks every 100)
     path = coast_run({"RHEA_NO_TSC": "0"})  # (the suite may run under RHEA_NO_TSC=1)
     rep = report(path)
     coast_check(rep)
-    # The statistics say so too: ~400 of the run's ~620 ms coasting (the
-    # allocation phase ticks), ~200-250 wake-ups instead of ~620.
+    # The statistics say so too: ~590 of the run's ~610 ms coasting, ~50
+    # wake-ups instead of ~610 (when the allocation phase made the ticker
+    # tick again: ~400 ms coasting, ~230 wake-ups).
     st, span = rep["stats"], rep["recording"]["duration_ns"]
-    check(st["ticker_coast_ns"] >= 0.4 * span, "the ticker coasted %.0f ms of %.0f" %
+    check(st["ticker_coast_ns"] >= 0.75 * span, "the ticker coasted %.0f ms of %.0f" %
           (st["ticker_coast_ns"] / MS, span / MS))
-    check(0 < st["ticker_wakes"] < 0.6 * span / MS, "the ticker woke %d times in %.0f ms" %
+    check(0 < st["ticker_wakes"] < 0.25 * span / MS, "the ticker woke %d times in %.0f ms" %
           (st["ticker_wakes"], span / MS))
 
 

@@ -10,8 +10,10 @@
  * Phase 2 (200 ms): the requests go on, and a second thread allocates and
  * frees in a loop for 200 ms of wall time (it reads the time through the
  * vDSO, which rhea does not hook by default): its hooks read no clock, and
- * only a moving epoch lets them capture at the interval (1 ms).  The
- * ticker must notice (a probe) and tick again.
+ * only a moving epoch lets them capture at the interval (1 ms).  They read
+ * the TSC once in 64 calls to move it themselves, so the ticker may go on
+ * coasting; without a TSC grid (RHEA_NO_TSC=1) the ticker must notice (a
+ * probe) and tick again.
  *
  * stdout: "requests N", "wakes1 W" (the ticker's voluntary context switches
  * during phase 1, -1 without a ticker), "loops L" (phase 2's iterations).
