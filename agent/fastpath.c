@@ -12,8 +12,8 @@
  * to the real malloc.  Everything else - a new site, a capture, a thread
  * not registered yet, a class switched off - is hooks_malloc_other's job.
  * free's common case is one compare, the boot arena check and the jump.
- * Every CLOCK_EVERY-th allocation of a site's run leaves the fast path as
- * well: the slow path reads the TSC then (alloc_clock), which moves the
+ * Every CLOCK_RUN-th allocation of a site's run leaves the fast path as
+ * well: the slow path may read the TSC then (alloc_clock), which moves the
  * epoch for a thread that only allocates, without the ticker.
  *
  * This file is compiled without frame pointers, unlike the rest of the
