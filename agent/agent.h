@@ -615,9 +615,9 @@ static inline void site_note_same(uint64_t bytes)
  * every interval at 10-20 us of CPU a wake-up in the bench VM (1.5% of a
  * CPU, a third of the agent's cost on sqlite3, W4).  Instead it reads the
  * TSC itself once in CLOCK_EVERY such hooks (epoch_note, about 10 ns: a
- * sixth of a nanosecond a hook), so the epoch moves within a few dozen of
- * its hooks of an interval's end (a microsecond or two in an allocation
- * storm), its captures follow its own clock reads, and the ticker, whose
+ * sixth of a nanosecond a hook), so the epoch moves within 64 to 256 of
+ * its hooks of an interval's end (microseconds in an allocation storm),
+ * its captures follow its own clock reads, and the ticker, whose
  * epochs nobody uses then, coasts (agent.c).  The lock hooks count in
  * untimed_note.  The allocation hooks count allocations anyway: their
  * slow path, which every change of allocation site takes, reads the clock
