@@ -486,7 +486,7 @@ echo "     runs more rounds than the rest (W2_ROUNDS, 15; 7 with QUICK=1; here $
 echo "     CPU time varies by about +-10 % from run to run here (70 % of it is kernel:"
 echo "     switches, socket reads and writes), and pairing adjacent runs does not remove that."
 echo "   - \"direct cost (perf-attributed)\": more runs under rhea (defaults; W2: $ATTR_RUNS of ten times"
-echo "     the requests at 4 kHz, the median one shown; W1 and W4: one at 2 kHz), profiled by perf"
+echo "     the requests at 4 kHz, the median one shown; W4: as many at 2 kHz; W1: one at 2 kHz), profiled by perf"
 echo "     record --call-graph dwarf; bench/attribute.py sorts their samples into the agent's"
 echo "     (its code on the program's threads, the libraries and the kernel it calls, its"
 echo "     signals, its threads, the CLI) and the program's.  It is a lower bound of the"

@@ -6,7 +6,7 @@
 #   ROUNDS=N                     override the number of rounds (W2's too)
 #   W2_ROUNDS=N                  override W2's alone
 #   W1L_ROUNDS=N                 override the long W1 series at 16 threads (default 2 x W2's + 1)
-#   ATTR_RUNS=N                  runs of W2's perf-attributed direct cost (default 3, QUICK 1)
+#   ATTR_RUNS=N                  runs of W2's and W4's perf-attributed direct cost (default 3, QUICK 1)
 #   ONLY="micro convert w0 w1 w2 w3 w4 w5 w6 redis"  run only these parts (w5 also
 #                                runs W0's empty set: its start-up costs)
 #   KEEP=1                       keep the work directory (raw data, recordings)
@@ -31,8 +31,8 @@
 #     of the same round, each with a 95 % confidence interval of that
 #     median (order statistics, bench/report.sh); W2, the noisiest, runs
 #     more rounds;
-#  3. direct cost: three more runs of W2 (ten times the requests), one of
-#     W1 at 16 threads and one of W4 under rhea, profiled by perf record --call-graph
+#  3. direct cost: three more runs of W2 (ten times the requests) and of
+#     W4, one of W1 at 16 threads under rhea, profiled by perf record --call-graph
 #     dwarf; bench/attribute.py sorts the samples into rhea's and the
 #     program's (a lower bound of the overhead, much less noisy than the
 #     whole-run ratios).
@@ -300,6 +300,7 @@ run_workload() {
 # median overhead is reported in full, all of them on one line.  Into
 # $WORK/attr-NAME: title.txt, report.txt and summary.txt (the median run's)
 # or errors.txt, runs.txt (one line per run: overhead, its interval).
+# ATTR_BEFORE, when set: a command evaluated before each run.
 attribute_run() {
 	name=$1 title=$2 runs=$3 freq=$4
 	shift 4
@@ -311,6 +312,7 @@ attribute_run() {
 	i=1
 	while [ "$i" -le "$runs" ]; do
 		say "bench: $name: run $i of $runs under rhea, profiled by perf (direct cost)"
+		[ -z "${ATTR_BEFORE:-}" ] || eval "$ATTR_BEFORE"
 		r=$d/r$i
 		mkdir -p "$r"
 		perf record -q --call-graph dwarf -F "$freq" -o "$r/perf.data" -- \
@@ -475,10 +477,13 @@ if want w4 && [ $HAVE_SQLITE = 1 ]; then
 	rm -f "$WORK/w4.db" "$WORK/w4.db-wal" "$WORK/w4.db-shm"
 	rhea_stats w4 "$cfg" $tools
 	# five rounds of a 2 s run say little here (the bare runs alone
-	# spread over +-25%): its direct cost, like W2's, is measured too
-	attribute_run w4 "== W4 sqlite3 direct cost (perf-attributed): rhea record (defaults) -- sqlite3, $W4_N rows" \
-		1 2000 sqlite3 -bail -init /dev/null "$WORK/w4a.db" ".read $SQL"
-	rm -f "$WORK/w4a.db" "$WORK/w4a.db-wal" "$WORK/w4a.db-shm"
+	# spread over +-25%): its direct cost, like W2's, is measured too,
+	# ATTR_RUNS times on a fresh database each (ATTR_BEFORE)
+	ATTR_BEFORE='rm -f "$WORK/w4a.db" "$WORK/w4a.db-wal" "$WORK/w4a.db-shm"'
+	attribute_run w4 "== W4 sqlite3 direct cost (perf-attributed): rhea record (defaults) -- sqlite3, $W4_N rows, $ATTR_RUNS runs" \
+		"$ATTR_RUNS" 2000 sqlite3 -bail -init /dev/null "$WORK/w4a.db" ".read $SQL"
+	eval "$ATTR_BEFORE"
+	ATTR_BEFORE=
 fi
 if want w5; then
 	# A mostly idle server: a ~20 us request every 10 ms for W5_S seconds
