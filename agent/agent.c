@@ -680,8 +680,9 @@ void ticker_wake_up(uint32_t why)
 /*
  * The ticker keeps the epoch moving for hooks that read no clock (an
  * allocation, an uncontended lock) and come too rarely to read the TSC
- * themselves (once in CLOCK_EVERY calls: agent.h, untimed_note): while it ticks, the epoch moves at every interval's end, and
- * a timed call during which it did not move was shorter than an interval
+ * themselves (once in CLOCK_EVERY calls: agent.h, untimed_note): while it
+ * ticks, the epoch moves at every interval's end, and a timed call during
+ * which it did not move was shorter than an interval
  * (hooks.c, epoch_says_short).  Each wake-up costs 10-20 us of CPU in the
  * VMs rhea was measured on: at 1 ms, 1-2% of a CPU, which a mostly idle
  * server paid in full (its program used less).  So it ticks only while

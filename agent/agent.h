@@ -618,8 +618,9 @@ static inline void site_note_same(uint64_t bytes)
  * sixth of a nanosecond a hook), so the epoch moves within 64 to 256 of
  * its hooks of an interval's end (microseconds in an allocation storm),
  * its captures follow its own clock reads, and the ticker, whose
- * epochs nobody uses then, coasts (agent.c).  The lock hooks count in
- * untimed_note.  The allocation hooks count allocations anyway: their
+ * epochs nobody uses then, coasts (agent.c).  The other hooks that read
+ * no clock (locks, releases: hooks.c, tick) count in untimed_note.  The
+ * allocation hooks count allocations anyway: their
  * slow path, which every change of allocation site takes, reads the clock
  * when CLOCK_EVERY of them passed since the last read (alloc_clock), and
  * malloc's fast path leaves a site's run every CLOCK_RUN allocations for

@@ -234,12 +234,13 @@ uint32_t stacktab_intern(struct stacktab *t, uint32_t parent,
 			h[j] = hv;
 			__builtin_prefetch(&t->slots[hv & mask]);
 		}
-		for (int j = 0; j < k && k > 1; j++) {
-			/* (a hint only: intern_one reads the slot again; a page
-			 * of slots is written before it is first read: touch) */
+		/* (a hint only, for more than one frame: intern_one reads the
+		 * slot again; a page of slots is written before it is first
+		 * read: touch) */
+		for (int j = 0; k > 1 && j < k; j++) {
 			touch(t, h[j] & mask);
 			uint32_t id = __atomic_load_n(&t->slots[h[j] & mask], __ATOMIC_RELAXED);
-			if (id != 0 && id < t->max_nodes)
+			if (id != 0)
 				__builtin_prefetch(&t->nodes[id]);
 		}
 		for (int j = 0; j < k; j++) {
