@@ -268,8 +268,9 @@ void *agent_first_definition(const char *name)
 /* ---- import slots ------------------------------------------------------------ */
 
 /* The hooks that go into the slots: tracing, and what keeps the agent's
- * descriptors and sampling signal from the program; not exec, fork, exit,
- * signal handlers or dlopen: attach mode leaves those to the program. */
+ * descriptors and sampling signal from the program, and its thread states
+ * from a vfork child's hooks; not exec, fork, exit, signal handlers or
+ * dlopen: attach mode leaves those to the program. */
 static const char *const hooked[] = {
 	"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
 	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
@@ -282,7 +283,7 @@ static const char *const hooked[] = {
 	"epoll_wait", "epoll_pwait", "nanosleep", "clock_nanosleep", "usleep", "sleep", "mmap", "mmap64",
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
-	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd",
+	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd", "vfork",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

@@ -84,6 +84,13 @@ static uint64_t cpu_estimate(struct rhea_tstate *t, uint64_t kernel_ns, uint64_t
 	return est;
 }
 
+/* *v, or last when *v is behind it (by less than half the range). */
+static inline void back32(uint32_t *v, uint32_t last)
+{
+	if ((int32_t)(*v - last) < 0)
+		*v = last;
+}
+
 /* The thread's counters at `now` (its own: from the thread itself). */
 static void read_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now)
 {
@@ -106,6 +113,15 @@ static void read_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64
 	rhea_guard--;
 	if (c->cpu_ns < t->last_c.cpu_ns)
 		c->cpu_ns = t->last_c.cpu_ns;
+	/* A thread's own counts never go back: one that did was read by some
+	 * other task on this thread's state (a raw clone(CLONE_VFORK) child:
+	 * the vfork hook keeps glibc's out), and a step back would reach the
+	 * converters as a difference of nearly 2^32.  (A count that wraps
+	 * goes forward by its difference modulo 2^32: kept.) */
+	back32(&c->minflt, t->last_c.minflt);
+	back32(&c->majflt, t->last_c.majflt);
+	back32(&c->nvcsw, t->last_c.nvcsw);
+	back32(&c->nivcsw, t->last_c.nivcsw);
 }
 
 void capture_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now)

@@ -364,8 +364,14 @@ def t_hammer():
     # Every wait that slept on the lock (a voluntary switch) was ended by
     # a release, and that release is named.  A recorded wait that never
     # slept was preempted inside the call (64 threads, 2 cores): no holder
-    # to name.
-    check(missing == 0, "%d of %d waits that slept have no releaser" % (missing, slept))
+    # to name.  One race is left on purpose (hooks.c, before
+    # mutex_may_have_sleepers; README, Limits): a waiter that goes to
+    # sleep in the nanoseconds between an unlock's test of the lock word
+    # and the unlock, and then waits a millisecond for a CPU, names no
+    # releaser: 1 of 14-16k in 3 of about 45 runs here.  Broken attribution
+    # misses hundreds.
+    check(missing <= slept // 5000, "%d of %d waits that slept have no releaser (at most 1 in 5000)" %
+          (missing, slept))
     blocked = sum(w["total_ns"] for w in waits)
     span = rep["recording"]["duration_ns"]
     check(blocked <= 64 * span, "blocked %.1f s in %.1f s with 64 threads" % (blocked / 1e9, span / 1e9))

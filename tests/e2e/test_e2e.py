@@ -557,6 +557,16 @@ def t_vforkexec(c, variant):
     check_site(c, parent, "before_work", 1000, 1000 * 32)
     check_site(c, parent, "after_work", 5000, 5000 * 80)
     c.check(parent["stats"]["samples"] > 0, "the parent's recording has no samples")
+    pid = parent["recording"]["pid"]
+    tids = sorted(t["tid"] for t in parent["threads"])
+    c.check(tids == [pid], "threads %s in the parent's recording, want only its main thread %d "
+            "(a vfork child's hooks took the parent's thread for their own)" % (tids, pid))
+    # The child's hooks, had they run on the parent's state, read the
+    # child's counts as the parent's: they then went back, by nearly 2^32.
+    root = max(parent["functions"], key=lambda f: f["inclusive_ns"])
+    for k in ("minflt", "majflt", "nvcsw", "nivcsw"):
+        c.check(root[k] < 100000, "%s %d under %s: counts a few thousand at most "
+                "(the child's counters taken for the parent's)" % (k, root[k], root["name"]))
     child_file = "out.%s.rhea" % m.group(1)
     if c.check(os.path.exists(c.path(child_file)), "no recording of the exec'd child (%s)" % child_file):
         img = c.report(c.path(child_file))
