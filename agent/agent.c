@@ -35,6 +35,7 @@
  * stderr and records why; it never exits or aborts the program.
  */
 #include "agent.h"
+#include "unwind.h"
 #include "paths.h"
 #include "nodepack.h"
 #include "packed.h"
@@ -961,6 +962,49 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
 }
 
 /*
+ * Threads blocked in a hooked call when the recording ends (the program
+ * stopped with Ctrl-C or a SIGTERM while they hang in a read, a lock wait
+ * or a sleep; it exits while they wait; rhea attach leaves): each gets a
+ * BLOCK sample from the call's start to the end, with the stack of the
+ * system call it is in, if it waited min_block or more.  The end used to
+ * cut them at their last capture: `sleep 10` stopped after a second was
+ * "0 ns recorded", its second in nanosleep nowhere.  The stack is walked
+ * from the hook's frame (its caller's pc, sp and rbp), as the hook's own
+ * BLOCK sample would be: the thread is blocked below it, and its stack
+ * above stands still.  The ending thread may be one of them: a fatal
+ * signal that ends the recording interrupted its call (Ctrl-C on a single
+ * threaded program).
+ */
+struct end_blocked_arg {
+	uint64_t now;
+};
+
+static void end_blocked(struct rhea_tstate *t, void *arg)
+{
+	const struct end_blocked_arg *a = arg;
+	uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE);
+	if (!since)
+		return;
+	unsigned fn = t->call_fn;
+	uint32_t owner = t->call_owner;
+	uint64_t object = t->call_object, frame = t->call_frame, begin = rhea_stamp_ns(since);
+	if (begin > a->now || a->now - begin < rhea_g.cfg.min_block_ns)
+		return;
+	struct unwind_stack st = {0, 0, NULL}; /* another thread's stack: guarded reads */
+	struct unwind_regs regs = {0, frame + 16, 0};
+	if (unwind_read(&st, frame, &regs.bp) < 0 || unwind_read(&st, frame + 8, &regs.ip) < 0)
+		return;
+	if (__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) == since) /* still in that call */
+		capture_cut(t, fn, object, owner, begin, a->now, &regs);
+}
+
+static void end_blocked_all(void)
+{
+	struct end_blocked_arg a = {rhea_now()};
+	thread_foreach(end_blocked, &a);
+}
+
+/*
  * Ending the recording takes a few milliseconds (a forked child's first
  * chunk carries every module).  A signal that ends the process must not cut
  * that short: Python's multiprocessing sends SIGTERM to its pool workers
@@ -1011,6 +1055,7 @@ static void finish_claimed(unsigned reason, int status)
 	hold_async_signals(&old);
 	finishing_here = 1;
 	rhea_guard++;
+	end_blocked_all();
 	thread_foreach(flush_thread, NULL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
@@ -1089,6 +1134,7 @@ void agent_before_exec(void)
 	sigset_t old;
 	hold_async_signals(&old);
 	rhea_guard++;
+	end_blocked_all();
 	thread_foreach(flush_thread, NULL);
 	lock_drain(500000000ull);
 	flush_round(10000000);

@@ -63,6 +63,15 @@ struct rhea_tstate {
 	uint64_t stack_lo, stack_hi;
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
 	uint32_t long_waits; /* recent sync waits that lasted >= min_block (decays) */
+	/* The hooked call that may block the thread now, for the end of the
+	 * recording (agent.c, end_blocked): its start as a rhea_stamp (0: in
+	 * none), trigger and object.  Written by the thread, read by the one
+	 * ending the recording. */
+	uint64_t call_since;
+	uint64_t call_object;
+	uint64_t call_frame; /* the hook's frame: its caller's pc, sp and rbp */
+	uint32_t call_fn;
+	uint32_t call_owner; /* a lock's owner when the wait began */
 	int timer_id; /* atomic: the sampling timer, -1 none; whoever exchanges
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	struct rhea_counters last_c; /* counters at that capture */
@@ -314,6 +323,12 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
  * the sampler thread.  Returns 1 when taken. */
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
+/* The end of the recording came while t was blocked in a hooked call (fn,
+ * on object, held by owner) since begin: a BLOCK sample [begin, end], its
+ * stack walked from regs (the hook's caller), from another thread. */
+struct unwind_regs;
+int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
+		uint64_t end, const struct unwind_regs *regs);
 /* Emit the thread's pending (merged) sample; from another thread too. */
 void capture_flush_pending(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);

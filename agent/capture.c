@@ -579,6 +579,36 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 	return 1;
 }
 
+/* Its counters are those of its last capture, with the CPU time from its
+ * clock; none for the call itself (c_begin = c_end), as for a BLOCK sample
+ * without counters at the call: its CPU goes to the slice around it. */
+int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
+		uint64_t end, const struct unwind_regs *regs)
+{
+	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	unsigned flags = RHEA_S_BLOCK | RHEA_S_ASYNC;
+	struct rhea_sample s;
+	uint32_t stack = take_stack(t, regs, 0, 1, &flags);
+	fill_sample(&s, t, fn, flags, stack);
+	s.object = object;
+	s.owner_tid = owner;
+	s.begin_ns = begin;
+	s.end_ns = end;
+	s.c_end = t->last_c;
+	uint64_t cpu;
+	if (rhea_thread_cpu_ns(t->tid, &cpu) == 0) {
+		cpu -= cpu % 1000;
+		if (cpu > s.c_end.cpu_ns)
+			s.c_end.cpu_ns = cpu;
+	}
+	s.c_begin = s.c_end;
+	note_capture(t, &s);
+	emit_now(t, &s);
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	return 1;
+}
+
 void capture_flush_pending(struct rhea_tstate *t)
 {
 	/* From another thread this may race with the owner: bounded tries. */

@@ -264,6 +264,34 @@ static inline uint32_t epoch_now(void)
 }
 
 /*
+ * The call the thread may now block in, for the end of the recording: a
+ * program stopped (Ctrl-C, a SIGTERM, rhea attach leaving) while threads
+ * hang in a read, a lock or a sleep gets for each of them a BLOCK sample
+ * from the call's start to the end (agent.c, end_blocked), where it used
+ * to lose all their time since their last capture.  Five stores at the
+ * call, one at its return.  (A blocking hook in a signal handler that
+ * interrupted another clears it: that outer call is not cut at the end.)
+ */
+static inline void call_enter_at(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint64_t object, uint32_t owner,
+				 void *frame)
+{
+	t->call_fn = fn;
+	t->call_object = object;
+	t->call_owner = owner;
+	t->call_frame = (uint64_t)(uintptr_t)frame;
+	__atomic_store_n(&t->call_since, stamp, __ATOMIC_RELEASE);
+}
+/* (the hook's own frame: the agent keeps frame pointers, so it holds the
+ * caller's rbp and return address, where the stack is walked from) */
+#define call_enter(t, fn, stamp, object, owner) \
+	call_enter_at(t, fn, stamp, object, owner, __builtin_frame_address(0))
+
+static inline void call_leave(struct rhea_tstate *t)
+{
+	__atomic_store_n(&t->call_since, 0, __ATOMIC_RELAXED);
+}
+
+/*
  * After a call that may have blocked since b->begin: a BLOCK sample when it
  * took long enough, else an ordinary tick.  Returns 1 for a BLOCK.
  *
@@ -289,6 +317,7 @@ static inline int epoch_says_short(uint32_t e, uint32_t e0)
 
 static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 {
+	call_leave(t);
 	uint32_t e = epoch_now();
 	int blocked = 0;
 	rhea_hot.timed += !b->timed;
@@ -312,6 +341,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
  * only built (120 bytes), and the stamp converted, when the epoch moved. */
 static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0, uint64_t object)
 {
+	call_leave(t);
 	rhea_hot.timed++;
 	if (likely(epoch_says_short(epoch_now(), e0))) {
 		tick_clocked(t, fn);
@@ -385,6 +415,7 @@ static inline int sem_has_waiters(sem_t *s)
 		b_.epoch0 = epoch_now();                                         \
 		uint64_t snap_ = 0;                                              \
 		int way_ = waits_begin(b_.object, &snap_);                       \
+		call_enter(t, FN, b_.begin | RHEA_STAMP_NS, b_.object, b_.owner); \
 		if (t->long_waits) {                                             \
 			capture_counters(t, &b_.c_begin, b_.begin);          \
 			b_.have_begin = 1;                                       \
@@ -807,6 +838,7 @@ RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLO
 			return real_##name args;                                 \
 		uint64_t t0 = rhea_stamp();                                      \
 		uint32_t e0 = epoch_now();                                       \
+		call_enter(t, FN, t0, (uint64_t)(obj), 0);                       \
 		ret r = real_##name args;                                        \
 		after_io(t, FN, t0, e0, (uint64_t)(obj));                        \
 		return r;                                                        \
@@ -835,6 +867,7 @@ static inline struct rhea_tstate *sleep_begin(struct block_info *b)
 		struct rhea_tstate *t = sleep_begin(&bi_);                       \
 		if (!t)                                                          \
 			return real_##name args;                                 \
+		call_enter(t, FN, bi_.begin | RHEA_STAMP_NS, 0, 0);              \
 		ret r = real_##name args;                                        \
 		after_block(t, FN, &bi_);                                        \
 		return r;                                                        \
@@ -851,6 +884,7 @@ static inline struct rhea_tstate *sleep_begin(struct block_info *b)
 			return real_##name args;                                 \
 		struct block_info b_ = {.begin = rhea_now(), .epoch0 = epoch_now(), \
 					.timed = 1};                             \
+		call_enter(t, FN, b_.begin | RHEA_STAMP_NS, 0, 0);               \
 		ret r = real_##name args;                                        \
 		after_block(t, FN, &b_);                                         \
 		t->msgid++;                                                      \
@@ -1144,6 +1178,8 @@ static inline void reap_end(struct rhea_tstate *t, unsigned fn, struct block_inf
 		int own_ = 0, *sp = st ? st : &own_;                             \
 		struct block_info b_ = {0};                                      \
 		struct rhea_tstate *t = sleep_begin(&b_);                         \
+		if (t)                                                           \
+			call_enter(t, FN, b_.begin | RHEA_STAMP_NS, 0, 0);      \
 		pid_t r = real_##name args;                                      \
 		reap_end(t, FN, &b_, r, r > 0 ? *sp : 0);                        \
 		return r;                                                        \
@@ -1164,6 +1200,8 @@ EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
 		memset(&own, 0, sizeof(own));
 	struct block_info b_ = {0};
 	struct rhea_tstate *t = sleep_begin(&b_);
+	if (t)
+		call_enter(t, RHEA_FN_WAITID, b_.begin | RHEA_STAMP_NS, 0, 0);
 	int r = real_waitid(idt, id, sp, o);
 	pid_t pid = 0;
 	int ws = 0;

@@ -1018,7 +1018,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	int noted = timeline_note(m, a.f, &cp, cpu_total, note, sizeof(note));
 	int jitnoted = jit_note(m, &cp, jitnote, sizeof(jitnote));
 	int cutnoted = model_cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
-	uint64_t duration = r->last_ns > r->first_ns ? r->last_ns - r->first_ns : 0;
+	/* to the end, when the agent or rhea record saw one after the last sample */
+	uint64_t last = end_of(r) && end_of(r)->time_ns > r->last_ns ? end_of(r)->time_ns : r->last_ns;
+	uint64_t duration = last > r->first_ns ? last - r->first_ns : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[END_TEXT_MAX];
 	uint64_t nodes = 0;

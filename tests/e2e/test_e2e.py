@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -572,6 +572,41 @@ def t_vforkexec(c, variant):
         img = c.report(c.path(child_file))
         check_end(c, img, "exit", 0)
         check_site(c, img, "make_allocs", 20000, 20000 * 48)
+    c.done()
+
+
+HANG_MS = 400  # tests/scenarios/hangs.c
+
+
+def t_hangs(c, variant, mode):
+    """hangs.c: four threads hang (nanosleep, read, a held mutex, a condition
+    nobody signals) until the process ends (exit, or SIGTERM interrupting
+    the main thread's sleep): each still blocked call is a wait from its
+    start to the end, in its thread's function; the recording lasts to the
+    end."""
+    rc, out, err = c.record([c.prog(variant, "hangs"), mode])
+    expect_status(c, rc, 0 if mode == "exit" else 128 + signal.SIGTERM, err)
+    c.check(out.strip() == "hung", "stdout %r, want 'hung'" % out)
+    rec = c.report(c.path("out.rhea"))
+    pid = rec["recording"]["pid"]
+    c.check(rec["recording"]["duration_ns"] >= HANG_MS * MS,
+            "recorded %s, want >= %d ms (to the end, not to the last capture)" %
+            (ms(rec["recording"]["duration_ns"]), HANG_MS))
+    want = [("nanosleep", "sleeper_thread"), ("read", "reader_thread"),
+            ("pthread_mutex_lock", "locker_thread"), ("pthread_cond_wait", "waiter_thread")]
+    if mode == "term":
+        want.append(("nanosleep", "main"))
+    for call, where in want:
+        waits = [w for w in rec["waits"] if w["function"] == call and
+                 (w["tid"] == pid) == (where == "main") and w["max_ns"] >= 0.9 * HANG_MS * MS]
+        c.check(len(waits) == 1, "%s in %s: %d waits of %d ms or more, want 1 (the call cut by the end); "
+                "waits: %s" % (call, where, len(waits), 0.9 * HANG_MS,
+                               [(w["function"], w["tid"], ms(w["max_ns"])) for w in rec["waits"]]))
+        c.check(incl(rec, where) >= 0.9 * HANG_MS * MS, "%s covers %s, want >= %d ms (the wait's stack in it)" %
+                (where, ms(incl(rec, where)), 0.9 * HANG_MS))
+        if call == "pthread_mutex_lock" and waits:
+            c.check([o["tid"] for o in waits[0]["owners"]] == [pid],
+                    "the held mutex's owner %s, want main (%d)" % (waits[0]["owners"], pid))
     c.done()
 
 
@@ -2719,6 +2754,8 @@ def all_tests():
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
+        for mode in ("exit", "term"):
+            t.append(Test("hangs/%s/%s" % (mode, v), t_hangs, (v, mode)))
     t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
     t.append(Test("mainexit/gcc-O2", t_mainexit, ("gcc-O2",)))
     t.append(Test("altstack/gcc-O2-nofp", t_altstack, ("gcc-O2-nofp",)))

@@ -1,0 +1,133 @@
+/*
+ * hangs - threads hang in blocking calls until the recording ends.
+ *
+ *   hangs exit|term
+ *
+ * Ground truth: four threads block for good: sleeper_thread in nanosleep
+ * (60 s), reader_thread in read() of a pipe nobody writes, locker_thread in
+ * pthread_mutex_lock of a mutex main holds, waiter_thread in
+ * pthread_cond_wait of a condition nobody signals.  Each marks itself just
+ * before its call; once all four have, the process waits HANG_MS more and
+ * ends:
+ *   exit: main calls exit(0) (the process exits while they wait);
+ *   term: main sleeps in nanosleep (60 s) and a fifth thread, spinning
+ *         without a hooked call, sends it SIGTERM after HANG_MS (Ctrl-C on
+ *         a hung program: the signal interrupts the main thread's sleep).
+ * Prints "hung" once the four are marked, to stdout.
+ *
+ * Expected: each of the four threads (and in term the main thread, in
+ * nanosleep) has a recorded wait of about HANG_MS or more that ends at the
+ * end of the recording, in its own function; the recording lasts until the
+ * end, not until the last capture.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HANG_MS 400
+
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+static int pipefd[2];
+static int marked; /* atomic */
+static pthread_t main_th;
+
+static void mark(void)
+{
+	__atomic_add_fetch(&marked, 1, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+__attribute__((noinline)) static void *sleeper_thread(void *arg)
+{
+	(void)arg;
+	struct timespec ts = {60, 0};
+	mark();
+	nanosleep(&ts, NULL);
+	return NULL;
+}
+
+__attribute__((noinline)) static void *reader_thread(void *arg)
+{
+	(void)arg;
+	char c;
+	mark();
+	ssize_t r = read(pipefd[0], &c, 1);
+	(void)r;
+	return NULL;
+}
+
+__attribute__((noinline)) static void *locker_thread(void *arg)
+{
+	(void)arg;
+	mark();
+	pthread_mutex_lock(&held);
+	return NULL;
+}
+
+__attribute__((noinline)) static void *waiter_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cm);
+	mark();
+	pthread_cond_wait(&never, &cm);
+	return NULL;
+}
+
+/* No hooked call: it spins on the clock (clock_gettime is not traced by
+ * default) and sends the signal. */
+static void *killer_thread(void *arg)
+{
+	(void)arg;
+	uint64_t t0 = now_ms();
+	while (now_ms() - t0 < HANG_MS)
+		;
+	pthread_kill(main_th, SIGTERM);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int term = argc > 1 && strcmp(argv[1], "term") == 0;
+	if (argc < 2 || (!term && strcmp(argv[1], "exit") != 0)) {
+		fprintf(stderr, "usage: hangs exit|term\n");
+		return 2;
+	}
+	if (pipe(pipefd) != 0)
+		return 1;
+	main_th = pthread_self();
+	pthread_mutex_lock(&held);
+	void *(*fns[])(void *) = {sleeper_thread, reader_thread, locker_thread, waiter_thread};
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		if (pthread_create(&t[i], NULL, fns[i], NULL) != 0)
+			return 1;
+	while (__atomic_load_n(&marked, __ATOMIC_SEQ_CST) < 4)
+		;
+	printf("hung\n");
+	fflush(stdout);
+	if (term) {
+		pthread_t k;
+		if (pthread_create(&k, NULL, killer_thread, NULL) != 0)
+			return 1;
+		struct timespec ts = {60, 0};
+		nanosleep(&ts, NULL);
+		return 1; /* not reached: SIGTERM ends the process */
+	}
+	uint64_t t0 = now_ms();
+	while (now_ms() - t0 < HANG_MS)
+		;
+	exit(0);
+}
