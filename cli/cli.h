@@ -21,6 +21,16 @@ void cli_summarize(const char *path, int child);
 /* A finished recording rewritten smaller (compact_recording); a failure says
  * one line and leaves the file as it was. */
 void cli_compact(const char *path);
+/* The same for many recordings (a program's and its children's): the
+ * first COMPACT_SAID failures are said one a line, the rest summed up by
+ * cli_compact_said (a full disk fails them all alike). */
+#define COMPACT_SAID 3
+struct compact_tally {
+	int failed;
+	char last_err[512];
+};
+void cli_compact_tallied(const char *path, struct compact_tally *t);
+void cli_compact_said(const struct compact_tally *t);
 /* A recording is to be written at given: its absolute path in abs, its
  * directory writable, an existing file moved to FILE.old (said unless
  * quiet).  0, or -1 with one line said. */

@@ -437,10 +437,12 @@ static void summarize_children(const char *base_path, struct timespec since)
 		shown, rel, stale ? "; that pattern also matches recordings of earlier runs" : "");
 }
 
+static struct compact_tally compacted;
+
 static void compact_child(const char *path, int n)
 {
 	(void)n;
-	cli_compact(path);
+	cli_compact_tallied(path, &compacted);
 }
 
 /*
@@ -709,9 +711,10 @@ int cmd_record(int argc, char **argv)
 	if (compact) { /* the finished ones: a recording without its END is left alone */
 		int stale;
 		if (access(path, F_OK) == 0)
-			cli_compact(path);
+			cli_compact_tallied(path, &compacted);
 		if (ao.follow)
 			each_child_recording(path, started, compact_child, &stale);
+		cli_compact_said(&compacted);
 	}
 	if (access(path, F_OK) != 0) {
 		/* (said even with -q: the run did not do what it was for; the

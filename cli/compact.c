@@ -679,3 +679,21 @@ void cli_compact(const char *path)
 	if (compact_recording(path, &res, err, sizeof(err)) == COMPACT_FAILED)
 		cli_err("%s: left as written (could not compact it: %s)", path, err);
 }
+
+void cli_compact_tallied(const char *path, struct compact_tally *t)
+{
+	struct compact_result res;
+	char err[512];
+	if (compact_recording(path, &res, err, sizeof(err)) != COMPACT_FAILED)
+		return;
+	if (++t->failed <= COMPACT_SAID)
+		cli_err("%s: left as written (could not compact it: %s)", path, err);
+	snprintf(t->last_err, sizeof(t->last_err), "%s", err);
+}
+
+void cli_compact_said(const struct compact_tally *t)
+{
+	if (t->failed > COMPACT_SAID)
+		cli_err("... and %d more recordings left as written (the last could not be compacted: %s)",
+			t->failed - COMPACT_SAID, t->last_err);
+}
