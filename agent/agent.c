@@ -987,14 +987,11 @@ static void end_blocked(struct rhea_tstate *t, void *arg)
 		return;
 	unsigned fn = t->call_fn;
 	uint32_t owner = t->call_owner;
-	uint64_t object = t->call_object, frame = t->call_frame, begin = rhea_stamp_ns(since);
+	uint64_t object = t->call_object, begin = rhea_stamp_ns(since);
 	if (begin > a->now || a->now - begin < rhea_g.cfg.min_block_ns)
 		return;
-	struct unwind_stack st = {0, 0, NULL}; /* another thread's stack: guarded reads */
-	struct unwind_regs regs = {0, frame + 16, 0};
-	if (unwind_read(&st, frame, &regs.bp) < 0 || unwind_read(&st, frame + 8, &regs.ip) < 0)
-		return;
-	if (__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) == since) /* still in that call */
+	struct unwind_regs regs;
+	if (capture_call_regs(t, since, &regs) == 0) /* still in that call */
 		capture_cut(t, fn, object, owner, begin, a->now, &regs);
 }
 

@@ -323,10 +323,14 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
  * the sampler thread.  Returns 1 when taken. */
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
-/* The end of the recording came while t was blocked in a hooked call (fn,
- * on object, held by owner) since begin: a BLOCK sample [begin, end], its
- * stack walked from regs (the hook's caller), from another thread. */
+/* t is blocked in a hooked call (fn, on object, held by owner) since
+ * begin, and the recording ends, or the sampler forces a capture of it: a
+ * BLOCK sample [begin, end] (ASYNC: the wait so far), its stack walked
+ * from regs (the hook's caller), from another thread. */
 struct unwind_regs;
+/* Registers to walk t from while it is in the hooked call begun at since
+ * (its call_frame): 0, or -1 when it has left that call. */
+int capture_call_regs(struct rhea_tstate *t, uint64_t since, struct unwind_regs *regs);
 int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
 		uint64_t end, const struct unwind_regs *regs);
 /* Emit the thread's pending (merged) sample; from another thread too. */

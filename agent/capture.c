@@ -551,6 +551,23 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 	point_sample_done(t, &s);
 }
 
+/*
+ * Where to walk a thread blocked in the hooked call it began at since
+ * from: the hook's caller (its return address, the hook's CFA, the
+ * caller's rbp), read from the hook's frame.  From the system call's
+ * registers (/proc/.../syscall: no rbp) a walk stopped at the hook, whose
+ * frame is found through rbp.  0, or -1 (not in that call any more).
+ */
+int capture_call_regs(struct rhea_tstate *t, uint64_t since, struct unwind_regs *regs)
+{
+	struct unwind_stack st = {0, 0, NULL}; /* another thread's stack: guarded reads */
+	uint64_t frame = __atomic_load_n(&t->call_frame, __ATOMIC_RELAXED);
+	regs->sp = frame + 16;
+	if (!frame || unwind_read(&st, frame, &regs->bp) < 0 || unwind_read(&st, frame + 8, &regs->ip) < 0)
+		return -1;
+	return __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) == since ? 0 : -1;
+}
+
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 {
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))

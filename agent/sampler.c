@@ -455,7 +455,17 @@ static void force_blocked(void)
 			continue;
 		uint64_t pc, sp;
 		long nr;
-		if (blocked_regs(t->tid, &pc, &sp, &nr) == 0)
+		if (blocked_regs(t->tid, &pc, &sp, &nr) < 0)
+			continue;
+		/* In a hooked call: the wait so far, walked from the hook's
+		 * caller (a SIGKILL leaves it; the call's own sample, or the
+		 * end's, supersedes it: analysis/recording.c) */
+		uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE), begin;
+		struct unwind_regs regs;
+		if (since && (begin = rhea_stamp_ns(since)) < now && now - begin >= rhea_g.cfg.min_block_ns &&
+		    capture_call_regs(t, since, &regs) == 0)
+			capture_cut(t, t->call_fn, t->call_object, t->call_owner, begin, now, &regs);
+		else
 			capture_forced(t, pc, sp, nr);
 	}
 }

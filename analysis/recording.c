@@ -282,6 +282,41 @@ static int in_order(const struct rhea_sample *s, size_t n)
 	return 1;
 }
 
+/*
+ * A wait so far (BLOCK and ASYNC: taken from outside while a thread was
+ * blocked in a hooked call, by the sampler's forced capture or at the end
+ * of the recording) is superseded by the next sample that covers the same
+ * wait: another one taken later, or the call's own BLOCK sample written at
+ * its return.  Same trigger and object, begins within a millisecond (the
+ * agent converts the begin from the TSC with the calibration of the
+ * moment), ends no earlier.  Sorted by begin, the two are neighbours.
+ * Returns the samples kept, in place.
+ */
+#define SAME_WAIT_NS 1000000ull
+static int covers(const struct rhea_sample *w, const struct rhea_sample *p)
+{
+	uint64_t d = w->begin_ns > p->begin_ns ? w->begin_ns - p->begin_ns : p->begin_ns - w->begin_ns;
+	return (w->h.flags & RHEA_S_BLOCK) && w->trigger == p->trigger && w->object == p->object &&
+	       d <= SAME_WAIT_NS && w->end_ns >= p->end_ns;
+}
+
+static size_t drop_superseded_waits(struct rhea_sample *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned partial = RHEA_S_BLOCK | RHEA_S_ASYNC;
+		if ((s[i].h.flags & partial) == partial &&
+		    ((i + 1 < n && covers(&s[i + 1], &s[i])) || (i > 0 && covers(&s[i - 1], &s[i]) &&
+								   !((s[i - 1].h.flags & partial) == partial &&
+								     s[i - 1].end_ns == s[i].end_ns))))
+			continue;
+		if (k != i)
+			s[k] = s[i];
+		k++;
+	}
+	return k;
+}
+
 static int cmp_site(const void *a, const void *b)
 {
 	const struct rhea_site *x = a, *y = b;
@@ -368,6 +403,9 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 		struct rec_thread *t = &r->threads[i];
 		if (!in_order(t->samples, t->nsamples)) /* (usually they are) */
 			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
+		size_t kept = drop_superseded_waits(t->samples, t->nsamples);
+		r->nsamples -= t->nsamples - kept;
+		t->nsamples = kept;
 	}
 	r->nsites = recording_reduce_sites(r->sites, r->nsites);
 	return 0;

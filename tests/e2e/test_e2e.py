@@ -583,27 +583,31 @@ def t_hangs(c, variant, mode):
     nobody signals) until the process ends (exit, or SIGTERM interrupting
     the main thread's sleep): each still blocked call is a wait from its
     start to the end, in its thread's function; the recording lasts to the
-    end."""
-    rc, out, err = c.record([c.prog(variant, "hangs"), mode])
-    expect_status(c, rc, 0 if mode == "exit" else 128 + signal.SIGTERM, err)
+    end.  The sampler forces a capture of each every 100 ms meanwhile: the
+    waits so far, which the end's supersede (one wait each).  SIGKILL
+    (kill): the waits as the last of those saw them."""
+    rc, out, err = c.record([c.prog(variant, "hangs"), mode], opts=["--force-after", "100ms"])
+    expect_status(c, rc, {"exit": 0, "term": 128 + signal.SIGTERM, "kill": 128 + signal.SIGKILL}[mode], err)
     c.check(out.strip() == "hung", "stdout %r, want 'hung'" % out)
     rec = c.report(c.path("out.rhea"))
     pid = rec["recording"]["pid"]
     c.check(rec["recording"]["duration_ns"] >= HANG_MS * MS,
             "recorded %s, want >= %d ms (to the end, not to the last capture)" %
             (ms(rec["recording"]["duration_ns"]), HANG_MS))
+    # the end's waits, or (kill) the last forced capture's, a scan of the
+    # sampler (at most --force-after / 2) or so before the end
+    least = 0.9 * HANG_MS if mode != "kill" else HANG_MS - 250
     want = [("nanosleep", "sleeper_thread"), ("read", "reader_thread"),
             ("pthread_mutex_lock", "locker_thread"), ("pthread_cond_wait", "waiter_thread")]
     if mode == "term":
         want.append(("nanosleep", "main"))
     for call, where in want:
-        waits = [w for w in rec["waits"] if w["function"] == call and
-                 (w["tid"] == pid) == (where == "main") and w["max_ns"] >= 0.9 * HANG_MS * MS]
-        c.check(len(waits) == 1, "%s in %s: %d waits of %d ms or more, want 1 (the call cut by the end); "
-                "waits: %s" % (call, where, len(waits), 0.9 * HANG_MS,
-                               [(w["function"], w["tid"], ms(w["max_ns"])) for w in rec["waits"]]))
-        c.check(incl(rec, where) >= 0.9 * HANG_MS * MS, "%s covers %s, want >= %d ms (the wait's stack in it)" %
-                (where, ms(incl(rec, where)), 0.9 * HANG_MS))
+        waits = [w for w in rec["waits"] if w["function"] == call and (w["tid"] == pid) == (where == "main")]
+        c.check(len(waits) == 1 and waits[0]["count"] == 1 and waits[0]["max_ns"] >= least * MS,
+                "%s in %s: want one wait of %d ms or more (the call as the end saw it); waits: %s" %
+                (call, where, least, [(w["function"], w["tid"], w["count"], ms(w["max_ns"])) for w in waits]))
+        c.check(incl(rec, where) >= least * MS, "%s covers %s, want >= %d ms (the wait's stack in it)" %
+                (where, ms(incl(rec, where)), least))
         if call == "pthread_mutex_lock" and waits:
             c.check([o["tid"] for o in waits[0]["owners"]] == [pid],
                     "the held mutex's owner %s, want main (%d)" % (waits[0]["owners"], pid))
@@ -2766,7 +2770,7 @@ def all_tests():
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
-        for mode in ("exit", "term"):
+        for mode in ("exit", "term", "kill"):
             t.append(Test("hangs/%s/%s" % (mode, v), t_hangs, (v, mode)))
     t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
     t.append(Test("mainexit/gcc-O2", t_mainexit, ("gcc-O2",)))

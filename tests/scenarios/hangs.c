@@ -1,7 +1,7 @@
 /*
  * hangs - threads hang in blocking calls until the recording ends.
  *
- *   hangs exit|term
+ *   hangs exit|term|kill
  *
  * Ground truth: four threads block for good: sleeper_thread in nanosleep
  * (60 s), reader_thread in read() of a pipe nobody writes, locker_thread in
@@ -12,13 +12,15 @@
  *   exit: main calls exit(0) (the process exits while they wait);
  *   term: main sleeps in nanosleep (60 s) and a fifth thread, spinning
  *         without a hooked call, sends it SIGTERM after HANG_MS (Ctrl-C on
- *         a hung program: the signal interrupts the main thread's sleep).
+ *         a hung program: the signal interrupts the main thread's sleep);
+ *   kill: main sends itself SIGKILL (nothing in the process sees it end).
  * Prints "hung" once the four are marked, to stdout.
  *
  * Expected: each of the four threads (and in term the main thread, in
  * nanosleep) has a recorded wait of about HANG_MS or more that ends at the
  * end of the recording, in its own function; the recording lasts until the
- * end, not until the last capture.
+ * end, not until the last capture.  In kill, the waits as the sampler's
+ * forced captures last saw them (rhea record --force-after).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -101,8 +103,9 @@ static void *killer_thread(void *arg)
 int main(int argc, char **argv)
 {
 	int term = argc > 1 && strcmp(argv[1], "term") == 0;
-	if (argc < 2 || (!term && strcmp(argv[1], "exit") != 0)) {
-		fprintf(stderr, "usage: hangs exit|term\n");
+	int kill_self = argc > 1 && strcmp(argv[1], "kill") == 0;
+	if (argc < 2 || (!term && !kill_self && strcmp(argv[1], "exit") != 0)) {
+		fprintf(stderr, "usage: hangs exit|term|kill\n");
 		return 2;
 	}
 	if (pipe(pipefd) != 0)
@@ -129,5 +132,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ms();
 	while (now_ms() - t0 < HANG_MS)
 		;
+	if (kill_self)
+		raise(SIGKILL);
 	exit(0);
 }
