@@ -965,15 +965,14 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
  * Threads blocked in a hooked call when the recording ends (the program
  * stopped with Ctrl-C or a SIGTERM while they hang in a read, a lock wait
  * or a sleep; it exits while they wait; rhea attach leaves): each gets a
- * BLOCK sample from the call's start to the end, with the stack of the
- * system call it is in, if it waited min_block or more.  The end used to
- * cut them at their last capture: `sleep 10` stopped after a second was
- * "0 ns recorded", its second in nanosleep nowhere.  The stack is walked
- * from the hook's frame (its caller's pc, sp and rbp), as the hook's own
- * BLOCK sample would be: the thread is blocked below it, and its stack
- * above stands still.  The ending thread may be one of them: a fatal
- * signal that ends the recording interrupted its call (Ctrl-C on a single
- * threaded program).
+ * BLOCK sample from the call's start to the end, if it waited min_block
+ * or more.  The end used to cut them at their last capture: `sleep 10`
+ * stopped after a second was "0 ns recorded", its second in nanosleep
+ * nowhere.  The stack is walked from the hook's frame (capture_call_regs:
+ * its caller's pc, sp and rbp), as the hook's own BLOCK sample would be:
+ * the thread is blocked below it, and its stack above stands still.  The
+ * ending thread may be one of them: a fatal signal that ends the recording
+ * interrupted its call (Ctrl-C on a single threaded program).
  */
 struct end_blocked_arg {
 	uint64_t now;

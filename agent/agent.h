@@ -64,9 +64,9 @@ struct rhea_tstate {
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
 	uint32_t long_waits; /* recent sync waits that lasted >= min_block (decays) */
 	/* The hooked call that may block the thread now, for the end of the
-	 * recording (agent.c, end_blocked): its start as a rhea_stamp (0: in
-	 * none), trigger and object.  Written by the thread, read by the one
-	 * ending the recording. */
+	 * recording (agent.c, end_blocked) and the sampler's forced captures:
+	 * its start as a rhea_stamp (0: in none), trigger and object.  Written
+	 * by the thread, read by the one ending the recording and the sampler. */
 	uint64_t call_since;
 	uint64_t call_object;
 	uint64_t call_frame; /* the hook's frame: its caller's pc, sp and rbp */
@@ -323,14 +323,14 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
  * the sampler thread.  Returns 1 when taken. */
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
-/* t is blocked in a hooked call (fn, on object, held by owner) since
- * begin, and the recording ends, or the sampler forces a capture of it: a
- * BLOCK sample [begin, end] (ASYNC: the wait so far), its stack walked
- * from regs (the hook's caller), from another thread. */
 struct unwind_regs;
 /* Registers to walk t from while it is in the hooked call begun at since
  * (its call_frame): 0, or -1 when it has left that call. */
 int capture_call_regs(struct rhea_tstate *t, uint64_t since, struct unwind_regs *regs);
+/* t is blocked in a hooked call (fn, on object, held by owner) since
+ * begin, and the recording ends, or the sampler forces a capture of it: a
+ * BLOCK sample [begin, end] (ASYNC: the wait so far), its stack walked
+ * from regs (the hook's caller), from another thread. */
 int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
 		uint64_t end, const struct unwind_regs *regs);
 /* Emit the thread's pending (merged) sample; from another thread too. */

@@ -268,9 +268,10 @@ static inline uint32_t epoch_now(void)
  * program stopped (Ctrl-C, a SIGTERM, rhea attach leaving) while threads
  * hang in a read, a lock or a sleep gets for each of them a BLOCK sample
  * from the call's start to the end (agent.c, end_blocked), where it used
- * to lose all their time since their last capture.  Five stores at the
- * call, one at its return.  (A blocking hook in a signal handler that
- * interrupted another clears it: that outer call is not cut at the end.)
+ * to lose all their time since their last capture; the sampler's forced
+ * captures take the wait so far (sampler.c, force_blocked).  Five stores
+ * at the call, one at its return.  (A blocking hook in a signal handler
+ * that interrupted another clears it: that outer call is not cut.)
  */
 static inline void call_enter_at(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint64_t object, uint32_t owner,
 				 void *frame)
@@ -1364,11 +1365,11 @@ EXPORT int dlclose(void *h)
  * close).  Their hooks took the parent's thread state for the child's: a
  * capture there read the child's counters as the parent's, which then
  * went back (163 G page faults in a report of 300 subprocess.run calls on
- * a loaded machine), and a parent
- * thread not yet registered was registered under the child's tid for the
- * rest of the run.  So vfork raises the thread's recursion guard before
- * the system call and the parent lowers it after: every hook in the child
- * calls straight through, at no cost to any hook outside it.
+ * a loaded machine), and a parent thread not yet registered was
+ * registered under the child's tid for the rest of the run.  So vfork
+ * raises the thread's recursion guard before the system call and the
+ * parent lowers it after: every hook in the child calls straight through,
+ * at no cost to any hook outside it.
  *
  * This cannot be C: the child returns first, and any frame of ours on the
  * stack they share would be gone when the parent returns through it.  As

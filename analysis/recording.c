@@ -300,15 +300,21 @@ static int covers(const struct rhea_sample *w, const struct rhea_sample *p)
 	       d <= SAME_WAIT_NS && w->end_ns >= p->end_ns;
 }
 
+static int wait_so_far(const struct rhea_sample *s)
+{
+	return (s->h.flags & (RHEA_S_BLOCK | RHEA_S_ASYNC)) == (RHEA_S_BLOCK | RHEA_S_ASYNC);
+}
+
 static size_t drop_superseded_waits(struct rhea_sample *s, size_t n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		const unsigned partial = RHEA_S_BLOCK | RHEA_S_ASYNC;
-		if ((s[i].h.flags & partial) == partial &&
-		    ((i + 1 < n && covers(&s[i + 1], &s[i])) || (i > 0 && covers(&s[i - 1], &s[i]) &&
-								   !((s[i - 1].h.flags & partial) == partial &&
-								     s[i - 1].end_ns == s[i].end_ns))))
+		const struct rhea_sample *next = i + 1 < n ? &s[i + 1] : NULL, *prev = i > 0 ? &s[i - 1] : NULL;
+		int drop = wait_so_far(&s[i]) &&
+			   ((next && covers(next, &s[i])) ||
+			    /* (of two equal ones, the first goes: by the test above) */
+			    (prev && covers(prev, &s[i]) && !(wait_so_far(prev) && prev->end_ns == s[i].end_ns)));
+		if (drop)
 			continue;
 		if (k != i)
 			s[k] = s[i];
