@@ -976,6 +976,7 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
  */
 struct end_blocked_arg {
 	uint64_t now;
+	uint32_t self;
 };
 
 static void end_blocked(struct rhea_tstate *t, void *arg)
@@ -989,14 +990,19 @@ static void end_blocked(struct rhea_tstate *t, void *arg)
 	uint64_t object = t->call_object, begin = rhea_stamp_ns(since);
 	if (begin > a->now || a->now - begin < rhea_g.cfg.min_block_ns)
 		return;
+	/* another thread must be blocked in a system call, below the hook */
+	uint64_t pc, sp = 0;
+	long nr;
+	if (t->tid != a->self && sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0)
+		return;
 	struct unwind_regs regs;
-	if (capture_call_regs(t, since, &regs) == 0) /* still in that call */
+	if (capture_call_regs(t, since, sp, &regs) == 0) /* still in that call */
 		capture_cut(t, fn, object, owner, begin, a->now, &regs);
 }
 
 static void end_blocked_all(void)
 {
-	struct end_blocked_arg a = {rhea_now()};
+	struct end_blocked_arg a = {rhea_now(), thread_gettid()};
 	thread_foreach(end_blocked, &a);
 }
 

@@ -325,8 +325,9 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
 struct unwind_regs;
 /* Registers to walk t from while it is in the hooked call begun at since
- * (its call_frame): 0, or -1 when it has left that call. */
-int capture_call_regs(struct rhea_tstate *t, uint64_t since, struct unwind_regs *regs);
+ * (its call_frame), t being blocked in a system call with stack pointer sp
+ * (0: t is the caller): 0, or -1 when it has left that call. */
+int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs);
 /* t is blocked in a hooked call (fn, on object, held by owner) since
  * begin, and the recording ends, or the sampler forces a capture of it: a
  * BLOCK sample [begin, end] (ASYNC: the wait so far), its stack walked
@@ -411,6 +412,9 @@ void sampler_arm(struct rhea_tstate *t); /* this thread's CPU timer, now */
  * timer waits until the start is over (sampler.c says why); 0 after. */
 extern uint32_t sampler_hold_tid;
 void sampler_disarm(struct rhea_tstate *t);
+/* Where thread tid is blocked in a system call (number nr), from
+ * /proc/self/task/tid/syscall: 0, or -1 when it is not in one. */
+int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr);
 void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);

@@ -556,14 +556,18 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
  * from: the hook's caller (its return address, the hook's CFA, the
  * caller's rbp), read from the hook's frame.  From the system call's
  * registers (/proc/.../syscall: no rbp) a walk stopped at the hook, whose
- * frame is found through rbp.  0, or -1 (not in that call any more).
+ * frame is found through rbp.  The system call's own stack pointer must
+ * lie below the hook's frame: a thread that left the call without its
+ * return (a signal handler's longjmp, a cancellation) and blocks higher
+ * up the stack now is not in it.  0, or -1 (not in that call any more).
  */
-int capture_call_regs(struct rhea_tstate *t, uint64_t since, struct unwind_regs *regs)
+int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs)
 {
 	struct unwind_stack st = {0, 0, NULL}; /* another thread's stack: guarded reads */
 	uint64_t frame = __atomic_load_n(&t->call_frame, __ATOMIC_RELAXED);
 	regs->sp = frame + 16;
-	if (!frame || unwind_read(&st, frame, &regs->bp) < 0 || unwind_read(&st, frame + 8, &regs->ip) < 0)
+	if (!frame || (sp && sp >= frame) || unwind_read(&st, frame, &regs->bp) < 0 ||
+	    unwind_read(&st, frame + 8, &regs->ip) < 0)
 		return -1;
 	return __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) == since ? 0 : -1;
 }

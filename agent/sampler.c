@@ -361,7 +361,7 @@ static struct timed *find_timed(uint32_t tid)
 }
 
 /* Parse "nr a1 a2 a3 a4 a5 a6 sp pc" from /proc/self/task/TID/syscall. */
-static int blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
+int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
 {
 	char path[64], buf[256];
 	thread_task_path(path, tid, "syscall");
@@ -455,7 +455,7 @@ static void force_blocked(void)
 			continue;
 		uint64_t pc, sp;
 		long nr;
-		if (blocked_regs(t->tid, &pc, &sp, &nr) < 0)
+		if (sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0)
 			continue;
 		/* In a hooked call: the wait so far, walked from the hook's
 		 * caller (a SIGKILL leaves it; the call's own sample, or the
@@ -463,7 +463,7 @@ static void force_blocked(void)
 		uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE), begin;
 		struct unwind_regs regs;
 		if (since && (begin = rhea_stamp_ns(since)) < now && now - begin >= rhea_g.cfg.min_block_ns &&
-		    capture_call_regs(t, since, &regs) == 0)
+		    capture_call_regs(t, since, sp, &regs) == 0)
 			capture_cut(t, t->call_fn, t->call_object, t->call_owner, begin, now, &regs);
 		else
 			capture_forced(t, pc, sp, nr);
