@@ -461,6 +461,47 @@ static const char *sample_line(struct model *m, const struct rhea_sample *s, int
 	return names_line(names, s ? sample_names(m, s, names, 512) : 0, depth, buf, len);
 }
 
+/*
+ * The threads whose last sample is a wait so far (BLOCK and ASYNC: the
+ * agent cut it at the end of the recording, or its last forced capture saw
+ * it when nothing ended the recording: SIGKILL): what a hung program's
+ * threads were waiting for when it was stopped.  Longest first.
+ */
+struct hung {
+	const struct rec_thread *t;
+	const struct rhea_sample *s;
+};
+
+static int by_hung_begin(const void *a, const void *b)
+{
+	const struct hung *x = a, *y = b;
+	if (x->s->begin_ns != y->s->begin_ns)
+		return x->s->begin_ns < y->s->begin_ns ? -1 : 1;
+	return (x->t->tid > y->t->tid) - (x->t->tid < y->t->tid);
+}
+
+static size_t blocked_at_end(const struct recording *r, struct hung **out)
+{
+	size_t n = 0;
+	struct hung *h = calloc(r->nthreads ? r->nthreads : 1, sizeof(*h));
+	*out = h;
+	if (!h)
+		return 0; /* (the section is left out) */
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		const struct rhea_sample *last = NULL;
+		for (size_t k = 0; k < t->nsamples; k++) /* the one that ends last */
+			if (!last || t->samples[k].end_ns >= last->end_ns)
+				last = &t->samples[k];
+		const unsigned so_far = RHEA_S_BLOCK | RHEA_S_ASYNC;
+		if (last && (last->h.flags & so_far) == so_far)
+			h[n++] = (struct hung){t, last};
+	}
+	if (n > 1)
+		qsort(h, n, sizeof(*h), by_hung_begin);
+	return n;
+}
+
 static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
 {
 	json_arr_begin(j, "waits");
@@ -958,6 +999,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	struct blk blk[RHEA_FN_COUNT] = {{0}};
 	uint64_t stacks_total = 0, stacks_rooted = 0, captures = 0;
 	uint32_t *frames = malloc(4096 * sizeof(uint32_t));
+	struct hung *hung;
+	size_t nhung = blocked_at_end(r, &hung);
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
 		model_walk_thread(m, t, &cb);
@@ -1163,6 +1206,23 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		}
 		json_arr_end(&j);
 		json_waits(&j, m, waits, nwaits);
+		json_arr_begin(&j, "blocked_at_end");
+		for (size_t i = 0; i < nhung; i++) {
+			const struct rhea_sample *s = hung[i].s;
+			char obj[32];
+			snprintf(obj, sizeof(obj), "0x%" PRIx64, s->object);
+			json_obj_begin(&j, NULL);
+			json_u64(&j, "tid", hung[i].t->tid);
+			json_str(&j, "function", rhea_fn_name(s->trigger));
+			json_str(&j, "object", obj);
+			json_u64(&j, "owner", s->owner_tid);
+			json_u64(&j, "since_ns", s->begin_ns > r->hdr.start_ns ? s->begin_ns - r->hdr.start_ns : 0);
+			json_u64(&j, "until_ns", s->end_ns > r->hdr.start_ns ? s->end_ns - r->hdr.start_ns : 0);
+			json_u64(&j, "blocked_ns", s->end_ns - s->begin_ns);
+			json_sample_stack(&j, "stack", m, s);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
 		json_stalls(&j, m, &st);
 		json_obj_begin(&j, "cpu_profile");
 		json_u64(&j, "samples", cp.total);
@@ -1331,6 +1391,31 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 				fmt_ns(blk[fn].total, b2), fmt_ns(blk[fn].max, b3));
 		}
 
+	if (nhung) {
+		char line[1024], fitted[1024];
+		fprintf(out, "\nBlocked at the end (threads in a call when the recording ended, or last seen so)\n"
+			     "  %-8s %-20s %10s  %s\n", "TID", "CALL", "FOR", "ON, WHERE");
+		for (size_t i = 0; i < nhung && (int)i < top; i++) {
+			const struct rhea_sample *s = hung[i].s;
+			char on[64] = "";
+			if (s->object && rhea_fn_class(s->trigger) == RHEA_C_LOCK)
+				snprintf(on, sizeof(on), "0x%" PRIx64 "%s", s->object, s->owner_tid ? " held by " : "");
+			if (s->owner_tid && rhea_fn_class(s->trigger) == RHEA_C_LOCK)
+				snprintf(on + strlen(on), sizeof(on) - strlen(on), "%u", s->owner_tid);
+			else if (s->object && rhea_fn_class(s->trigger) != RHEA_C_LOCK)
+				snprintf(on, sizeof(on), "fd %" PRIu64, s->object);
+			const char *names[512];
+			int nn = sample_names(m, s, names, 512);
+			if (nn > 1)
+				nn--; /* (its leaf: the call, named already) */
+			fprintf(out, "  %-8u %-20s %10s  %s%s%s\n", hung[i].t->tid, rhea_fn_name(s->trigger),
+				fmt_ns(s->end_ns - s->begin_ns, b1), on, on[0] ? ", in " : "in ",
+				fit(names_line(names, nn, 3, line, sizeof(line)), W - 46 > 20 ? W - 46 : 20, fitted));
+		}
+		if (nhung > (size_t)top)
+			fprintf(out, "  ... and %zu more\n", nhung - (size_t)top);
+	}
+
 	if (st.loop_threads)
 		text_stalls(out, m, &st, top, W);
 
@@ -1358,6 +1443,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	}
 out:
 	free(rows);
+	free(hung);
 	stalls_free(&st);
 	free(waits);
 	free(cp.self);

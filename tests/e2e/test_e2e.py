@@ -611,6 +611,15 @@ def t_hangs(c, variant, mode):
         if call == "pthread_mutex_lock" and waits:
             c.check([o["tid"] for o in waits[0]["owners"]] == [pid],
                     "the held mutex's owner %s, want main (%d)" % (waits[0]["owners"], pid))
+    # the report's list of what the threads were blocked in at the end
+    hung = sorted((h["function"], h["tid"] == pid, where in h["stack"], h["blocked_ns"] >= least * MS,
+                   h["owner"] == pid if h["function"] == "pthread_mutex_lock" else True)
+                  for h in rec["blocked_at_end"] for call, where in want if h["function"] == call and
+                  (h["tid"] == pid) == (where == "main"))
+    c.check(len(rec["blocked_at_end"]) == len(want) and all(all(x[2:]) for x in hung) and len(hung) == len(want),
+            "blocked at the end: %s, want %s, each in its function, %d ms or more, the mutex held by main" %
+            ([(h["function"], h["tid"], ms(h["blocked_ns"]), h["stack"][-3:]) for h in rec["blocked_at_end"]],
+             want, least))
     c.done()
 
 
