@@ -968,7 +968,7 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
  * BLOCK sample from the call's start to the end, if it waited min_block
  * or more.  The end used to cut them at their last capture: `sleep 10`
  * stopped after a second was "0 ns recorded", its second in nanosleep
- * nowhere.  The stack is walked from the hook's frame (capture_call_regs:
+ * nowhere.  The stack is walked from the hook's frame (capture.c:
  * its caller's pc, sp and rbp), as the hook's own BLOCK sample would be:
  * the thread is blocked below it, and its stack above stands still.  The
  * ending thread may be one of them: a fatal signal that ends the recording
@@ -982,22 +982,13 @@ struct end_blocked_arg {
 static void end_blocked(struct rhea_tstate *t, void *arg)
 {
 	const struct end_blocked_arg *a = arg;
-	uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE);
-	if (!since)
-		return;
-	unsigned fn = t->call_fn;
-	uint32_t owner = t->call_owner;
-	uint64_t object = t->call_object, begin = rhea_stamp_ns(since);
-	if (begin > a->now || a->now - begin < rhea_g.cfg.min_block_ns)
-		return;
 	/* another thread must be blocked in a system call, below the hook */
 	uint64_t pc, sp = 0;
 	long nr;
-	if (t->tid != a->self && sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0)
+	if (!__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) ||
+	    (t->tid != a->self && sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0))
 		return;
-	struct unwind_regs regs;
-	if (capture_call_regs(t, since, sp, &regs) == 0) /* still in that call */
-		capture_cut(t, fn, object, owner, begin, a->now, &regs);
+	capture_wait_so_far(t, a->now, sp);
 }
 
 static void end_blocked_all(void)

@@ -323,17 +323,12 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
 /* A capture of another thread, blocked in a syscall at (pc, sp), taken by
  * the sampler thread.  Returns 1 when taken. */
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
-struct unwind_regs;
-/* Registers to walk t from while it is in the hooked call begun at since
- * (its call_frame), t being blocked in a system call with stack pointer sp
- * (0: t is the caller): 0, or -1 when it has left that call. */
-int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs);
-/* t is blocked in a hooked call (fn, on object, held by owner) since
- * begin, and the recording ends, or the sampler forces a capture of it: a
- * BLOCK sample [begin, end] (ASYNC: the wait so far), its stack walked
- * from regs (the hook's caller), from another thread. */
-int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
-		uint64_t end, const struct unwind_regs *regs);
+/* t's wait so far in the hooked call it is blocked in, if any, at now: a
+ * BLOCK sample (ASYNC) from the call's start, its stack walked from the
+ * hook's caller, from another thread (or t itself, in a signal handler that
+ * interrupted the call: sp 0); t blocked in a system call at sp.  Returns 1
+ * when taken, 0 when t is in no such call (or left it), or not long. */
+int capture_wait_so_far(struct rhea_tstate *t, uint64_t now, uint64_t sp);
 /* Emit the thread's pending (merged) sample; from another thread too. */
 void capture_flush_pending(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);

@@ -561,7 +561,7 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
  * return (a signal handler's longjmp, a cancellation) and blocks higher
  * up the stack now is not in it.  0, or -1 (not in that call any more).
  */
-int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs)
+static int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs)
 {
 	struct unwind_stack st = {0, 0, NULL}; /* another thread's stack: guarded reads */
 	uint64_t frame = __atomic_load_n(&t->call_frame, __ATOMIC_RELAXED);
@@ -570,6 +570,21 @@ int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct
 	    unwind_read(&st, frame + 8, &regs->ip) < 0)
 		return -1;
 	return __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) == since ? 0 : -1;
+}
+
+/* Counters of another thread: CPU from its clock, the rest as of its last
+ * capture (they only grow; its allocation counters live in its TLS, which
+ * another thread must not touch).  c_begin = c_end. */
+static void counters_from_outside(struct rhea_tstate *t, struct rhea_sample *s)
+{
+	s->c_end = t->last_c;
+	uint64_t cpu;
+	if (rhea_thread_cpu_ns(t->tid, &cpu) == 0) {
+		cpu -= cpu % 1000; /* to the microsecond, as getrusage gives it */
+		if (cpu > s->c_end.cpu_ns)
+			s->c_end.cpu_ns = cpu;
+	}
+	s->c_begin = s->c_end;
 }
 
 int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
@@ -583,47 +598,43 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno)
 	fill_sample(&s, t, RHEA_FN_FORCED, flags, stack);
 	s.object = (uint64_t)sysno;
 	s.begin_ns = s.end_ns = rhea_now();
-	/* Counters of another thread: CPU from its clock, the rest as of its
-	 * last capture (they only grow; its allocation counters live in its
-	 * TLS, which another thread must not touch). */
-	s.c_end = t->last_c;
-	uint64_t cpu;
-	if (rhea_thread_cpu_ns(t->tid, &cpu) == 0) {
-		cpu -= cpu % 1000; /* to the microsecond, as getrusage gives it */
-		if (cpu > s.c_end.cpu_ns)
-			s.c_end.cpu_ns = cpu;
-	}
-	s.c_begin = s.c_end;
+	counters_from_outside(t, &s);
 	note_capture(t, &s);
 	merge_or_emit(t, &s);
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 	return 1;
 }
 
-/* Its counters are those of its last capture, with the CPU time from its
+/*
+ * t's wait so far in the hooked call it is blocked in (call_since), at
+ * now: a BLOCK sample from the call's start, if that is min_block or more
+ * ago, walked from the hook's caller (ASYNC: taken from outside).  Its
+ * counters are those of its last capture, with the CPU time from its
  * clock; none for the call itself (c_begin = c_end), as for a BLOCK sample
- * without counters at the call: its CPU goes to the slice around it. */
-int capture_cut(struct rhea_tstate *t, unsigned fn, uint64_t object, uint32_t owner, uint64_t begin,
-		uint64_t end, const struct unwind_regs *regs)
+ * without counters at the call: its CPU goes to the slice around it.
+ */
+int capture_wait_so_far(struct rhea_tstate *t, uint64_t now, uint64_t sp)
 {
+	uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE);
+	if (!since)
+		return 0;
+	unsigned fn = t->call_fn;
+	uint32_t owner = t->call_owner;
+	uint64_t object = t->call_object, begin = rhea_stamp_ns(since);
+	struct unwind_regs regs;
+	if (begin > now || now - begin < rhea_g.cfg.min_block_ns || capture_call_regs(t, since, sp, &regs) < 0)
+		return 0;
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return 0;
 	unsigned flags = RHEA_S_BLOCK | RHEA_S_ASYNC;
 	struct rhea_sample s;
-	uint32_t stack = take_stack(t, regs, 0, 1, &flags);
+	uint32_t stack = take_stack(t, &regs, 0, 1, &flags);
 	fill_sample(&s, t, fn, flags, stack);
 	s.object = object;
 	s.owner_tid = owner;
 	s.begin_ns = begin;
-	s.end_ns = end;
-	s.c_end = t->last_c;
-	uint64_t cpu;
-	if (rhea_thread_cpu_ns(t->tid, &cpu) == 0) {
-		cpu -= cpu % 1000;
-		if (cpu > s.c_end.cpu_ns)
-			s.c_end.cpu_ns = cpu;
-	}
-	s.c_begin = s.c_end;
+	s.end_ns = now;
+	counters_from_outside(t, &s);
 	note_capture(t, &s);
 	emit_now(t, &s);
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);

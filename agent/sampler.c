@@ -460,12 +460,7 @@ static void force_blocked(void)
 		/* In a hooked call: the wait so far, walked from the hook's
 		 * caller (a SIGKILL leaves it; the call's own sample, or the
 		 * end's, supersedes it: analysis/recording.c) */
-		uint64_t since = __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE), begin;
-		struct unwind_regs regs;
-		if (since && (begin = rhea_stamp_ns(since)) < now && now - begin >= rhea_g.cfg.min_block_ns &&
-		    capture_call_regs(t, since, sp, &regs) == 0)
-			capture_cut(t, t->call_fn, t->call_object, t->call_owner, begin, now, &regs);
-		else
+		if (!capture_wait_so_far(t, now, sp))
 			capture_forced(t, pc, sp, nr);
 	}
 }
