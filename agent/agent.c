@@ -229,9 +229,9 @@ static int write_staging(void)
 	sigemptyset(&block);
 	sigaddset(&block, SIGXFSZ);
 	sigaddset(&block, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
+	hooks_real_sigmask(SIG_BLOCK, &block, &old);
 	int r = rfile_write_chunk(&writer, staging, staging_used, 1);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 	staging_used = 0;
 	if (r == 0)
 		salvage_nodes_in_file(rhea_g.st.written); /* every node staged was in it */
@@ -470,6 +470,7 @@ static void stage_stats(void)
 	s->agent_cpu_ns = agent_cpu_ns();
 	s->ticker_wakes = __atomic_load_n(&ticker_wakes, __ATOMIC_RELAXED);
 	s->ticker_coast_ns = ticker_coast_ns(s->time_ns);
+	s->sample_blocked = sampler_blocked_threads();
 }
 
 static void stage_meta(const char *key, const char *value)
@@ -925,7 +926,7 @@ static int start_threads(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	/* Our threads must never take a signal meant for the program. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	hooks_real_sigmask(SIG_SETMASK, &all, &old);
 	threads_stop = 0;
 	rhea_g.ticker_coasting = 0; /* a forked child starts with a ticking ticker */
 	rhea_g.ticker_wake = 0;
@@ -940,11 +941,15 @@ static int start_threads(void)
 	if (r == 0)
 		r = pthread_create(&writer_th, attr, writer_main, (void *)wake0);
 	rhea_guard--;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
 		pthread_setname_np(ticker_th, "rhea-ticker");
 		pthread_setname_np(writer_th, "rhea-writer");
 		r = -sampler_start();
+		/* a process started with the signal blocked (a mask survives
+		 * exec); a thread rhea attach stops keeps its own */
+		if (r == 0 && !rhea_attached)
+			sampler_unblock_self();
 	}
 	return -r;
 }
@@ -957,6 +962,7 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
 {
 	(void)arg;
 	thread_refresh_name(t);
+	sampler_note_blocked(t);
 	capture_flush_pending(t);
 	capture_emit_sites(t);
 }
@@ -1018,7 +1024,7 @@ static void hold_async_signals(sigset_t *old)
 	sigemptyset(&set);
 	for (size_t i = 0; i < sizeof(async_fatal_sigs) / sizeof(async_fatal_sigs[0]); i++)
 		sigaddset(&set, async_fatal_sigs[i]);
-	pthread_sigmask(SIG_BLOCK, &set, old);
+	hooks_real_sigmask(SIG_BLOCK, &set, old);
 }
 
 static void wait_for_finish(void)
@@ -1060,7 +1066,7 @@ static void finish_claimed(unsigned reason, int status)
 	rhea_guard--;
 	finishing_here = 0;
 	finish_done = 1;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void agent_finish(unsigned reason, int status)
@@ -1134,7 +1140,7 @@ void agent_before_exec(void)
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
 	rhea_guard--;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- fatal signals --------------------------------------------------------- */

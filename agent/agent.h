@@ -74,6 +74,8 @@ struct rhea_tstate {
 	uint32_t call_owner; /* a lock's owner when the wait began */
 	int timer_id; /* atomic: the sampling timer, -1 none; whoever exchanges
 			 it for -1 deletes it (the thread at exit, the sampler) */
+	int sig_blocked; /* atomic: counted among the threads that blocked the
+			    sampling signal (sampler_note_blocked) */
 	struct rhea_counters last_c; /* counters at that capture */
 	uint64_t cpu_est_ns, cpu_est_at, cpu_est_sw; /* CPU time estimate (capture.c) */
 	char name[16];
@@ -413,7 +415,15 @@ int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr);
 void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
-const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy);
+const sigset_t *sampler_filter_set(const sigset_t *set, sigset_t *copy);
+void sampler_unblock_self(void);
+/* t blocks the sampling signal (with the raw system call, or since before
+ * rhea attach): counted, once, for the statistics.  At t's exit (t the
+ * calling thread) and at the end.  Their number so far. */
+void sampler_note_blocked(struct rhea_tstate *t);
+uint64_t sampler_blocked_threads(void);
+/* hooks.c: pthread_sigmask without the hook's filter, for the agent's own masks */
+int hooks_real_sigmask(int how, const sigset_t *set, sigset_t *old);
 /* thread.c: /proc/self/task/<tid>/<leaf>; a task's state (1 alive, 0
  * zombie, -1 gone); whether any thread of the program's is still alive. */
 void thread_refresh_name(struct rhea_tstate *t);

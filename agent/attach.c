@@ -284,6 +284,7 @@ static const char *const hooked[] = {
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
 	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd", "vfork",
+	"pthread_sigmask", "sigprocmask",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

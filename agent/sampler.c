@@ -148,12 +148,12 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	sigset_t old;
-	pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
+	hooks_real_sigmask(SIG_BLOCK, &a.sa_mask, &old);
 	if (a.sa_flags & SA_SIGINFO)
 		a.sa_sigaction(sig, si, uc);
 	else
 		a.sa_handler(sig);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void on_sample(int sig, siginfo_t *si, void *uc)
@@ -547,11 +547,11 @@ int sampler_start(void)
 		return 0;
 	sigset_t all, old;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	hooks_real_sigmask(SIG_SETMASK, &all, &old);
 	rhea_guard++;
 	int r = pthread_create(&sampler_th, agent_thread_attr(), sampler_main, NULL);
 	rhea_guard--;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
 		sampler_running = 1;
 		pthread_setname_np(sampler_th, "rhea-sampler");
@@ -572,8 +572,15 @@ static void disarm_one(struct rhea_tstate *t, void *arg)
  * a timer a hook armed at the very last moment must not kill the process
  * with the signal's default action.
  */
+static void note_blocked_one(struct rhea_tstate *t, void *arg)
+{
+	(void)arg;
+	sampler_note_blocked(t);
+}
+
 void sampler_stop(void)
 {
+	thread_foreach(note_blocked_one, NULL); /* (rhea attach leaving) */
 	int sig = sample_sig;
 	__atomic_store_n(&sample_sig, 0, __ATOMIC_SEQ_CST);
 	stop = 1;
@@ -619,14 +626,18 @@ static void move_to(int next, int old)
  * A program that blocks signals and takes them with sigwait, sigwaitinfo,
  * sigtimedwait or a signalfd would take the sampler's too: a server's
  * signal thread waiting on a full set got "Real-time signal 29", which
- * the program never sent.  A set that holds every real-time signal is a
- * catch-all: the program waits without the sampling signal (it stays
- * pending, blocked, harmless).  A set that names the sampling signal
- * among others wants that very signal: the sampler moves to one outside
- * the set, as when the program installs a handler for it.  Returns the
- * set to wait on (set itself, or copy).
+ * the program never sent.  A thread that blocks every signal is never
+ * sampled: its timer's signal stays pending.  So the sets the program
+ * waits on and blocks (hooks.c) go through here.  A set that holds every
+ * real-time signal is a catch-all: the program waits, or blocks, without
+ * the sampling signal (to wait, it stays pending, blocked in threads that
+ * block everything but never blocked for good in any, as the program never
+ * knew it).  A set that names the sampling signal among others wants that
+ * very signal: the sampler moves to one outside the set, as when the
+ * program installs a handler for it.  Returns the set to use (set itself,
+ * or copy).
  */
-const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy)
+const sigset_t *sampler_filter_set(const sigset_t *set, sigset_t *copy)
 {
 	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
 	if (!set || !sig || sigismember(set, sig) != 1)
@@ -641,6 +652,67 @@ const sigset_t *sampler_filter_wait(const sigset_t *set, sigset_t *copy)
 	}
 	move_to(pick_signal_but(sig, set), sig);
 	return set;
+}
+
+/* The calling thread takes the sampling signal, if it started with it
+ * blocked: made with pthread_attr_setsigmask_np, by a thread that blocked
+ * it with the raw system call (which no hook sees), or a process started
+ * so.  One system call. */
+void sampler_unblock_self(void)
+{
+	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
+	if (!sig)
+		return;
+	uint64_t set = 1ull << (sig - 1);
+	syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, sizeof(set));
+}
+
+static uint64_t blocked_threads;
+
+/* Whether thread tid blocks sig: 1, 0, -1 unknown.  The calling thread
+ * asks the kernel; another's mask is in /proc (SigBlk, hexadecimal). */
+static int sig_blocked_in(uint32_t tid, int sig)
+{
+	uint64_t mask = 0;
+	if (tid == thread_gettid()) {
+		if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
+			return -1;
+		return (mask >> (sig - 1)) & 1;
+	}
+	char path[64], buf[2048];
+	thread_task_path(path, tid, "status");
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = 0;
+	char *s = strstr(buf, "\nSigBlk:");
+	if (!s)
+		return -1;
+	s += 8;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	int digits = 0;
+	for (; (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'); s++, digits++)
+		mask = mask << 4 | (uint64_t)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
+	return digits ? (int)((mask >> (sig - 1)) & 1) : -1;
+}
+
+void sampler_note_blocked(struct rhea_tstate *t)
+{
+	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
+	if (!sig || __atomic_load_n(&t->sig_blocked, __ATOMIC_RELAXED) || sig_blocked_in(t->tid, sig) != 1)
+		return;
+	if (!__atomic_exchange_n(&t->sig_blocked, 1, __ATOMIC_ACQ_REL))
+		__atomic_fetch_add(&blocked_threads, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t sampler_blocked_threads(void)
+{
+	return __atomic_load_n(&blocked_threads, __ATOMIC_RELAXED);
 }
 
 /* The program wants our sampling signal: move to another one first, or

@@ -482,6 +482,8 @@ void thread_exit_current(void)
 	if (!t)
 		return;
 	rhea_guard++;
+	if (rhea_g.active)
+		sampler_note_blocked(t);
 	sampler_disarm(t);
 	if (rhea_g.active) {
 		thread_refresh_name(t);

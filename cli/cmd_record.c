@@ -357,6 +357,10 @@ void cli_summarize(const char *path, int child)
 		: r.end_outside && r.end_recovered ? ", ended by rhea record (the agent's unwritten records recovered)"
 		: r.end_outside			   ? ", cut short (the agent did not write the end)"
 						   : ", cut short");
+	if (r.stats.sample_blocked)
+		fprintf(stderr, "rhea: %s%s: %llu thread%s blocked the sampling signal: what %s ran between hooks "
+			"was not sampled\n", child ? "  child " : "", path, (unsigned long long)r.stats.sample_blocked,
+			r.stats.sample_blocked == 1 ? "" : "s", r.stats.sample_blocked == 1 ? "it" : "they");
 	recording_free(&r);
 }
 

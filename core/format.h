@@ -261,7 +261,8 @@ struct rhea_stats {
 	uint64_t agent_cpu_ns; /* CPU time of the agent's own threads (0: unknown) */
 	uint64_t ticker_wakes;    /* the ticker thread's wake-ups (0: unknown) */
 	uint64_t ticker_coast_ns; /* time the ticker spent coasting */
-	uint64_t reserved[2];
+	uint64_t sample_blocked;  /* threads seen blocking the sampling signal */
+	uint64_t reserved[1];
 };
 
 enum rhea_end_reason {

@@ -1111,6 +1111,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "agent_cpu_ns", r->stats.agent_cpu_ns);
 		json_u64(&j, "ticker_wakes", r->stats.ticker_wakes);
 		json_u64(&j, "ticker_coast_ns", r->stats.ticker_coast_ns);
+		json_u64(&j, "sample_blocked", r->stats.sample_blocked);
 		json_u64(&j, "chunks", r->nchunks);
 		json_u64(&j, "file_bytes", r->file_bytes);
 		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
@@ -1300,6 +1301,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	const char *w;
 	for (size_t i = 0; (w = sym_warning(m->sym, i)) != NULL; i++)
 		fprintf(out, "  warning:  %s\n", w);
+	if (r->stats.sample_blocked)
+		fprintf(out, "  warning:  %s thread%s blocked the sampling signal (with the raw system call,\n"
+			     "            or before rhea attach): what %s ran between hooks was not sampled\n",
+			fmt_count(r->stats.sample_blocked, b1), r->stats.sample_blocked == 1 ? "" : "s",
+			r->stats.sample_blocked == 1 ? "it" : "they");
 
 	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
 		"SAMPLES", "ALLOCS");

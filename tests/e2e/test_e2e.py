@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -662,6 +662,39 @@ def t_sigwaiter(c, variant):
     check_end(c, rec, "exit", 0)
     c.check(len(rec["threads"]) in (2, 3), "%d threads, want main, the worker (and the dozer, if the sampler "
             "found it)" % len(rec["threads"]))
+    c.done()
+
+
+def t_sigblocked(c, variant):
+    """sigblocked.c: four threads block every signal (pthread_sigmask; a
+    mask inherited from main's sigprocmask; pthread_attr_setsigmask_np;
+    the raw system call) and compute 300 ms of CPU calling nothing hooked.
+    The first three must be sampled about once per 10 ms of their CPU, the
+    program's signals must stay blocked, and the raw one, which no hook
+    sees, must be counted and said."""
+    rc, out, err = c.record([c.prog(variant, "sigblocked")])
+    expect_status(c, rc, 0, err)
+    got = sorted(out.splitlines())
+    want = sorted(["blocker: ok", "inheritor: ok", "attrmask: ok", "rawmask: ok"])
+    c.check(got == want, "stdout %r, want %r (in any order)" % (got, want))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    by = {t["name"]: t for t in rec["threads"]}
+    for name in ("blocker", "inheritor", "attrmask"):
+        t = by.get(name)
+        c.check(t is not None, "no thread %s in %s" % (name, sorted(by)))
+        if t is None:
+            continue
+        # 300 ms of CPU at one sample per 10 ms: 30
+        c.check(t["sampled"] >= 20, "%s: %d sampled periods in %d ms of CPU, want about 30"
+                % (name, t["sampled"], t["cpu_ns"] // MS))
+    c.check(rec["stats"]["sample_blocked"] == 1, "sample_blocked %d, want 1 (rawmask)"
+            % rec["stats"]["sample_blocked"])
+    c.check("1 thread blocked the sampling signal" in err, "rhea record does not say a thread blocked "
+            "the sampling signal: %s" % one_line(err))
+    _, text, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check("1 thread blocked the sampling signal" in text, "the report does not say a thread "
+            "blocked the sampling signal")
     c.done()
 
 
@@ -1663,6 +1696,42 @@ def t_gzip(c):
             % top_names(rec, 40))
     check_roots(c, rec, ROOT_MIN_DEBIAN)
     check_timeline_unbiased(c, rec, "gzip")
+    c.done()
+
+
+def t_xz(c):
+    """Debian's xz compressing on two threads: its worker threads block
+    every signal (xz's mythread_create), which left them unsampled (their
+    CPU profile was the main thread's 13 samples of 20 s of CPU).  Every
+    thread's CPU must be sampled, about once per 10 ms of it, and the
+    profile must be liblzma's."""
+    import lzma
+    exe = "/usr/bin/xz"
+    need_program(exe)
+    src = c.path("input.txt")
+    make_text(src, 8 << 20, 3)
+    with open(c.path("input.txt.xz"), "wb") as f:
+        rc, _, err = c.record([exe, "-T2", "--block-size=1MiB", "-3", "-c", src], stdout=f, timeout=90)
+    expect_status(c, rc, 0, err)
+    with open(src, "rb") as a, lzma.open(c.path("input.txt.xz"), "rb") as b:
+        c.check(a.read() == b.read(), "xz's output under rhea does not decompress to its input")
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["stats"]["sample_blocked"] == 0, "%d threads blocked the sampling signal"
+            % rec["stats"]["sample_blocked"])
+    busy = [t for t in rec["threads"] if t["cpu_ns"] >= 100 * MS]
+    c.check(len(busy) >= 2, "threads with 100 ms of CPU or more: %s, want the two workers"
+            % [(t["tid"], t["cpu_ns"] // MS) for t in rec["threads"]])
+    for t in busy:
+        # the sampler's default period is 10 ms of a thread's CPU
+        want = t["cpu_ns"] // (10 * MS)
+        c.check(t["sampled"] >= 0.6 * want, "thread %d: %d sampled periods in %d ms of CPU (want about %d)"
+                % (t["tid"], t["sampled"], t["cpu_ns"] // MS, want))
+    prof = rec["cpu_profile"]
+    lz = sum(f["self"] for f in prof["functions"] if f["name"].startswith(("liblzma", "lzma_")))
+    c.check(prof["samples"] >= 20 and lz >= 0.8 * prof["samples"],
+            "CPU profile: %d of %d periods in liblzma, want 80%%" % (lz, prof["samples"]))
+    check_roots(c, rec, ROOT_MIN_DEBIAN)
     c.done()
 
 
@@ -2787,6 +2856,8 @@ def all_tests():
     t.append(Test("altstack/clang-O2", t_altstack, ("clang-O2",)))
     t.append(Test("mainexit/clang-O2-nofp", t_mainexit, ("clang-O2-nofp",)))
     t.append(Test("sigwaiter/clang-O2", t_sigwaiter, ("clang-O2",)))
+    t.append(Test("sigblocked/gcc-O2-nofp", t_sigblocked, ("gcc-O2-nofp",)))
+    t.append(Test("sigblocked/clang-O2", t_sigblocked, ("clang-O2",)))
     for mode in ("loop", "range", "from", "dup", "raw"):
         t.append(Test("fdcloser/%s" % mode, t_fdcloser, ("gcc-O2", mode)))
     for v in VARIANTS:
@@ -2857,6 +2928,7 @@ def all_tests():
     t.append(Test("debian/python3-multiprocessing", t_python_multiprocessing, timeout=120))
     t.append(Test("debian/python3-ulimit", t_python_ulimit))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
+    t.append(Test("debian/xz-threads", t_xz, timeout=120))
     t.append(Test("real/java", t_java, timeout=300))
     t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))

@@ -1672,5 +1672,6 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_stats, agent_cpu_ns, 104);
 	DOC(rhea_stats, ticker_wakes, 112);
 	DOC(rhea_stats, ticker_coast_ns, 120);
-	DOC(rhea_stats, reserved, 128);
+	DOC(rhea_stats, sample_blocked, 128);
+	DOC(rhea_stats, reserved, 136);
 }
