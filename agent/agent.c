@@ -1278,12 +1278,13 @@ int agent_sigaction_filter(int sig, const struct sigaction *act, struct sigactio
 			return 0;
 		}
 		armed[sig] = 0; /* the program handles it: step aside */
-		return hooks_real_sigaction(sig, act, NULL);
+		return sigwrap_sigaction(sig, act, NULL);
 	}
 	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && rhea_g.active) {
 		*handled = 1;
 		int r = hooks_real_sigaction(sig, NULL, old);
 		if (r == 0) {
+			sigwrap_translate(sig, old);
 			believed[sig] = *act;
 			arm(sig);
 		}

@@ -422,6 +422,11 @@ void sampler_unblock_self(void);
  * calling thread) and at the end.  Their number so far. */
 void sampler_note_blocked(struct rhea_tstate *t);
 uint64_t sampler_blocked_threads(void);
+/* sigwrap.c: the program's handlers run inside the agent's, which keeps a
+ * blocking call's note (call_since) right across them; sigaction as the
+ * program sees it; an action read from the kernel as the program set it. */
+int sigwrap_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+void sigwrap_translate(int sig, struct sigaction *a);
 /* hooks.c: pthread_sigmask without the hook's filter, for the agent's own masks */
 int hooks_real_sigmask(int how, const sigset_t *set, sigset_t *old);
 /* thread.c: /proc/self/task/<tid>/<leaf>; a task's state (1 alive, 0

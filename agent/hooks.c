@@ -272,8 +272,8 @@ static inline uint32_t epoch_now(void)
  * from the call's start to the end (agent.c, end_blocked), where it used
  * to lose all their time since their last capture; the sampler's forced
  * captures take the wait so far (sampler.c, force_blocked).  Five stores
- * at the call, one at its return.  (A blocking hook in a signal handler
- * that interrupted another clears it: that outer call is not cut.)
+ * at the call, one at its return.  (A signal handler of the program's
+ * runs without it, and gets it back as it returns: sigwrap.c.)
  */
 static inline void call_enter_at(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint64_t object, uint32_t owner,
 				 void *frame)
@@ -1535,7 +1535,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 		r = agent_sigaction_filter(sig, act, old, &handled);
 	if (handled)
 		return r;
-	return real_sigaction(sig, act, old);
+	return sigwrap_sigaction(sig, act, old);
 }
 
 EXPORT sighandler_t signal(int sig, sighandler_t h)

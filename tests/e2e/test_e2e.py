@@ -58,7 +58,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -662,6 +662,40 @@ def t_sigwaiter(c, variant):
     check_end(c, rec, "exit", 0)
     c.check(len(rec["threads"]) in (2, 3), "%d threads, want main, the worker (and the dozer, if the sampler "
             "found it)" % len(rec["threads"]))
+    c.done()
+
+
+def t_sigjump(c, variant):
+    """sigjump.c: main's SIGALRM handler siglongjmps out of a read after
+    150 ms; main then sleeps 300 ms in a raw system call and exits.  The
+    reader thread's read goes on to the end, across a SIGUSR1 handler that
+    sleeps 20 ms in usleep.  At the end the reader is blocked in its read
+    (about 450 ms), main in no hooked call; main's read lasted 150 ms."""
+    rc, out, err = c.record([c.prog(variant, "sigjump")])
+    expect_status(c, rc, 0, err)
+    c.check(out == "jumped\ndone\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    pid = rec["recording"]["pid"]
+    hung = [(h["function"], h["tid"] == pid, "reader_read" in h["stack"], ms(h["blocked_ns"]))
+            for h in rec["blocked_at_end"]]
+    c.check(len(hung) == 1 and hung[0][:3] == ("read", False, True) and
+            rec["blocked_at_end"][0]["blocked_ns"] >= 405 * MS,
+            "blocked at the end: %s, want the reader's read in reader_read, 405 ms or more (main jumped "
+            "out of its read)" % hung)
+    reads = {w["tid"] == pid: w for w in rec["waits"] if w["function"] == "read"}
+    m, r = reads.get(True), reads.get(False)
+    c.check(m is not None and m["count"] == 1 and 135 * MS <= m["max_ns"] <= 250 * MS,
+            "main's read: %s, want one wait of 150 ms (up to the signal whose handler jumped out)"
+            % ((m and (m["count"], ms(m["max_ns"]))),))
+    c.check(incl(rec, "main_read") >= 135 * MS, "main_read covers %s, want >= 135 ms" % ms(incl(rec, "main_read")))
+    c.check(r is not None and r["count"] == 1 and r["max_ns"] >= 405 * MS,
+            "the reader's read: %s, want one wait of 450 ms (to the end, across the handler)"
+            % ((r and (r["count"], ms(r["max_ns"]))),))
+    nested = [w for w in rec["waits"] if w["function"] == "usleep" and w["tid"] != pid]
+    c.check(len(nested) == 1 and nested[0]["count"] == 1 and nested[0]["max_ns"] >= 18 * MS,
+            "the handler's usleep in the reader: %s, want one of 20 ms"
+            % [(w["count"], ms(w["max_ns"])) for w in nested])
     c.done()
 
 
@@ -2850,6 +2884,7 @@ def all_tests():
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
         for mode in ("exit", "term", "kill"):
             t.append(Test("hangs/%s/%s" % (mode, v), t_hangs, (v, mode)))
+        t.append(Test("sigjump/%s" % v, t_sigjump, (v,)))
     t.append(Test("sigwaiter/gcc-O2-nofp", t_sigwaiter, ("gcc-O2-nofp",)))
     t.append(Test("mainexit/gcc-O2", t_mainexit, ("gcc-O2",)))
     t.append(Test("altstack/gcc-O2-nofp", t_altstack, ("gcc-O2-nofp",)))
