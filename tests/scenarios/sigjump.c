@@ -16,6 +16,9 @@
  *    the read goes on.  So at the end the reader is still in its read,
  *    begun at its start, about JUMP_MS + AFTER_MS before the end.
  *
+ * The program also reads its actions back (a query, the old action of a
+ * change): they must be the handlers and flags it set.
+ *
  * stdout: "jumped" then "done".  Exit status 0.
  *
  * Expected under a tracer that lists the calls threads were blocked in
@@ -98,6 +101,15 @@ int main(void)
 	sa.sa_handler = on_alarm;
 	sa.sa_flags = 0;
 	sigaction(SIGALRM, &sa, NULL);
+	/* the program sees its own actions, whoever runs them */
+	struct sigaction q, was;
+	sigaction(SIGALRM, NULL, &q);
+	signal(SIGUSR2, SIG_IGN);
+	sigaction(SIGUSR1, &sa, &was);
+	sigaction(SIGUSR1, &was, NULL);
+	if (q.sa_handler != on_alarm || (q.sa_flags & SA_SIGINFO) || was.sa_handler != on_usr1 ||
+	    !(was.sa_flags & SA_RESTART) || signal(SIGUSR2, SIG_DFL) != SIG_IGN)
+		printf("the actions read back are not the program's\n");
 
 	pthread_t th;
 	pthread_create(&th, NULL, reader_thread, NULL);
