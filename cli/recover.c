@@ -610,6 +610,9 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 	}
 	struct collect_totals t;
 	c->alone = 1;
+	/* a process that wrote its end between the last sweep and all_ended
+	 * (which counts it ended) is compacted too, not just let go */
+	sweep(c);
 	finish_all(c, 0, &t);
 	_exit(0);
 }
