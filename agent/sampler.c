@@ -679,7 +679,7 @@ static int sig_blocked_in(uint32_t tid, int sig)
 			return -1;
 		return (mask >> (sig - 1)) & 1;
 	}
-	char path[64], buf[2048];
+	char path[64], buf[4096]; /* (1.5 KB today; SigBlk at 0.7) */
 	thread_task_path(path, tid, "status");
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
