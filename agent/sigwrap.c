@@ -64,9 +64,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		__atomic_store_n(&t->call_since, 0, __ATOMIC_RELEASE);
 	}
 	const struct sigaction *a = &acts[sig];
-	if (a->sa_flags & SA_SIGINFO)
+	if (a->sa_handler == SIG_DFL || a->sa_handler == SIG_IGN)
+		; /* (never installed so) */
+	else if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, si, uc);
-	else if (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN)
+	else
 		a->sa_handler(sig);
 	if (since) { /* the handler returned: the call goes on (or returns EINTR) */
 		t->call_fn = fn;
@@ -93,9 +95,9 @@ static int wants_wrap(int sig, const struct sigaction *act)
 {
 	if (!act || rhea_attached || sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return 0;
-	if (act->sa_flags & SA_SIGINFO)
-		return act->sa_sigaction != NULL && act->sa_sigaction != on_signal;
-	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+	/* (one field: SIG_DFL and SIG_IGN are what the kernel looks for,
+	 * whatever the flags say) */
+	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN && !is_ours(act);
 }
 
 /* sigaction for the program: its handler wrapped, its old action as it
