@@ -48,10 +48,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	uint64_t since = t ? __atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) : 0;
 	uint64_t object = 0, frame = 0;
 	uint32_t fn = 0, owner = 0;
-	if (since && !rhea_guard && rhea_hot.last_epoch != rhea_g.epoch) {
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (since && !rhea_guard && rhea_hot.last_epoch != rhea_g.epoch && sp >= t->stack_lo && sp < t->stack_hi) {
 		/* the wait so far, should the handler jump out of the call (a
 		 * later sample of the whole wait supersedes it: readers drop
-		 * it); at most once an interval, as any capture */
+		 * it); at most once an interval, as any capture.  Only on the
+		 * thread's own stack: a program's alternate signal stack
+		 * (SA_ONSTACK) may be 4 KB, most of it the kernel's frame (a
+		 * capture there overflowed into the heap below it) */
 		int e = errno;
 		capture_wait_so_far(t, rhea_now(), 0);
 		errno = e;

@@ -669,11 +669,13 @@ def t_sigjump(c, variant):
     """sigjump.c: main's SIGALRM handler siglongjmps out of a read after
     150 ms; main then sleeps 300 ms in a raw system call and exits.  The
     reader thread's read goes on to the end, across a SIGUSR1 handler that
-    sleeps 20 ms in usleep.  At the end the reader is blocked in its read
-    (about 450 ms), main in no hooked call; main's read lasted 150 ms."""
+    sleeps 20 ms in usleep, and three SIGUSR2 whose handler runs on a 4 KB
+    alternate stack, which must not overflow.  At the end the reader is
+    blocked in its read (about 450 ms), main in no hooked call; main's read
+    lasted 150 ms."""
     rc, out, err = c.record([c.prog(variant, "sigjump")])
     expect_status(c, rc, 0, err)
-    c.check(out == "jumped\ndone\n", "stdout %r" % out)
+    c.check(out == "jumped\ndone\nusr2 3\n", "stdout %r" % out)
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     pid = rec["recording"]["pid"]

@@ -15,11 +15,17 @@
  *    sleeps NESTED_MS with usleep (a hooked, blocking call) and returns:
  *    the read goes on.  So at the end the reader is still in its read,
  *    begun at its start, about JUMP_MS + AFTER_MS before the end.
+ *    Before that, while it waits, it gets SIGUSR2 three times, 3 ms apart:
+ *    a handler that only counts, on an alternate signal stack of 4 KB
+ *    (SA_ONSTACK), with 4 KB of canary below it.  The kernel's signal frame
+ *    fills most of it: a tracer that did more there overflowed below it
+ *    (from the heap, the process died at the thread's exit: "free():
+ *    invalid pointer").  Main prints "usr2 3" when the canary is whole.
  *
  * The program also reads its actions back (a query, the old action of a
  * change): they must be the handlers and flags it set.
  *
- * stdout: "jumped" then "done".  Exit status 0.
+ * stdout: "jumped", "done", "usr2 3".  Exit status 0.
  *
  * Expected under a tracer that lists the calls threads were blocked in
  * when the program ended: the reader's read (in reader_thread, ~450 ms),
@@ -43,12 +49,18 @@
 
 static sigjmp_buf env;
 static int main_pipe[2], reader_pipe[2];
-static volatile int reader_ready;
+static volatile int reader_ready, usr2s;
 
 static void on_alarm(int sig)
 {
 	(void)sig;
 	siglongjmp(env, 1);
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	usr2s++;
 }
 
 static void on_usr1(int sig)
@@ -66,11 +78,26 @@ __attribute__((noinline)) static void reader_read(void)
 	__asm__ volatile("");
 }
 
+#define CANARY 4096
+static unsigned char alt[CANARY + 4096] __attribute__((aligned(64)));
+
 static void *reader_thread(void *arg)
 {
 	(void)arg;
+	memset(alt, 0xa5, CANARY);
+	stack_t ss = {.ss_sp = alt + CANARY, .ss_size = 4096, .ss_flags = 0};
+	if (sigaltstack(&ss, NULL) != 0)
+		return NULL;
 	reader_read();
 	return NULL;
+}
+
+static int canary_whole(void)
+{
+	for (int i = 0; i < CANARY; i++)
+		if (alt[i] != 0xa5)
+			return 0;
+	return 1;
 }
 
 __attribute__((noinline)) static void jumped_away(void)
@@ -98,17 +125,20 @@ int main(void)
 	sa.sa_handler = on_usr1;
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = on_usr2;
+	sa.sa_flags = SA_RESTART | SA_ONSTACK;
+	sigaction(SIGUSR2, &sa, NULL);
 	sa.sa_handler = on_alarm;
 	sa.sa_flags = 0;
 	sigaction(SIGALRM, &sa, NULL);
 	/* the program sees its own actions, whoever runs them */
 	struct sigaction q, was;
 	sigaction(SIGALRM, NULL, &q);
-	signal(SIGUSR2, SIG_IGN);
+	signal(SIGURG, SIG_IGN);
 	sigaction(SIGUSR1, &sa, &was);
 	sigaction(SIGUSR1, &was, NULL);
 	if (q.sa_handler != on_alarm || (q.sa_flags & SA_SIGINFO) || was.sa_handler != on_usr1 ||
-	    !(was.sa_flags & SA_RESTART) || signal(SIGUSR2, SIG_DFL) != SIG_IGN)
+	    !(was.sa_flags & SA_RESTART) || signal(SIGURG, SIG_DFL) != SIG_IGN)
 		printf("the actions read back are not the program's\n");
 
 	pthread_t th;
@@ -116,6 +146,10 @@ int main(void)
 	while (!reader_ready)
 		usleep(1000);
 	usleep(5000); /* in its read by now */
+	for (int i = 0; i < 3; i++) {
+		pthread_kill(th, SIGUSR2);
+		usleep(3000);
+	}
 
 	if (sigsetjmp(env, 1) == 0) {
 		struct itimerval it = {{0, 0}, {0, JUMP_MS * 1000}};
@@ -128,6 +162,10 @@ int main(void)
 	pthread_kill(th, SIGUSR1);
 	jumped_away();
 	printf("done\n");
+	if (canary_whole())
+		printf("usr2 %d\n", usr2s);
+	else
+		printf("the alternate signal stack overflowed\n");
 	fflush(stdout);
 	exit(0);
 }
