@@ -24,7 +24,8 @@
  * actions (sigaction's old action, a query), never on_signal.  Handlers
  * installed before the agent, with the raw system call (Go's runtime), or
  * while rhea attach records (which must leave the process as it was) are
- * left alone.  on_signal costs a few loads and stores per signal.
+ * left alone.  on_signal costs a few loads and stores per signal (and a
+ * capture, when the handler interrupts a long wait).
  */
 #include "agent.h"
 
@@ -55,7 +56,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		 * it); at most once an interval, as any capture.  Only on the
 		 * thread's own stack: a program's alternate signal stack
 		 * (SA_ONSTACK) may be 4 KB, most of it the kernel's frame (a
-		 * capture there overflowed into the heap below it) */
+		 * libc call made there, bound lazily, overflowed it into the
+		 * heap below; a capture needs more) */
 		int e = errno;
 		capture_wait_so_far(t, rhea_now(), 0);
 		errno = e;
