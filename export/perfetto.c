@@ -811,9 +811,13 @@ static void write_samples(struct pf *p, size_t ti)
 		const struct rhea_sample *s = &t->samples[k];
 		int block = (s->h.flags & RHEA_S_BLOCK) != 0;
 		/* As the model does: a sample taken from outside during a
-		 * recorded blocking call repeats what the BLOCK sample says. */
-		if ((s->h.flags & RHEA_S_ASYNC) && prev && (prev->h.flags & RHEA_S_BLOCK) &&
-		    s->begin_ns <= prev->end_ns)
+		 * recorded blocking call repeats what the BLOCK sample says.
+		 * Not the sampler's own: its signal came while the thread ran,
+		 * between the call's return and the hook's reading of the end
+		 * (a period of CPU the CPU profile counts: --samples cpu gave
+		 * one sample fewer than rhea report's periods, now and then). */
+		if ((s->h.flags & RHEA_S_ASYNC) && s->trigger != RHEA_FN_SAMPLER && prev &&
+		    (prev->h.flags & RHEA_S_BLOCK) && s->begin_ns <= prev->end_ns)
 			continue;
 		prev = s;
 		uint64_t periods = model_cpu_periods(s);

@@ -398,6 +398,26 @@ Test(convert, perfetto_cpu_samples_only)
 	done();
 }
 
+Test(convert, perfetto_cpu_samples_at_a_wait_end)
+{
+	/* The sampler's signal came between a wait's return and the hook's
+	 * reading of its end: its capture is dated inside the wait.  It is
+	 * CPU all the same: counted, as rhea report's CPU profile does. */
+	add(3, 0, 0, 0, 0, 0, 0);
+	add(2, 1 * MS, 3 * MS, 0, RHEA_S_BLOCK, 0, 0);
+	add(4, 3 * MS - 4000, 3 * MS - 4000, 0, RHEA_S_ASYNC, 0, 0);
+	th.samples[th.nsamples - 1].trigger = RHEA_FN_SAMPLER;
+	th.samples[th.nsamples - 1].object = 1;
+	add(4, 3 * MS - 2000, 3 * MS - 2000, 0, RHEA_S_ASYNC, 0, 0); /* forced, from outside: repeats the wait */
+	th.samples[th.nsamples - 1].trigger = RHEA_FN_FORCED;
+	add(3, 5 * MS, 5 * MS, 0, 0, 0, 0);
+	opts.cpu_samples = 1;
+	build();
+	cr_assert_eq(perf_samples(), 1, "the sampler's period inside the wait's span");
+	opts.cpu_samples = 0;
+	done();
+}
+
 Test(convert, pprof_and_folded_totals)
 {
 	add(3, 0, 0, 0, 0, 2, 2);
