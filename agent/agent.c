@@ -994,6 +994,14 @@ static void end_blocked(struct rhea_tstate *t, void *arg)
 	if (!__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) ||
 	    (t->tid != a->self && sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0))
 		return;
+	/* The sampler thread may be taking this thread's forced capture right
+	 * now (microseconds): let it finish, or the end's wait is lost and the
+	 * thread's last seen is that capture's, up to --force-after short
+	 * (hangs term: a mutex wait of 304 ms of 404).  Bounded: the thread
+	 * itself, interrupted in a capture, holds it for good. */
+	if (t->tid != a->self)
+		for (int i = 0; i < 200000 && __atomic_load_n(&t->in_capture, __ATOMIC_ACQUIRE); i++)
+			__builtin_ia32_pause();
 	capture_wait_so_far(t, a->now, sp);
 }
 
