@@ -433,6 +433,9 @@ int hooks_real_sigmask(int how, const sigset_t *set, sigset_t *old);
  * zombie, -1 gone); whether any thread of the program's is still alive. */
 void thread_refresh_name(struct rhea_tstate *t);
 void thread_task_path(char path[64], uint32_t tid, const char *leaf);
+/* Up to cap - 1 bytes of that file, NUL-terminated (raw system calls):
+ * their number, or -1. */
+ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap);
 int thread_task_state(uint32_t tid);
 int thread_program_left(void);
 extern volatile uint32_t rhea_agent_tids[8];

@@ -1592,24 +1592,23 @@ EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
  * 13 samples, all of the main thread.  The agent's own masks go to the
  * real function (hooks_real_sigmask), as does a vfork child's.
  */
-EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+static inline const sigset_t *mask_filtered(int how, const sigset_t *set, sigset_t *copy)
 {
 	if (unlikely(!resolved))
 		resolve();
+	return how != SIG_UNBLOCK && !rhea_guard ? sampler_filter_set(set, copy) : set;
+}
+
+EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
 	sigset_t copy;
-	if (how != SIG_UNBLOCK && !rhea_guard)
-		set = sampler_filter_set(set, &copy);
-	return real_pthread_sigmask(how, set, old);
+	return real_pthread_sigmask(how, mask_filtered(how, set, &copy), old);
 }
 
 EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	if (unlikely(!resolved))
-		resolve();
 	sigset_t copy;
-	if (how != SIG_UNBLOCK && !rhea_guard)
-		set = sampler_filter_set(set, &copy);
-	return real_sigprocmask(how, set, old);
+	return real_sigprocmask(how, mask_filtered(how, set, &copy), old);
 }
 
 /* For agent.c: the real functions it must not go through hooks for. */

@@ -363,16 +363,9 @@ static struct timed *find_timed(uint32_t tid)
 /* Parse "nr a1 a2 a3 a4 a5 a6 sp pc" from /proc/self/task/TID/syscall. */
 int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
 {
-	char path[64], buf[256];
-	thread_task_path(path, tid, "syscall");
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	char buf[256];
+	if (thread_read_task_file(tid, "syscall", buf, sizeof(buf)) <= 0)
 		return -1;
-	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
-	if (r <= 0)
-		return -1;
-	buf[r] = 0;
 	if (buf[0] < '0' || buf[0] > '9')
 		return -1; /* "running", or "-1 sp pc": not blocked in a syscall */
 	char *s = buf;
@@ -679,16 +672,9 @@ static int sig_blocked_in(uint32_t tid, int sig)
 			return -1;
 		return (mask >> (sig - 1)) & 1;
 	}
-	char path[64], buf[4096]; /* (1.5 KB today; SigBlk at 0.7) */
-	thread_task_path(path, tid, "status");
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	char buf[4096]; /* (1.5 KB today; SigBlk at 0.7) */
+	if (thread_read_task_file(tid, "status", buf, sizeof(buf)) <= 0)
 		return -1;
-	ssize_t r = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
-	if (r <= 0)
-		return -1;
-	buf[r] = 0;
 	char *s = strstr(buf, "\nSigBlk:");
 	if (!s)
 		return -1;

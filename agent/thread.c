@@ -123,7 +123,7 @@ void thread_task_path(char path[64], uint32_t tid, const char *leaf)
 
 /* Up to cap - 1 bytes of /proc/self/task/<tid>/<leaf>, NUL-terminated:
  * their number, or -1. */
-static ssize_t read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap)
+ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap)
 {
 	char path[64];
 	thread_task_path(path, tid, leaf);
@@ -141,7 +141,7 @@ static ssize_t read_task_file(uint32_t tid, const char *leaf, char *buf, size_t 
 static void read_comm(uint32_t tid, char name[16])
 {
 	char buf[32];
-	ssize_t r = read_task_file(tid, "comm", buf, sizeof(buf));
+	ssize_t r = thread_read_task_file(tid, "comm", buf, sizeof(buf));
 	if (r <= 0)
 		return;
 	if (buf[r - 1] == '\n')
@@ -156,7 +156,7 @@ static void read_comm(uint32_t tid, char name[16])
 int thread_task_state(uint32_t tid)
 {
 	char st[512];
-	if (read_task_file(tid, "stat", st, sizeof(st)) <= 0)
+	if (thread_read_task_file(tid, "stat", st, sizeof(st)) <= 0)
 		return -1;
 	const char *rp = strrchr(st, ')');
 	return !rp || rp[1] != ' ' || (rp[2] != 'Z' && rp[2] != 'X');
