@@ -36,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* The analysis has no way on without its tables. */
 /*
@@ -151,23 +150,30 @@ uint32_t model_func_intern(struct model *m, const char *name, const char *module
 }
 
 /*
- * JIT code's names: the perf map the process wrote (/tmp/perf-PID.map, see
- * sym_add_perf_map), when that file was written since the recording began
- * (a map left by an older process of the same pid is not ours), or the
- * file RHEA_PERF_MAP names ("none": no map).
+ * JIT code's names: the perf map the recording keeps (rhea record's
+ * compaction put in it the lines that name its stacks' code, see
+ * cli/compact.c), else the one the process wrote (/tmp/perf-PID.map, see
+ * sym_perf_map_of), or the file RHEA_PERF_MAP names ("none": no map).
  */
 static void add_perf_map(struct model *m, const struct recording *r)
 {
 	const char *env = getenv("RHEA_PERF_MAP");
 	if (env && strcmp(env, "none") == 0)
 		return;
+	const char *kept = recording_meta(r, "perf_map");
+	if ((!env || !*env) && kept) {
+		const char *from = recording_meta(r, "perf_map_source");
+		if (!from)
+			from = "perf map";
+		if (sym_add_perf_map_text(m->sym, kept, strlen(kept), from) == 0) {
+			m->perf_map = strdup(from);
+			m->perf_map_kept = 1;
+		}
+		return;
+	}
 	char path[64];
 	if (!env || !*env) {
-		snprintf(path, sizeof(path), "/tmp/perf-%u.map", r->hdr.pid);
-		struct stat st;
-		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-		    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec + 1000000000ull <
-			    r->hdr.start_realtime_ns)
+		if (!sym_perf_map_of(r->hdr.pid, r->hdr.start_realtime_ns, 0, path, sizeof(path)))
 			return;
 		env = path;
 	}

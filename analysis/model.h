@@ -39,6 +39,7 @@ struct model {
 	struct symbolizer *sym;
 	int sym_shared;          /* sym is the caller's (model_build_shared): not freed here */
 	char *perf_map; /* the perf map JIT code was named from, NULL none */
+	int perf_map_kept; /* ...as the recording keeps it (its lines that name stack code) */
 	struct model_func *funcs; /* funcs[0] = [unknown] */
 	uint32_t nfuncs, cap;
 	uint32_t *node_func; /* node id -> func id */

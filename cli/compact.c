@@ -49,6 +49,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,12 +63,15 @@
 #include "packed.h"
 #include "recording.h"
 #include "rfile.h"
+#include "symbolize.h"
 #include "vec.h"
 
 #define CHUNK_RAW (4u << 20)   /* payload of the new chunks, at most */
 #define ENTRY_SAMPLES 65536u   /* samples in one PACKED4 entry, at most */
 #define SITES_PER_ENTRY 4096u
 #define NODES_PER_ENTRY 65536u /* (at most 1.3 MB coded: nodepack_bound) */
+#define PERF_MAP_KEY "perf_map"     /* (the NUL included: a key of its own) */
+#define PERF_MAP_MAX (CHUNK_RAW / 2) /* the lines kept, at most */
 
 struct tsamples {
 	uint32_t tid;
@@ -120,6 +124,7 @@ struct compactor {
 	int werr;
 	int to_spill; /* full chunks go to the spill (while reading) */
 	uint64_t period_us; /* the capture interval: the samples' grid */
+	int has_perf_map;   /* the old file keeps one already */
 };
 
 static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
@@ -233,6 +238,11 @@ static int take_entry(void *arg, const struct rhea_entry *e)
 		}
 		case RHEA_E_END:
 			return append(c, &c->ends, &c->ends_len, &c->ends_cap, e);
+		case RHEA_E_META:
+			if (e->size >= sizeof(struct rhea_meta) + sizeof(PERF_MAP_KEY) &&
+			    memcmp(e + 1, PERF_MAP_KEY, sizeof(PERF_MAP_KEY)) == 0)
+				c->has_perf_map = 1;
+			break;
 		}
 	return append(c, &c->other, &c->other_len, &c->other_cap, e);
 }
@@ -519,6 +529,75 @@ static int reads_back(const char *path, const struct tally *want)
 	       b.n.nodes == want->nodes && b.n.nodes_sum == want->nodes_sum;
 }
 
+/* ---- JIT code's names ---------------------------------------------------- */
+
+/*
+ * A JIT's perf map (/tmp/perf-PID.map: node --perf-basic-prof, the JVM's
+ * perf-map agents, python3.12 -X perf) names code no module holds, but it
+ * lives in /tmp: a recording read on another machine, or after a reboot or
+ * a tmp cleaner, lost those names.  The lines that name code on the
+ * recording's stacks are kept in it as META "perf_map" (the file's path
+ * as "perf_map_source"), in the file's order, which decides between
+ * overlapping lines (symbolize.h); node's maps hold tens of thousands of
+ * lines, a recording's stacks touch a few hundred of them.  The process
+ * has ended (or, rhea attach gone, still runs: any map of it is its own),
+ * so the map is complete.
+ */
+static int put_meta(struct compactor *c, const char *key, const char *value, size_t vlen)
+{
+	size_t klen = strlen(key) + 1, size = (sizeof(struct rhea_meta) + klen + vlen + 1 + 7) & ~(size_t)7;
+	if (vec_grow((void **)&c->other, &c->other_cap, c->other_len + size, 1))
+		return oom(c);
+	uint8_t *p = c->other + c->other_len;
+	memset(p, 0, size);
+	struct rhea_entry h = {RHEA_E_META, 0, (uint32_t)size};
+	memcpy(p, &h, sizeof(h));
+	memcpy(p + sizeof(struct rhea_meta), key, klen);
+	memcpy(p + sizeof(struct rhea_meta) + klen, value, vlen);
+	c->other_len += size;
+	return 0;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* 0, or -1 out of memory; a map that cannot be read is left out. */
+static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr)
+{
+	const struct rhea_end *end = NULL;
+	for (size_t o = 0; o + sizeof(*end) <= c->ends_len; o += ((const struct rhea_entry *)(c->ends + o))->size)
+		end = (const void *)(c->ends + o);
+	int alive = end && end->reason == RHEA_END_DETACH && hdr->pid &&
+		    (kill((pid_t)hdr->pid, 0) == 0 || errno == EPERM);
+	char path[64];
+	if (c->has_perf_map || !sym_perf_map_of(hdr->pid, hdr->start_realtime_ns, alive, path, sizeof(path)))
+		return 0;
+	size_t n = 0;
+	uint64_t *addrs = malloc((c->nodes_cap ? c->nodes_cap : 1) * sizeof(*addrs));
+	if (!addrs)
+		return oom(c);
+	for (size_t id = 0; id < c->nodes_cap; id++)
+		if (c->nodes_known[id])
+			addrs[n++] = c->nodes[id].addr;
+	qsort(addrs, n, sizeof(*addrs), cmp_addr);
+	char *text;
+	size_t len, kept;
+	int e = sym_perf_map_keep(path, addrs, n, &text, &len, &kept);
+	free(addrs);
+	if (e == -ENOMEM)
+		return oom(c);
+	if (e == 0 && kept && len <= PERF_MAP_MAX &&
+	    (put_meta(c, "perf_map_source", path, strlen(path)) || put_meta(c, PERF_MAP_KEY, text, len))) {
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
 /* ---- the whole ------------------------------------------------------------ */
 
 static void say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -634,6 +713,10 @@ int compact_recording_window(const char *path, size_t window, struct compact_res
 	c.period_us = (hdr.interval_ns + 500) / 1000;
 	rc = read_old(&c, r, err, errlen);
 	rfile_close(r);
+	if (rc == COMPACT_DONE && keep_perf_map(&c, &hdr) != 0) {
+		say(err, errlen, "out of memory");
+		rc = COMPACT_FAILED;
+	}
 	if (rc != COMPACT_DONE) {
 		compactor_free(&c);
 		return rc;

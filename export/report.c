@@ -1097,6 +1097,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_str(&j, "unwind", recording_meta(r, "unwind"));
 		json_str(&j, "hooks", recording_meta(r, "hooks"));
 		json_str(&j, "perf_map", m->perf_map);
+		json_bool(&j, "perf_map_kept", m->perf_map_kept);
 		json_obj_end(&j);
 		json_obj_begin(&j, "stats");
 		json_u64(&j, "samples", r->nsamples);
@@ -1295,7 +1296,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			     "            as Go's runtime makes, or the disk filled up): the records it had\n"
 			     "            not written yet are missing (its last 100 ms, or since the disk filled)\n");
 	if (m->perf_map)
-		fprintf(out, "  jit:      code named from %s\n", m->perf_map);
+		fprintf(out, "  jit:      code named from %s%s\n", m->perf_map,
+			m->perf_map_kept ? " (its lines for these stacks, kept in the recording)" : "");
 	if (r->problem[0])
 		fprintf(out, "  warning:  %s (the report shows what precedes it)\n", r->problem);
 	const char *w;

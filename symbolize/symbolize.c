@@ -93,6 +93,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /*
  * __cxa_demangle comes from libstdc++, loaded the first time a C++ name
@@ -1080,26 +1081,42 @@ static int jit_cmp(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-int sym_add_perf_map(struct symbolizer *s, const char *path)
+/* One line of a perf map, its newline gone: "START SIZE name" with START
+ * and SIZE in hexadecimal, SIZE not 0.  1 with *lo, *size and *name (in
+ * line), 0 for a malformed line. */
+static int perf_map_line(const char *line, uint64_t *lo, uint64_t *size, const char **name)
 {
-	if (!s || !path)
-		return -EINVAL;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
+	char *end, *p;
+	*lo = strtoull(line, &end, 16);
+	if (end == line || *end != ' ')
+		return 0;
+	*size = strtoull(end + 1, &p, 16);
+	if (p == end + 1 || *p != ' ' || !p[1] || *size == 0 || *lo + *size < *lo)
+		return 0;
+	*name = p + 1;
+	return 1;
+}
+
+/* getline without the line's end; -1 at the end of f. */
+static ssize_t map_getline(char **line, size_t *cap, FILE *f)
+{
+	ssize_t len = getline(line, cap, f);
+	while (len > 0 && ((*line)[len - 1] == '\n' || (*line)[len - 1] == '\r'))
+		(*line)[--len] = 0;
+	return len;
+}
+
+/* The map's lines from f into s; label names it in the warning. */
+static int add_perf_map_from(struct symbolizer *s, FILE *f, const char *label)
+{
 	char *line = NULL;
-	size_t cap = 0, n = 0, lines = 0, bad = 0;
-	ssize_t len;
+	size_t cap = 0, n = s->njit, lines = 0, bad = 0;
 	int err = 0;
-	while ((len = getline(&line, &cap, f)) > 0) {
+	while (map_getline(&line, &cap, f) >= 0) {
 		lines++;
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = 0;
-		char *end;
-		uint64_t lo = strtoull(line, &end, 16);
-		char *p = end;
-		uint64_t size = end != line && *end == ' ' ? strtoull(end + 1, &p, 16) : 0;
-		if (p == end + 1 || *p != ' ' || !p[1] || size == 0 || lo + size < lo) {
+		uint64_t lo, size;
+		const char *name;
+		if (!perf_map_line(line, &lo, &size, &name)) {
 			bad++;
 			continue;
 		}
@@ -1113,22 +1130,112 @@ int sym_add_perf_map(struct symbolizer *s, const char *path)
 			s->jit = nj;
 			n = ncap;
 		}
-		char *name = strdup(p + 1);
-		if (!name) {
+		char *copy = strdup(name);
+		if (!copy) {
 			err = -ENOMEM;
 			break;
 		}
-		s->jit[s->njit++] = (struct jitsym){lo, lo + size, name, lines};
+		s->jit[s->njit++] = (struct jitsym){lo, lo + size, copy, lines};
 	}
 	free(line);
-	fclose(f);
 	qsort(s->jit, s->njit, sizeof(*s->jit), jit_cmp);
 	if (bad)
-		add_warning(s, "%s: %zu of %zu lines are not \"START SIZE name\" (ignored)", path, bad, lines);
+		add_warning(s, "%s: %zu of %zu lines are not \"START SIZE name\" (ignored)", label, bad, lines);
 	s->tabn = 0; /* addresses cached before now may have names now */
 	if (s->tab)
 		memset(s->tab, 0, s->tabcap * sizeof(*s->tab));
 	return err;
+}
+
+int sym_add_perf_map(struct symbolizer *s, const char *path)
+{
+	if (!s || !path)
+		return -EINVAL;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	int err = add_perf_map_from(s, f, path);
+	fclose(f);
+	return err;
+}
+
+int sym_add_perf_map_text(struct symbolizer *s, const char *text, size_t len, const char *label)
+{
+	if (!s || !text || !label)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	FILE *f = fmemopen((void *)(uintptr_t)text, len, "r");
+	if (!f)
+		return -errno;
+	int err = add_perf_map_from(s, f, label);
+	fclose(f);
+	return err;
+}
+
+int sym_perf_map_of(uint32_t pid, uint64_t start_realtime_ns, int alive, char *buf, size_t len)
+{
+	if (snprintf(buf, len, "/tmp/perf-%" PRIu32 ".map", pid) >= (int)len)
+		return 0;
+	struct stat st;
+	if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+	return alive || mtime + 1000000000ull >= start_realtime_ns;
+}
+
+/* Whether one of the sorted addrs[0..n) is in [lo, hi]: a return
+ * address just past a function's end is its call's. */
+static int any_in(const uint64_t *addrs, size_t n, uint64_t lo, uint64_t hi)
+{
+	size_t a = 0, b = n;
+	while (a < b) { /* the first address at lo or above */
+		size_t mid = a + (b - a) / 2;
+		if (addrs[mid] < lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a < n && addrs[a] <= hi;
+}
+
+int sym_perf_map_keep(const char *path, const uint64_t *addrs, size_t n, char **text, size_t *len, size_t *kept)
+{
+	*text = NULL;
+	*len = *kept = 0;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	char *line = NULL, *out = NULL;
+	size_t cap = 0, out_len = 0, out_cap = 0;
+	ssize_t ll;
+	int err = 0;
+	while ((ll = map_getline(&line, &cap, f)) >= 0) {
+		uint64_t lo, size;
+		const char *name;
+		if (!perf_map_line(line, &lo, &size, &name) || !any_in(addrs, n, lo, lo + size))
+			continue;
+		if (vec_grow((void **)&out, &out_cap, out_len + (size_t)ll + 2, 1)) {
+			err = -ENOMEM;
+			break;
+		}
+		memcpy(out + out_len, line, (size_t)ll);
+		out_len += (size_t)ll;
+		out[out_len++] = '\n';
+		out[out_len] = 0;
+		(*kept)++;
+	}
+	if (!err && ferror(f))
+		err = -EIO;
+	free(line);
+	fclose(f);
+	if (err) {
+		free(out);
+		return err;
+	}
+	*text = out;
+	*len = out_len;
+	return 0;
 }
 
 const char *sym_warning(struct symbolizer *s, size_t i)

@@ -87,6 +87,27 @@ void sym_begin_process(struct symbolizer *s);
  * file cannot be read, -ENOMEM.
  */
 int sym_add_perf_map(struct symbolizer *s, const char *path);
+/* The same from a map's text (len bytes, as a recording keeps it; see
+ * sym_perf_map_keep): label names it in the warning. */
+int sym_add_perf_map_text(struct symbolizer *s, const char *text, size_t len, const char *label);
+
+/*
+ * The perf map of process pid for a recording that began at
+ * start_realtime_ns: /tmp/perf-PID.map, if written since a second before
+ * that start (a map an older process of the same pid left is not its) or,
+ * alive (the process still runs: rhea attach left it), whenever.  1 with
+ * its path in buf, else 0.
+ */
+int sym_perf_map_of(uint32_t pid, uint64_t start_realtime_ns, int alive, char *buf, size_t len);
+
+/*
+ * The lines of the perf map at path that name code at one of the sorted
+ * addresses addrs[0..n) (or that ends right before one: a return
+ * address), in the file's order, each ended by a newline: *text
+ * (malloc'ed, NUL-terminated, NULL when none), *len bytes, *kept lines.
+ * Malformed lines are left out.  0, or -errno (-ENOMEM).
+ */
+int sym_perf_map_keep(const char *path, const uint64_t *addrs, size_t n, char **text, size_t *len, size_t *kept);
 
 /*
  * Resolve a code address (already "return address - 1" for call sites) into

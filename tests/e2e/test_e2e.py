@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -1868,6 +1868,91 @@ def t_node(c):
             os.unlink(pmap)
         except OSError:
             pass
+    # the map gone: its lines for these stacks are in the recording
+    rec = c.report(c.path("map.rhea"))
+    hot = [f for f in rec["functions"] if "hotLoop" in f["name"] and f["module"] == "[jit]"]
+    c.check(hot and rec["recording"]["perf_map_kept"], "the map gone, hotLoop unnamed; functions: %s"
+            % top_names(rec, 30))
+    c.done()
+
+
+def t_jit(c, variant):
+    """Code made at run time (tests/scenarios/jit.c), named only by the
+    perf map the program writes to /tmp: rhea record keeps the map's lines
+    for the recording's stacks in it, and the name stays once the map is
+    gone; a recording left as the agent wrote it (--no-compact) loses it."""
+    def run(out, opts=()):
+        rc, so, err = c.record([c.prog(variant, "jit")], out=out, opts=opts)
+        expect_status(c, rc, 0, err)
+        if not re.fullmatch(r"jit at 0x[0-9a-f]+\n", so):
+            raise Fail("stdout %r, want 'jit at 0xADDR'" % so)
+        rec = c.report(c.path(out))
+        return rec, "/tmp/perf-%d.map" % rec["recording"]["pid"]
+
+    def jit_cpu(rec):
+        return sum(f["self_cpu_ns"] for f in funcs_named(rec, "jit_countdown") if f["module"] == "[jit]")
+
+    def folded_has_name(out):
+        rc, _, err = c.run([c.rhea, "convert", "-f", "folded", "-o", c.path(out + ".folded"), c.path(out)])
+        if rc != 0:
+            raise Fail("rhea convert -f folded %s: status %d: %s" % (out, rc, one_line(err)))
+        with open(c.path(out + ".folded")) as f:
+            return "jit_countdown" in f.read()
+
+    rec, pmap = run("out.rhea")
+    try:
+        c.check(rec["recording"]["perf_map"] == pmap and rec["recording"]["perf_map_kept"],
+                "perf map %r (kept %s), want %s kept" % (rec["recording"]["perf_map"],
+                                                        rec["recording"]["perf_map_kept"], pmap))
+        c.check(jit_cpu(rec) >= 150 * MS, "jit_countdown: %s of self CPU, want >= 150 of the loop's 300 ms; "
+                "functions: %s" % (ms(jit_cpu(rec)), top_names(rec)))
+    finally:
+        os.unlink(pmap)
+    rec = c.report(c.path("out.rhea"))
+    c.check(jit_cpu(rec) >= 150 * MS and rec["recording"]["perf_map_kept"],
+            "the map gone: jit_countdown %s of self CPU; functions: %s" % (ms(jit_cpu(rec)), top_names(rec)))
+    c.check(folded_has_name("out.rhea"), "the map gone: no jit_countdown in rhea convert -f folded")
+    # as the agent wrote it: the map in /tmp only
+    rec, pmap = run("raw.rhea", opts=["--no-compact"])
+    try:
+        c.check(jit_cpu(rec) >= 150 * MS and rec["recording"]["perf_map"] == pmap
+                and not rec["recording"]["perf_map_kept"],
+                "--no-compact, the map there: jit_countdown %s of self CPU, perf map %r (kept %s)"
+                % (ms(jit_cpu(rec)), rec["recording"]["perf_map"], rec["recording"]["perf_map_kept"]))
+    finally:
+        os.unlink(pmap)
+    rec = c.report(c.path("raw.rhea"))
+    c.check(not funcs_named(rec, "jit_countdown") and rec["recording"]["perf_map"] is None,
+            "--no-compact, the map gone: still named (the test tests nothing): %s" % top_names(rec))
+    c.done()
+
+
+def t_jit_attach(c, variant):
+    """rhea attach to a process whose worker thread runs code made at run
+    time (tests/scenarios/jit.c, `thread` mode), its perf map written more
+    than a second before the attach (a JIT that compiles nothing new does
+    not touch it): the process runs on, so the map is its own whatever its
+    age, and the recording keeps its line for the loop."""
+    p, pid = start_ready(c, [c.prog(variant, "jit"), "4000", "thread"])
+    pmap = "/tmp/perf-%d.map" % pid
+    try:
+        time.sleep(1.5)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        out, perr = finish(p)
+    finally:
+        try:
+            os.unlink(pmap)
+        except OSError:
+            pass
+    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "jit at " in out, "the process after the detach: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    jit = sum(f["self_cpu_ns"] for f in funcs_named(rec, "jit_countdown") if f["module"] == "[jit]")
+    c.check(jit >= 300 * MS and rec["recording"]["perf_map"] == pmap and rec["recording"]["perf_map_kept"],
+            "jit_countdown %s of self CPU in a 1 s attach, perf map %r (kept %s); functions: %s"
+            % (ms(jit), rec["recording"]["perf_map"], rec["recording"]["perf_map_kept"], top_names(rec)))
     c.done()
 
 
@@ -2969,6 +3054,9 @@ def all_tests():
     t.append(Test("real/java", t_java, timeout=300))
     t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
+    t.append(Test("jit-perf-map/gcc-O2", t_jit, ("gcc-O2",)))
+    t.append(Test("jit-perf-map/clang-O2-nofp", t_jit, ("clang-O2-nofp",)))
+    t.append(Test("jit-perf-map/attach", t_jit_attach, ("gcc-O2",), timeout=90))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))

@@ -76,6 +76,7 @@ static void make_thread(struct rhea_sample *v, uint32_t tid)
 }
 
 static struct rhea_sample samples[THREADS][PER_THREAD];
+static uint32_t rec_pid = 200; /* the recording's process */
 
 static size_t put_meta(uint8_t *p, const char *k, const char *v)
 {
@@ -98,7 +99,7 @@ static void write_recording(const char *path, int with_end)
 		make_thread(samples[t], 200 + (uint32_t)t);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
 	cr_assert(fd >= 0);
-	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = 200, .start_ns = 1000,
+	struct rhea_file_header h = {.clock = RHEA_CLOCK_MONOTONIC, .pid = rec_pid, .start_ns = 1000,
 				     .interval_ns = 1000000, .max_depth = 256};
 	struct rfile_writer w;
 	cr_assert_eq(rfile_writer_init(&w, fd, 3, 1 << 20), 0);
@@ -309,6 +310,59 @@ Test(compact, same_recording_smaller)
 	recording_free(&a);
 	recording_free(&b);
 	unlink(path);
+}
+
+/* A JIT's perf map (/tmp/perf-PID.map) written while the process ran: the
+ * lines that name code on the recording's stacks are kept in it (META
+ * perf_map, in the file's order, its path as perf_map_source), the others
+ * are not; a recording that keeps one keeps it when compacted again. */
+Test(compact, keeps_the_perf_map_lines_of_its_stacks)
+{
+	rec_pid = 3999997; /* (a pid unlikely to be in use) */
+	char map[64];
+	snprintf(map, sizeof(map), "/tmp/perf-%u.map", rec_pid);
+	FILE *f = fopen(map, "w");
+	cr_assert_not_null(f);
+	/* nodes 10, 11, 12 are at ...1e70, ...1e48, ...1e20 (write_recording) */
+	fputs("7f0000001e40 10 JS:*eleven\n"
+	      "7f0000001e00 20 JS:*twelve\n" /* ends at node 12: its call */
+	      "7f0000003000 40 JS:*unused\n"
+	      "7f0000001e70 8 JS:*ten\n", f);
+	fclose(f);
+	char path[] = "/tmp/rhea-test-compact.XXXXXX";
+	close(mkstemp(path));
+	write_recording(path, 1);
+	struct compact_result res;
+	char err[512];
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	struct recording r;
+	load(path, &r);
+	const char *kept = recording_meta(&r, "perf_map");
+	cr_assert_not_null(kept, "no perf map kept");
+	cr_assert_str_eq(kept, "7f0000001e40 10 JS:*eleven\n7f0000001e00 20 JS:*twelve\n7f0000001e70 8 JS:*ten\n");
+	cr_assert_str_eq(recording_meta(&r, "perf_map_source"), map);
+	cr_assert_eq(recording_meta(&r, "command") != NULL, 1, "the other metadata is kept");
+	recording_free(&r);
+	/* the map changes (a later process of the same pid): kept as it was */
+	f = fopen(map, "a");
+	cr_assert_not_null(f);
+	fputs("7f0000001e70 8 JS:*later\n", f);
+	fclose(f);
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	load(path, &r);
+	cr_assert_str_eq(recording_meta(&r, "perf_map"),
+			 "7f0000001e40 10 JS:*eleven\n7f0000001e00 20 JS:*twelve\n7f0000001e70 8 JS:*ten\n");
+	recording_free(&r);
+	unlink(path);
+	/* no map: nothing kept */
+	unlink(map);
+	write_recording(path, 1);
+	cr_assert_eq(compact_recording(path, &res, err, sizeof(err)), COMPACT_DONE, "%s", err);
+	load(path, &r);
+	cr_assert_null(recording_meta(&r, "perf_map"));
+	recording_free(&r);
+	unlink(path);
+	rec_pid = 200;
 }
 
 /* Left exactly as it was: without an END, damaged, not a regular file. */

@@ -1113,3 +1113,79 @@ Test(symbolize, perf_map_names_jit_code)
 	cr_assert_eq(sym_add_perf_map(s, "/nonexistent/perf-1.map"), -ENOENT);
 	sym_free(s);
 }
+
+/* What a recording keeps of a perf map (cli/compact.c): the lines naming
+ * code at one of its stacks' addresses, or ending right before one (a
+ * return address), in the file's order; read back from that text, they
+ * name those addresses as the whole file does. */
+Test(symbolize, perf_map_lines_kept_name_the_same)
+{
+	char path[] = "/tmp/rhea-perfmap-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	const char *text = "7f0000001000 100 JS:*hot app.js:1\n"
+			   "7f0000002000 40 LazyCompile:~cold app.js:9\n"
+			   "not a line\n"
+			   "7f0000001080 20 JS:*inner app.js:3\n"
+			   "7f0000005000 10 JS:*unused\n"
+			   "7f0000006000 10 JS:*ends-before\n";
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	const uint64_t addrs[] = {0x401000, 0x7f0000001090, 0x7f000000200a, 0x7f0000006010, 0x7f0000009000};
+	char *kept;
+	size_t len, n;
+	cr_assert_eq(sym_perf_map_keep(path, addrs, 5, &kept, &len, &n), 0);
+	cr_assert_eq(n, 4);
+	cr_assert_str_eq(kept, "7f0000001000 100 JS:*hot app.js:1\n"
+			       "7f0000002000 40 LazyCompile:~cold app.js:9\n"
+			       "7f0000001080 20 JS:*inner app.js:3\n"
+			       "7f0000006000 10 JS:*ends-before\n");
+	cr_assert_eq(len, strlen(kept));
+	struct symbolizer *whole = sym_new(), *part = sym_new();
+	cr_assert_eq(sym_add_perf_map(whole, path), 0);
+	cr_assert_eq(sym_add_perf_map_text(part, kept, len, "kept"), 0);
+	const uint64_t look[] = {0x7f0000001090, 0x7f0000001010, 0x7f0000002009, 0x7f000000600f};
+	for (int i = 0; i < 4; i++) {
+		struct sym_frame a, b;
+		cr_assert_eq(sym_resolve(whole, look[i], &a), 0);
+		cr_assert_eq(sym_resolve(part, look[i], &b), 0);
+		cr_assert_not_null(a.func);
+		cr_assert_not_null(b.func, "%#lx unnamed from the kept lines", (unsigned long)look[i]);
+		cr_assert_str_eq(a.func, b.func);
+	}
+	free(kept);
+	/* no line names any of them: nothing kept */
+	const uint64_t none[] = {0x10};
+	cr_assert_eq(sym_perf_map_keep(path, none, 1, &kept, &len, &n), 0);
+	cr_assert_eq(n, 0);
+	cr_assert_null(kept);
+	cr_assert_eq(sym_perf_map_keep("/nonexistent/perf-1.map", none, 1, &kept, &len, &n), -ENOENT);
+	unlink(path);
+	sym_free(whole);
+	sym_free(part);
+}
+
+/* A process's map is /tmp/perf-PID.map when it was written since a second
+ * before the recording began, or at any time while the process still
+ * runs (rhea attach left it). */
+Test(symbolize, perf_map_of_a_recording)
+{
+	const uint32_t pid = 3999998; /* (a pid unlikely to be in use) */
+	char want[64], got[64];
+	snprintf(want, sizeof(want), "/tmp/perf-%u.map", pid);
+	unlink(want);
+	cr_assert_eq(sym_perf_map_of(pid, 0, 0, got, sizeof(got)), 0);
+	FILE *f = fopen(want, "w");
+	cr_assert_not_null(f);
+	fputs("7f0000001000 100 JS:*hot\n", f);
+	fclose(f);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	cr_assert_eq(sym_perf_map_of(pid, ns - 5000000000ull, 0, got, sizeof(got)), 1);
+	cr_assert_str_eq(got, want);
+	cr_assert_eq(sym_perf_map_of(pid, ns + 500000000ull, 0, got, sizeof(got)), 1); /* within the second */
+	cr_assert_eq(sym_perf_map_of(pid, ns + 5000000000ull, 0, got, sizeof(got)), 0); /* an older process's */
+	cr_assert_eq(sym_perf_map_of(pid, ns + 5000000000ull, 1, got, sizeof(got)), 1);
+	unlink(want);
+}
