@@ -94,6 +94,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /*
  * __cxa_demangle comes from libstdc++, loaded the first time a C++ name
@@ -1177,8 +1178,14 @@ int sym_perf_map_of(uint32_t pid, uint64_t start_realtime_ns, int alive, char *b
 {
 	if (snprintf(buf, len, "/tmp/perf-%" PRIu32 ".map", pid) >= (int)len)
 		return 0;
-	struct stat st;
+	struct stat st, proc;
 	if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	/* Anyone may create a file in /tmp under a pid to come: as perf does,
+	 * a map counts when ours or root's (or, alive, the process's own). */
+	char dir[32];
+	snprintf(dir, sizeof(dir), "/proc/%" PRIu32, pid);
+	if (st.st_uid != geteuid() && st.st_uid != 0 && !(alive && stat(dir, &proc) == 0 && proc.st_uid == st.st_uid))
 		return 0;
 	uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
 	return alive || mtime + 1000000000ull >= start_realtime_ns;

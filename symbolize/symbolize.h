@@ -95,8 +95,10 @@ int sym_add_perf_map_text(struct symbolizer *s, const char *text, size_t len, co
  * The perf map of process pid for a recording that began at
  * start_realtime_ns: /tmp/perf-PID.map, if written since a second before
  * that start (a map an older process of the same pid left is not its) or,
- * alive (the process still runs: rhea attach left it), whenever.  1 with
- * its path in buf, else 0.
+ * alive (the process still runs: rhea attach left it), whenever; and
+ * owned by us or root (or, alive, by the process's user): anyone may
+ * create a file in /tmp under a pid to come.  1 with its path in buf,
+ * else 0.
  */
 int sym_perf_map_of(uint32_t pid, uint64_t start_realtime_ns, int alive, char *buf, size_t len);
 

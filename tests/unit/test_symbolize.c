@@ -1187,5 +1187,11 @@ Test(symbolize, perf_map_of_a_recording)
 	cr_assert_eq(sym_perf_map_of(pid, ns + 500000000ull, 0, got, sizeof(got)), 1); /* within the second */
 	cr_assert_eq(sym_perf_map_of(pid, ns + 5000000000ull, 0, got, sizeof(got)), 0); /* an older process's */
 	cr_assert_eq(sym_perf_map_of(pid, ns + 5000000000ull, 1, got, sizeof(got)), 1);
+	/* someone else's file (made for a pid to come): not the process's */
+	if (geteuid() == 0) {
+		cr_assert_eq(chown(want, 12345, 12345), 0);
+		cr_assert_eq(sym_perf_map_of(pid, ns - 5000000000ull, 0, got, sizeof(got)), 0);
+		cr_assert_eq(sym_perf_map_of(pid, ns - 5000000000ull, 1, got, sizeof(got)), 0); /* no such process */
+	}
 	unlink(want);
 }
