@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -1956,6 +1956,31 @@ def t_jit_attach(c, variant):
     c.done()
 
 
+def t_coldpath(c, variant):
+    """A function whose work is all on the part GCC split off as cold
+    (tests/scenarios/coldpath.c: work.cold, in work's own frame): one
+    function "work", whose inclusive time holds the cold part's and whose
+    allocation site counts every allocation."""
+    prog = c.prog(variant, "coldpath")
+    rc, syms, _ = c.run(["nm", prog])
+    if rc != 0 or not re.search(r" t work\.cold$", syms, re.M):
+        raise Fail("%s has no local symbol work.cold: the test would test nothing" % variant)
+    rc, out, err = c.record([prog])
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    cold = [f["name"] for f in rec["functions"] if ".cold" in f["name"]]
+    c.check(not cold, "functions named as cold parts: %s" % cold)
+    cpu = sum(t["cpu_ns"] for t in rec["threads"])
+    work = incl_cpu(rec, "work")
+    c.check(cpu > 0 and work >= 0.9 * cpu, "work: %s of inclusive CPU of the thread's %s (its cold part's "
+            "time left out?); functions: %s" % (ms(work), ms(cpu), top_names(rec)))
+    n, nbytes, _ = sites_of(rec, "work")
+    c.check(n == 200000 and nbytes == 64 * n, "allocations at work: %d, %d bytes, want 200000 of 64 B (sites: %s)"
+            % (n, nbytes, site_names(rec)))
+    c.done()
+
+
 def t_demo(c):
     """The demo `make demo` records (demo/demo.c, built as tests/demo.sh
     builds it): the report a first-time user sees.  Its event loop stalls
@@ -3057,6 +3082,8 @@ def all_tests():
     t.append(Test("jit-perf-map/gcc-O2", t_jit, ("gcc-O2",)))
     t.append(Test("jit-perf-map/clang-O2-nofp", t_jit, ("clang-O2-nofp",)))
     t.append(Test("jit-perf-map/attach", t_jit_attach, ("gcc-O2",), timeout=90))
+    t.append(Test("coldpath/gcc-O2", t_coldpath, ("gcc-O2",)))
+    t.append(Test("coldpath/gcc-O2-nofp", t_coldpath, ("gcc-O2-nofp",)))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))
