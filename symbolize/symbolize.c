@@ -1257,8 +1257,9 @@ int sym_perf_map_keep(const char *path, const uint64_t *addrs, size_t n, char **
 	while ((ll = map_getline(&line, &cap, f)) >= 0) {
 		uint64_t lo, size;
 		const char *name;
-		if (!perf_map_line(line, &lo, &size, &name) || !any_in(addrs, n, lo, lo + size))
-			continue;
+		if (memchr(line, 0, (size_t)ll) || !perf_map_line(line, &lo, &size, &name) ||
+		    !any_in(addrs, n, lo, lo + size))
+			continue; /* (a NUL would end the recording's text there) */
 		if (vec_grow((void **)&out, &out_cap, out_len + (size_t)ll + 2, 1)) {
 			err = -ENOMEM;
 			break;
