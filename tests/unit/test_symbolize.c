@@ -1085,20 +1085,25 @@ Test(symbolize, stripped_functions_named_by_fde)
 	sym_free(s);
 }
 
+/* A file of text at a new path made from the template path. */
+static void temp_file(char *path, const char *text)
+{
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
 /* A perf map names addresses no module covers; of overlapping entries the
  * file's later one wins; malformed lines are skipped with one warning. */
 Test(symbolize, perf_map_names_jit_code)
 {
 	char path[] = "/tmp/rhea-perfmap-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	const char *text = "7f0000001000 100 JS:*hot app.js:1\n"
-			   "7f0000002000 40 LazyCompile:~cold app.js:9\n"
-			   "not a line\n"
-			   "7f0000001080 20 JS:*inner app.js:3\n"
-			   "7f0000003000 0 zero-sized\n";
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	temp_file(path, "7f0000001000 100 JS:*hot app.js:1\n"
+			"7f0000002000 40 LazyCompile:~cold app.js:9\n"
+			"not a line\n"
+			"7f0000001080 20 JS:*inner app.js:3\n"
+			"7f0000003000 0 zero-sized\n");
 	struct symbolizer *s = sym_new();
 	struct sym_frame f;
 	cr_assert_eq(sym_resolve(s, 0x7f0000001010, &f), 0); /* cached before the map */
@@ -1131,16 +1136,12 @@ Test(symbolize, perf_map_names_jit_code)
 Test(symbolize, perf_map_lines_kept_name_the_same)
 {
 	char path[] = "/tmp/rhea-perfmap-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	const char *text = "7f0000001000 100 JS:*hot app.js:1\n"
-			   "7f0000002000 40 LazyCompile:~cold app.js:9\n"
-			   "not a line\n"
-			   "7f0000001080 20 JS:*inner app.js:3\n"
-			   "7f0000005000 10 JS:*unused\n"
-			   "7f0000006000 10 JS:*ends-before\n";
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	temp_file(path, "7f0000001000 100 JS:*hot app.js:1\n"
+			"7f0000002000 40 LazyCompile:~cold app.js:9\n"
+			"not a line\n"
+			"7f0000001080 20 JS:*inner app.js:3\n"
+			"7f0000005000 10 JS:*unused\n"
+			"7f0000006000 10 JS:*ends-before\n");
 	const uint64_t addrs[] = {0x401000, 0x7f0000001090, 0x7f000000200a, 0x7f0000006010, 0x7f0000009000};
 	char *kept;
 	size_t len, n;
