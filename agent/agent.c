@@ -1151,6 +1151,31 @@ void agent_before_exec(void)
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/*
+ * A forked child creates its recording once it has something to say
+ * (flush_round).  A server's worker that drops from root to www-data
+ * right after its fork (nginx, apache, postfix), or su's child before it
+ * runs the user's shell, then had no right left to create it in the
+ * output directory: "cannot create the recording: Permission denied", the
+ * worker untraced.  Before the process changes its user or groups
+ * (hooks.c) the file is created, with the rights it still has; the
+ * descriptor stays good after the change.
+ */
+void agent_before_setid(void)
+{
+	if (!rhea_g.active || rhea_g.finished || rhea_g.fd >= 0 || file_failed || agent_in_vfork_child())
+		return;
+	sigset_t old;
+	hold_async_signals(&old);
+	rhea_guard++;
+	lock_drain(500000000ull);
+	if (rhea_g.fd < 0 && !file_failed && open_output() < 0)
+		file_failed = 1;
+	unlock_drain();
+	rhea_guard--;
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* ---- fatal signals --------------------------------------------------------- */
 
 static const int fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,

@@ -517,6 +517,9 @@ int agent_move_fd(int fd);
 int agent_fd_high(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
+/* A process about to change its user or groups: its recording is created
+ * now, while it still may (agent.c). */
+void agent_before_setid(void);
 void agent_prefork(void);
 void agent_postfork_parent(void);
 void agent_postfork_child(void);

@@ -52,6 +52,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <sys/syscall.h>
+#include <grp.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -149,6 +150,16 @@
 	X(execvpe, int, (const char *, char *const[], char *const[]))            \
 	X(fexecve, int, (int, char *const[], char *const[]))                     \
 	X(_exit, void, (int))                                                    \
+	X(setuid, int, (uid_t))                                                  \
+	X(setgid, int, (gid_t))                                                  \
+	X(seteuid, int, (uid_t))                                                 \
+	X(setegid, int, (gid_t))                                                 \
+	X(setreuid, int, (uid_t, uid_t))                                         \
+	X(setregid, int, (gid_t, gid_t))                                         \
+	X(setresuid, int, (uid_t, uid_t, uid_t))                                 \
+	X(setresgid, int, (gid_t, gid_t, gid_t))                                 \
+	X(setgroups, int, (size_t, const gid_t *))                               \
+	X(initgroups, int, (const char *, gid_t))                                \
 	X(_Exit, void, (int))                                                    \
 	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))   \
 	X(signal, sighandler_t, (int, sighandler_t))                             \
@@ -1419,6 +1430,27 @@ __asm__(".text\n"
 	"	jmp rhea_vfork_failed\n"
 	"	.cfi_endproc\n"
 	".size vfork, .-vfork\n");
+
+/* Changes of user or groups: the recording is created first (agent.c,
+ * agent_before_setid). */
+#define SETID_HOOK(name, params, args)                                           \
+	EXPORT int name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		agent_before_setid();                                            \
+		return real_##name args;                                         \
+	}
+SETID_HOOK(setuid, (uid_t u), (u))
+SETID_HOOK(setgid, (gid_t g), (g))
+SETID_HOOK(seteuid, (uid_t u), (u))
+SETID_HOOK(setegid, (gid_t g), (g))
+SETID_HOOK(setreuid, (uid_t r, uid_t e), (r, e))
+SETID_HOOK(setregid, (gid_t r, gid_t e), (r, e))
+SETID_HOOK(setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s))
+SETID_HOOK(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
+SETID_HOOK(setgroups, (size_t n, const gid_t *list), (n, list))
+SETID_HOOK(initgroups, (const char *user, gid_t g), (user, g))
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -1981,6 +1981,31 @@ def t_coldpath(c, variant):
     c.done()
 
 
+def t_dropuser(c, variant):
+    """A worker that gives up root after its fork (tests/scenarios/
+    dropuser.c, as nginx's and postfix's do), under rhea record run as root
+    with its output in a directory nobody may write to: the worker's
+    recording is created before it changes user, and counts its work."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (the worker changes to nobody)")
+    os.chmod(c.work, 0o755)
+    rc, out, err = c.record([c.prog(variant, "dropuser")])
+    expect_status(c, rc, 0, err)
+    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
+    c.check("cannot create" not in err, "an agent could not create its recording: %s" % one_line(err))
+    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+    if not c.check(len(kids) == 1, "child recordings %s, want the worker's" % kids):
+        c.done()
+        return
+    rec = c.report(c.path(kids[0]))
+    check_end(c, rec, "exit", 0)
+    n, nbytes, _ = sites_of(rec, "worker_work")
+    c.check(n == 20000 and nbytes == 40 * n, "worker_work: %d allocations, %d bytes, want 20000 of 40 B" % (n, nbytes))
+    n, _, _ = sites_of(c.report(c.path("out.rhea")), "parent_work")
+    c.check(n == 20000, "parent_work: %d allocations, want 20000" % n)
+    c.done()
+
+
 def t_demo(c):
     """The demo `make demo` records (demo/demo.c, built as tests/demo.sh
     builds it): the report a first-time user sees.  Its event loop stalls
@@ -3084,6 +3109,7 @@ def all_tests():
     t.append(Test("jit-perf-map/attach", t_jit_attach, ("gcc-O2",), timeout=90))
     t.append(Test("coldpath/gcc-O2", t_coldpath, ("gcc-O2",)))
     t.append(Test("coldpath/gcc-O2-nofp", t_coldpath, ("gcc-O2-nofp",)))
+    t.append(Test("dropuser", t_dropuser, ("gcc-O2",)))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))

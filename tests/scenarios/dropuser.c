@@ -1,0 +1,77 @@
+/*
+ * dropuser - a server's worker as nginx, apache or postfix make them: the
+ * process forks, and the child gives up root (setgroups, setgid, setuid
+ * to nobody) before it works.
+ *
+ * Ground truth: the child makes N = 20000 allocations of 40 bytes in
+ * worker_work(), prints "worker uid 65534" and exits 0; the parent waits
+ * for it, makes N allocations of 24 bytes in parent_work() and prints
+ * "parent ok".  Run as root (it fails with status 2 otherwise).
+ *
+ * Expected under rhea record (as root, its output in a directory nobody
+ * may write to): the child's recording exists, created before the child
+ * gave up its rights, and counts its N allocations; the child ends with
+ * status 0.
+ */
+#define _GNU_SOURCE
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N 20000
+#define NOBODY 65534
+
+volatile unsigned long sink;
+
+__attribute__((noinline)) void worker_work(void)
+{
+	for (int i = 0; i < N; i++) {
+		void *p = malloc(40);
+		sink += (unsigned long)p;
+		free(p);
+	}
+}
+
+__attribute__((noinline)) void parent_work(void)
+{
+	for (int i = 0; i < N; i++) {
+		void *p = malloc(24);
+		sink += (unsigned long)p;
+		free(p);
+	}
+}
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "dropuser: run as root\n");
+		return 2;
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		gid_t none[1] = {NOBODY};
+		if (setgroups(1, none) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0) {
+			perror("dropping root");
+			_exit(1);
+		}
+		worker_work();
+		printf("worker uid %d\n", (int)getuid());
+		fflush(stdout);
+		_exit(0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "dropuser: the worker failed\n");
+		return 1;
+	}
+	parent_work();
+	printf("parent ok\n");
+	return 0;
+}
