@@ -1063,6 +1063,8 @@ static void finish_claimed(unsigned reason, int status)
 	finishing_here = 1;
 	rhea_guard++;
 	end_blocked_all();
+	if (rhea_hot.self && rhea_g.active)
+		capture_at_end(rhea_hot.self);
 	thread_foreach(flush_thread, NULL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
@@ -1142,6 +1144,8 @@ void agent_before_exec(void)
 	hold_async_signals(&old);
 	rhea_guard++;
 	end_blocked_all();
+	if (rhea_hot.self)
+		capture_at_end(rhea_hot.self);
 	thread_foreach(flush_thread, NULL);
 	lock_drain(500000000ull);
 	flush_round(10000000);

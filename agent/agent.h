@@ -333,6 +333,8 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
 int capture_wait_so_far(struct rhea_tstate *t, uint64_t now, uint64_t sp);
 /* Emit the thread's pending (merged) sample; from another thread too. */
 void capture_flush_pending(struct rhea_tstate *t);
+/* The thread's last sample as it ends, on itself (capture.c). */
+void capture_at_end(struct rhea_tstate *t);
 void capture_emit_sites(struct rhea_tstate *t);
 void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent);
 /* The same with the time and name given: a START is dated before the name

@@ -487,6 +487,7 @@ void thread_exit_current(void)
 	sampler_disarm(t);
 	if (rhea_g.active) {
 		thread_refresh_name(t);
+		capture_at_end(t);
 		capture_flush_pending(t);
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);

@@ -316,9 +316,20 @@ def t_allocs(c, variant, unwind="dwarf"):
     check_end(c, rec, "exit", 0)
     c.check(rec["recording"]["unwind"] == unwind, "recording says unwind %r" % rec["recording"]["unwind"])
     check_site(c, rec, "make_allocs", 20000, 20000 * 48)
+    check_thread_allocs(c, rec)
     if unwind == "dwarf":
         check_roots(c, rec, ROOT_MIN_SCENARIO)
     c.done()
+
+
+def check_thread_allocs(c, rec, what=""):
+    """The threads' allocations (from the samples, the last one a thread's
+    `thread end`) are all of them: the sites table's count and bytes."""
+    n = sum(t["alloc_count"] for t in rec["threads"])
+    b = sum(t["alloc_bytes"] for t in rec["threads"])
+    tot = rec["alloc_totals"]
+    c.check(n == tot["count"] and b == tot["bytes"], "%sthreads' allocations %d (%d B), the sites' %d (%d B)"
+            % (what, n, b, tot["count"], tot["bytes"]))
 
 
 def t_twins(c, variant, unwind="dwarf"):
@@ -2001,8 +2012,11 @@ def t_dropuser(c, variant):
     check_end(c, rec, "exit", 0)
     n, nbytes, _ = sites_of(rec, "worker_work")
     c.check(n == 20000 and nbytes == 40 * n, "worker_work: %d allocations, %d bytes, want 20000 of 40 B" % (n, nbytes))
-    n, _, _ = sites_of(c.report(c.path("out.rhea")), "parent_work")
+    check_thread_allocs(c, rec, "the worker (ends by _exit): ")
+    parent = c.report(c.path("out.rhea"))
+    n, _, _ = sites_of(parent, "parent_work")
     c.check(n == 20000, "parent_work: %d allocations, want 20000" % n)
+    check_thread_allocs(c, parent, "the parent (returns from main): ")
     c.done()
 
 
