@@ -453,14 +453,16 @@ void capture_at_end(struct rhea_tstate *t)
 	 * far is its last sample, which says where it was blocked */
 	if (__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE))
 		return;
-	struct rhea_counters c;
-	uint64_t now = rhea_now();
-	read_counters(t, &c, now);
-	if (c.alloc_count == t->last_c.alloc_count && c.cpu_ns < t->last_c.cpu_ns + 100000)
-		return;
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return; /* interrupted in a capture of its own */
 	rhea_guard++;
+	struct rhea_counters c;
+	read_counters(t, &c, rhea_now());
+	if (c.alloc_count == t->last_c.alloc_count && c.cpu_ns < t->last_c.cpu_ns + 100000) {
+		rhea_guard--;
+		__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+		return;
+	}
 	unsigned flags = 0;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
