@@ -505,8 +505,18 @@ static int open_output(void)
 	}
 	if (fd < 0) {
 		int e = errno;
+		char why[160];
+		why[0] = 0;
+		if (e == EACCES || e == EPERM) {
+			/* most often a program exec'ed after its process gave up
+			 * root (su's child), which rhea record cannot help */
+			char uid[24];
+			u64_to_str(geteuid(), uid);
+			snprintf(why, sizeof(why), "%s (the program runs as uid %s, who may not write there: run "
+				 "rhea record as that user, or give it a directory it may write to)", strerror(e), uid);
+		}
 		if (!rhea_g.cfg.quiet)
-			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", strerror(e));
+			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", why[0] ? why : strerror(e));
 		agent_disable("", e); /* said above, with the path */
 		return -e;
 	}

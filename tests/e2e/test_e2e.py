@@ -2020,6 +2020,27 @@ def t_dropuser(c, variant):
     c.done()
 
 
+def t_dropuser_exec(c, variant):
+    """The worker of tests/scenarios/dropuser.c execs a program once it is
+    nobody (`exec`, as su's child runs the user's shell): that program
+    cannot create its recording in a directory nobody may not write to.
+    Its agent says so in one line, naming the uid, and stays off; the
+    program works; the worker's first image was recorded until its exec."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (the worker changes to nobody)")
+    os.chmod(c.work, 0o755)
+    rc, out, err = c.record([c.prog(variant, "dropuser"), "exec"])
+    expect_status(c, rc, 0, err)
+    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
+    said = [l for l in err.splitlines() if "cannot create the recording" in l]
+    c.check(len(said) == 1 and "runs as uid 65534" in said[0] and "Permission denied" in said[0],
+            "the exec'ed program's agent said %r, want one line naming uid 65534" % said)
+    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+    if c.check(len(kids) == 1, "child recordings %s, want the worker's first image" % kids):
+        check_end(c, c.report(c.path(kids[0])), "exec", 0)
+    c.done()
+
+
 def t_demo(c):
     """The demo `make demo` records (demo/demo.c, built as tests/demo.sh
     builds it): the report a first-time user sees.  Its event loop stalls
@@ -3124,6 +3145,7 @@ def all_tests():
     t.append(Test("coldpath/gcc-O2", t_coldpath, ("gcc-O2",)))
     t.append(Test("coldpath/gcc-O2-nofp", t_coldpath, ("gcc-O2-nofp",)))
     t.append(Test("dropuser", t_dropuser, ("gcc-O2",)))
+    t.append(Test("dropuser-exec", t_dropuser_exec, ("gcc-O2",)))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))

@@ -12,11 +12,17 @@
  * may write to): the child's recording exists, created before the child
  * gave up its rights, and counts its N allocations; the child ends with
  * status 0.
+ *
+ * With the argument "exec", the child execs this program again (argument
+ * "worker") once it is nobody, as su's child runs the user's shell: that
+ * program cannot create its own recording there; its agent says so in one
+ * line, naming its uid, and the program works as it would untraced.
  */
 #define _GNU_SOURCE
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,8 +49,15 @@ __attribute__((noinline)) void parent_work(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "worker") == 0) { /* exec'ed as nobody */
+		worker_work();
+		printf("worker uid %d\n", (int)getuid());
+		fflush(stdout);
+		return 0;
+	}
+	int exec_worker = argc > 1 && strcmp(argv[1], "exec") == 0;
 	if (geteuid() != 0) {
 		fprintf(stderr, "dropuser: run as root\n");
 		return 2;
@@ -59,6 +72,11 @@ int main(void)
 		gid_t none[1] = {NOBODY};
 		if (setgroups(1, none) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0) {
 			perror("dropping root");
+			_exit(1);
+		}
+		if (exec_worker) {
+			execl("/proc/self/exe", argv[0], "worker", (char *)NULL);
+			perror("exec");
 			_exit(1);
 		}
 		worker_work();
