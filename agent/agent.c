@@ -505,18 +505,26 @@ static int open_output(void)
 	}
 	if (fd < 0) {
 		int e = errno;
-		char why[160];
-		why[0] = 0;
+		/* strerror(e), and for a refusal who asks and what to do; no
+		 * stdio: the end may come here from a fatal signal's handler */
+		char why[256];
+		const char *se = strerror(e);
+		size_t n = strnlen(se, 64);
+		memcpy(why, se, n);
+		why[n] = 0;
 		if (e == EACCES || e == EPERM) {
 			/* most often a program exec'ed after its process gave up
 			 * root (su's child), which rhea record cannot help */
-			char uid[24];
-			u64_to_str(geteuid(), uid);
-			snprintf(why, sizeof(why), "%s (the program runs as uid %s, who may not write there: run "
-				 "rhea record as that user, or give it a directory it may write to)", strerror(e), uid);
+			static const char a[] = " (the program runs as uid ",
+					  b[] = ", who may not write there: run rhea record as that user, "
+						"or give it a directory it may write to)";
+			memcpy(why + n, a, sizeof(a) - 1);
+			n += sizeof(a) - 1;
+			n += u64_to_str(geteuid(), why + n);
+			memcpy(why + n, b, sizeof(b)); /* (its NUL too) */
 		}
 		if (!rhea_g.cfg.quiet)
-			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", why[0] ? why : strerror(e));
+			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", why);
 		agent_disable("", e); /* said above, with the path */
 		return -e;
 	}
