@@ -588,17 +588,22 @@ static uint64_t stats_staged_ns;
 /* One round of the writer: everything buffered goes into one chunk (or a
  * few when more than the staging buffer is waiting).  Drain lock held.
  * seal_spin_ns != 0: the last round (exit, exec, fatal signal). */
+/* A forked child's file, opened the first time it is wanted (it has
+ * something to say, or the process is about to change its user: see
+ * agent_before_setid), tried once.  Drain lock held.  0 when open. */
+static int output_wanted(void)
+{
+	if (rhea_g.fd >= 0)
+		return 0;
+	if (!file_failed && open_output() < 0)
+		file_failed = 1;
+	return rhea_g.fd >= 0 ? 0 : -1;
+}
+
 static void flush_round(int seal_spin_ns)
 {
-	if (rhea_g.fd < 0) {
-		/* A forked child opens its file once it has something to say. */
-		if (file_failed || __atomic_load_n(&rhea_g.captures, __ATOMIC_RELAXED) == 0)
-			return;
-		if (open_output() < 0) {
-			file_failed = 1;
-			return;
-		}
-	}
+	if (rhea_g.fd < 0 && (!__atomic_load_n(&rhea_g.captures, __ATOMIC_RELAXED) || output_wanted() < 0))
+		return;
 	uint64_t now = rhea_now();
 	salvage_round(1, writer.offset);
 	thread_foreach(flush_old_pending, &now);
@@ -1191,8 +1196,7 @@ void agent_before_setid(void)
 	hold_async_signals(&old);
 	rhea_guard++;
 	lock_drain(500000000ull);
-	if (rhea_g.fd < 0 && !file_failed && open_output() < 0)
-		file_failed = 1;
+	output_wanted();
 	unlock_drain();
 	rhea_guard--;
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);

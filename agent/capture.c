@@ -392,9 +392,26 @@ static int merge_quietly(struct rhea_tstate *t, struct rhea_sample *s)
 	return quiet;
 }
 
-/* The end of a capture at one point in time (hook or signal): time and
- * counters now, merged or emitted, then the thread's capture flag cleared
- * (set by the caller with the guard raised). */
+/* A capture at one point in time (hook or signal) with its counters c,
+ * read at its time (end_ns): merged or emitted. */
+static void point_sample_counted(struct rhea_tstate *t, struct rhea_sample *s, const struct rhea_counters *c)
+{
+	s->c_begin = s->c_end = *c;
+	note_capture(t, s);
+	merge_or_emit(t, s);
+}
+
+/* The capture over: the thread's capture flag cleared (set by the caller
+ * with the guard raised). */
+static void point_sample_release(struct rhea_tstate *t, uint64_t now)
+{
+	maybe_emit_sites(t, now);
+	rhea_guard--;
+	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+}
+
+/* The end of a capture at one point in time: time and counters now (none
+ * read for one that merges quietly), then the capture over. */
 static void point_sample_done(struct rhea_tstate *t, struct rhea_sample *s)
 {
 	s->begin_ns = s->end_ns = rhea_now();
@@ -402,14 +419,11 @@ static void point_sample_done(struct rhea_tstate *t, struct rhea_sample *s)
 		t->last_capture_ns = s->end_ns;
 		__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED);
 	} else {
-		read_counters(t, &s->c_end, s->end_ns);
-		s->c_begin = s->c_end;
-		note_capture(t, s);
-		merge_or_emit(t, s);
+		struct rhea_counters c;
+		read_counters(t, &c, s->end_ns);
+		point_sample_counted(t, s, &c);
 	}
-	maybe_emit_sites(t, s->end_ns);
-	rhea_guard--;
-	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	point_sample_release(t, s->end_ns);
 }
 
 /* The thread's timed calls so far, for the ticker's cost model (agent.c). */
@@ -457,7 +471,8 @@ void capture_at_end(struct rhea_tstate *t)
 		return; /* interrupted in a capture of its own */
 	rhea_guard++;
 	struct rhea_counters c;
-	read_counters(t, &c, rhea_now());
+	uint64_t now = rhea_now();
+	read_counters(t, &c, now);
 	if (c.alloc_count == t->last_c.alloc_count && c.cpu_ns < t->last_c.cpu_ns + 100000) {
 		rhea_guard--;
 		__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
@@ -467,7 +482,9 @@ void capture_at_end(struct rhea_tstate *t)
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
 	fill_sample(&s, t, RHEA_FN_THREAD_END, flags, stack);
-	point_sample_done(t, &s);
+	s.begin_ns = s.end_ns = now;
+	point_sample_counted(t, &s, &c); /* (its counters read once) */
+	point_sample_release(t, now);
 }
 
 uint64_t thread_cpu_now(struct rhea_tstate *t, uint64_t now)

@@ -384,17 +384,31 @@ static int perf_samples(void)
 	return samples;
 }
 
+/* A capture from outside the hooks at time ns (stack 4): trigger
+ * sampler (object: its periods of CPU) or forced. */
+static void add_async(uint64_t ns, unsigned trigger, uint64_t object)
+{
+	add(4, ns, ns, 0, RHEA_S_ASYNC, 0, 0);
+	th.samples[th.nsamples - 1].trigger = (uint16_t)trigger;
+	th.samples[th.nsamples - 1].object = object;
+}
+
+/* The trace built with --samples cpu: its perf samples. */
+static int cpu_perf_samples(void)
+{
+	opts.cpu_samples = 1;
+	build();
+	int n = perf_samples();
+	opts.cpu_samples = 0;
+	return n;
+}
+
 Test(convert, perfetto_cpu_samples_only)
 {
 	add(3, 0, 0, 0, 0, 0, 0);
-	add(4, 2 * MS, 2 * MS, 0, RHEA_S_ASYNC, 0, 0);
-	th.samples[th.nsamples - 1].trigger = RHEA_FN_SAMPLER; /* 5 periods of CPU */
-	th.samples[th.nsamples - 1].object = 5;
+	add_async(2 * MS, RHEA_FN_SAMPLER, 5); /* 5 periods of CPU */
 	add(3, 4 * MS, 4 * MS, 0, 0, 0, 0);
-	opts.cpu_samples = 1;
-	build();
-	cr_assert_eq(perf_samples(), 5, "the sampler's capture, once per period; the hooks' left out");
-	opts.cpu_samples = 0;
+	cr_assert_eq(cpu_perf_samples(), 5, "the sampler's capture, once per period; the hooks' left out");
 	done();
 }
 
@@ -405,16 +419,10 @@ Test(convert, perfetto_cpu_samples_at_a_wait_end)
 	 * CPU all the same: counted, as rhea report's CPU profile does. */
 	add(3, 0, 0, 0, 0, 0, 0);
 	add(2, 1 * MS, 3 * MS, 0, RHEA_S_BLOCK, 0, 0);
-	add(4, 3 * MS - 4000, 3 * MS - 4000, 0, RHEA_S_ASYNC, 0, 0);
-	th.samples[th.nsamples - 1].trigger = RHEA_FN_SAMPLER;
-	th.samples[th.nsamples - 1].object = 1;
-	add(4, 3 * MS - 2000, 3 * MS - 2000, 0, RHEA_S_ASYNC, 0, 0); /* forced, from outside: repeats the wait */
-	th.samples[th.nsamples - 1].trigger = RHEA_FN_FORCED;
+	add_async(3 * MS - 4000, RHEA_FN_SAMPLER, 1);
+	add_async(3 * MS - 2000, RHEA_FN_FORCED, 0); /* from outside: repeats the wait */
 	add(3, 5 * MS, 5 * MS, 0, 0, 0, 0);
-	opts.cpu_samples = 1;
-	build();
-	cr_assert_eq(perf_samples(), 1, "the sampler's period inside the wait's span");
-	opts.cpu_samples = 0;
+	cr_assert_eq(cpu_perf_samples(), 1, "the sampler's period inside the wait's span");
 	done();
 }
 
