@@ -487,6 +487,40 @@ static void stage_meta(const char *key, const char *value)
 	memcpy((char *)(m + 1) + kl, value, vl);
 }
 
+/*
+ * The command line, as ps shows it: arguments apart by spaces, the padding
+ * a retitled process leaves (NULs, spaces) cut off at the end.  Daemons
+ * retitle their processes (setproctitle: nginx's "worker process",
+ * postgres's "checkpointer"), and a forked child's recording, begun with
+ * what its parent had, said "nginx: master process" for every worker.  So
+ * the writer looks again with its statistics (every second, and at the
+ * end) and adds a META "cmdline" when the title changed; the last one
+ * wins.  Raw system calls: the end may run in a fatal signal's handler.
+ */
+static char cmdline_staged[4096];
+
+static void stage_cmdline(int always)
+{
+	char buf[sizeof(cmdline_staged)];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	while (n > 0 && (buf[n - 1] == 0 || buf[n - 1] == ' '))
+		n--;
+	if (n <= 0)
+		return;
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == 0)
+			buf[i] = ' ';
+	buf[n] = 0;
+	if (!always && strcmp(buf, cmdline_staged) == 0)
+		return;
+	memcpy(cmdline_staged, buf, (size_t)n + 1);
+	stage_meta("cmdline", buf);
+}
+
 static int open_output(void)
 {
 	int fd = -1;
@@ -616,6 +650,7 @@ static void flush_round(int seal_spin_ns)
 	if (seal_spin_ns || now - stats_staged_ns >= STATS_PERIOD_NS) {
 		stats_staged_ns = now;
 		stage_stats();
+		stage_cmdline(0);
 	}
 	write_staging();
 	buf_release_drained(&rhea_g.buf);
@@ -1015,7 +1050,7 @@ static void end_blocked(struct rhea_tstate *t, void *arg)
 	uint64_t pc, sp = 0;
 	long nr;
 	if (!__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) ||
-	    (t->tid != a->self && sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0))
+	    (t->tid != a->self && sampler_blocked(t->tid, &pc, &sp, &nr) == RHEA_NOT_ASLEEP))
 		return;
 	/* The sampler thread may be taking this thread's forced capture right
 	 * now (microseconds): let it finish, or the end's wait is lost and the
@@ -1512,18 +1547,7 @@ static void main_stack_bounds(void)
 static void write_meta(void)
 {
 	char buf[4096];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-		syscall(SYS_close, fd);
-		if (n > 0) {
-			for (ssize_t i = 0; i < n - 1; i++)
-				if (buf[i] == 0)
-					buf[i] = ' ';
-			buf[n] = 0;
-			stage_meta("cmdline", buf);
-		}
-	}
+	stage_cmdline(1);
 	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;

@@ -411,9 +411,11 @@ void sampler_arm(struct rhea_tstate *t); /* this thread's CPU timer, now */
  * timer waits until the start is over (sampler.c says why); 0 after. */
 extern uint32_t sampler_hold_tid;
 void sampler_disarm(struct rhea_tstate *t);
-/* Where thread tid is blocked in a system call (number nr), from
- * /proc/self/task/tid/syscall: 0, or -1 when it is not in one. */
-int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr);
+/* Whether thread tid sleeps in a system call: with its registers and the
+ * call's number (from /proc), without them (a process that gave up root
+ * may not read them: sampler.c), or not (running, gone, unknown). */
+enum { RHEA_NOT_ASLEEP, RHEA_ASLEEP, RHEA_ASLEEP_AT };
+int sampler_blocked(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr);
 void sampler_stop(void);
 void sampler_after_fork(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
@@ -439,6 +441,7 @@ void thread_task_path(char path[64], uint32_t tid, const char *leaf);
  * their number, or -1. */
 ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap);
 int thread_task_state(uint32_t tid);
+char thread_task_state_letter(uint32_t tid);
 int thread_program_left(void);
 extern volatile uint32_t rhea_agent_tids[8];
 

@@ -610,7 +610,10 @@ void capture_async(struct rhea_tstate *t, const void *ucontext, unsigned periods
  * frame is found through rbp.  The system call's own stack pointer must
  * lie below the hook's frame: a thread that left the call without its
  * return (a signal handler's longjmp, a cancellation) and blocks higher
- * up the stack now is not in it.  0, or -1 (not in that call any more).
+ * up the stack now is not in it.  (sp 0: not known, a process that gave up
+ * root may not read its registers, sampler.c; taken as in the call, as
+ * the note says, which only a cancelled call's cleanup that blocks again
+ * would belie.)  0, or -1 (not in that call any more).
  */
 static int capture_call_regs(struct rhea_tstate *t, uint64_t since, uint64_t sp, struct unwind_regs *regs)
 {

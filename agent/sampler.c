@@ -360,27 +360,44 @@ static struct timed *find_timed(uint32_t tid)
 	return NULL;
 }
 
-/* Parse "nr a1 a2 a3 a4 a5 a6 sp pc" from /proc/self/task/TID/syscall. */
-int sampler_blocked_regs(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
+/*
+ * Whether thread tid sleeps in a system call, and where.  The registers
+ * come from /proc/self/task/TID/syscall ("nr a1 a2 a3 a4 a5 a6 sp pc"):
+ * RHEA_ASLEEP_AT.  But a process that gave up root (a daemon's setuid to
+ * its user: memcached -u, nginx's and postgres's workers) is no longer
+ * dumpable, its /proc files then belong to root and that one is 0400: the
+ * process itself may not open it any more.  stat, which anyone may read,
+ * still says that the thread sleeps: RHEA_ASLEEP, without registers.  A
+ * thread asleep in a hooked call needs none (the hook noted its frame:
+ * capture_wait_so_far); one asleep elsewhere cannot be walked.  Before
+ * this, such a process's sleeping threads were never taken from outside:
+ * no forced captures, no wait at the end (memcached -u: its idle threads
+ * showed 35 us of their 4 s).  Making the process dumpable for a moment
+ * to open the file would let any process of its new user open its memory
+ * in that moment.
+ */
+int sampler_blocked(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr)
 {
 	char buf[256];
-	if (thread_read_task_file(tid, "syscall", buf, sizeof(buf)) <= 0)
-		return -1;
+	if (thread_read_task_file(tid, "syscall", buf, sizeof(buf)) <= 0) {
+		char c = thread_task_state_letter(tid);
+		return c == 'S' || c == 'D' ? RHEA_ASLEEP : RHEA_NOT_ASLEEP;
+	}
 	if (buf[0] < '0' || buf[0] > '9')
-		return -1; /* "running", or "-1 sp pc": not blocked in a syscall */
+		return RHEA_NOT_ASLEEP; /* "running", or "-1 sp pc": not in a syscall */
 	char *s = buf;
 	uint64_t f[9];
 	for (int i = 0; i < 9; i++) {
 		while (*s == ' ')
 			s++;
 		if (!*s)
-			return -1;
+			return RHEA_NOT_ASLEEP;
 		f[i] = strtoull(s, &s, i == 0 ? 10 : 16);
 	}
 	*nr = (long)f[0];
 	*sp = f[7];
 	*pc = f[8];
-	return 0;
+	return RHEA_ASLEEP_AT;
 }
 
 /* Returns whether a thread came or went. */
@@ -446,14 +463,15 @@ static void force_blocked(void)
 			continue;
 		if (now - t->last_capture_ns < rhea_g.cfg.force_ns)
 			continue;
-		uint64_t pc, sp;
-		long nr;
-		if (sampler_blocked_regs(t->tid, &pc, &sp, &nr) < 0)
+		uint64_t pc = 0, sp = 0;
+		long nr = 0;
+		int asleep = sampler_blocked(t->tid, &pc, &sp, &nr);
+		if (asleep == RHEA_NOT_ASLEEP)
 			continue;
 		/* In a hooked call: the wait so far, walked from the hook's
 		 * caller (a SIGKILL leaves it; the call's own sample, or the
 		 * end's, supersedes it: analysis/recording.c) */
-		if (!capture_wait_so_far(t, now, sp))
+		if (!capture_wait_so_far(t, now, sp) && asleep == RHEA_ASLEEP_AT)
 			capture_forced(t, pc, sp, nr);
 	}
 }

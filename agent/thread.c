@@ -152,14 +152,23 @@ static void read_comm(uint32_t tid, char name[16])
 	name[r] = 0;
 }
 
-/* 1: the task is alive, 0: a zombie, -1: gone. */
-int thread_task_state(uint32_t tid)
+/* The task's state letter in /proc (R, S, D, Z...: after the name, which
+ * may hold ')' itself), '?' when the line cannot tell, 0 when it is gone.
+ * Anyone may read stat, unlike syscall (sampler.c says when that counts). */
+char thread_task_state_letter(uint32_t tid)
 {
 	char st[512];
 	if (thread_read_task_file(tid, "stat", st, sizeof(st)) <= 0)
-		return -1;
+		return 0;
 	const char *rp = strrchr(st, ')');
-	return !rp || rp[1] != ' ' || (rp[2] != 'Z' && rp[2] != 'X');
+	return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
+}
+
+/* 1: the task is alive, 0: a zombie, -1: gone. */
+int thread_task_state(uint32_t tid)
+{
+	char c = thread_task_state_letter(tid);
+	return c == 0 ? -1 : c != 'Z' && c != 'X';
 }
 
 /*

@@ -713,21 +713,21 @@ def t_sigjump(c, variant):
 
 
 def t_sigblocked(c, variant):
-    """sigblocked.c: four threads block every signal (pthread_sigmask; a
+    """sigblocked.c: five threads block every signal (pthread_sigmask; a
     mask inherited from main's sigprocmask; pthread_attr_setsigmask_np;
-    the raw system call) and compute 300 ms of CPU calling nothing hooked.
-    The first three must be sampled about once per 10 ms of their CPU, the
-    program's signals must stay blocked, and the raw one, which no hook
-    sees, must be counted and said."""
+    the raw system call; a signal handler's sa_mask) and compute 300 ms of
+    CPU calling nothing hooked.  All but the raw one must be sampled about
+    once per 10 ms of their CPU, the program's signals must stay blocked,
+    and the raw one, which no hook sees, must be counted and said."""
     rc, out, err = c.record([c.prog(variant, "sigblocked")])
     expect_status(c, rc, 0, err)
     got = sorted(out.splitlines())
-    want = sorted(["blocker: ok", "inheritor: ok", "attrmask: ok", "rawmask: ok"])
+    want = sorted(["blocker: ok", "inheritor: ok", "attrmask: ok", "rawmask: ok", "handler: ok"])
     c.check(got == want, "stdout %r, want %r (in any order)" % (got, want))
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", 0)
     by = {t["name"]: t for t in rec["threads"]}
-    for name in ("blocker", "inheritor", "attrmask"):
+    for name in ("blocker", "inheritor", "attrmask", "handler"):
         t = by.get(name)
         c.check(t is not None, "no thread %s in %s" % (name, sorted(by)))
         if t is None:
@@ -2020,6 +2020,38 @@ def t_dropuser(c, variant):
     c.done()
 
 
+def t_dropuser_block(c, variant):
+    """The worker of tests/scenarios/dropuser.c in `block` mode: once nobody
+    (no longer dumpable: its /proc files belong to root, and it may not read
+    a thread's registers there), it retitles itself and leaves a thread
+    blocked in read() when it ends.  The end must still see that wait,
+    walked from the hook (stat says the thread sleeps), and the recording
+    must carry the new title."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (the worker changes to nobody)")
+    os.chmod(c.work, 0o755)
+    rc, out, err = c.record([c.prog(variant, "dropuser"), "block"], opts=["--force-after", "200ms"])
+    expect_status(c, rc, 0, err)
+    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
+    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+    if not c.check(len(kids) == 1, "child recordings %s, want the worker's" % kids):
+        c.done()
+        return
+    rec = c.report(c.path(kids[0]))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["recording"]["command"] == "dropuser: worker",
+            "the worker's command line %r, want its new title 'dropuser: worker'" % rec["recording"]["command"])
+    hung = [(h["function"], ms(h["blocked_ns"]), h["stack"][-2:]) for h in rec["blocked_at_end"]]
+    reads = [h for h in rec["blocked_at_end"] if h["function"] == "read" and "reader_thread" in h["stack"]]
+    c.check(len(reads) == 1 and reads[0]["blocked_ns"] >= 1200 * MS,
+            "blocked at the end: %s, want the reader's read, 1200 ms or more" % hung)
+    reader = [t for t in rec["threads"] if t["tid"] != rec["recording"]["pid"]]
+    c.check(len(reader) == 1 and reader[0]["wall_ns"] >= 1200 * MS,
+            "the reader thread: %s, want a wall time of 1200 ms or more"
+            % [(t["tid"], ms(t["wall_ns"])) for t in reader])
+    c.done()
+
+
 def t_dropuser_exec(c, variant):
     """The worker of tests/scenarios/dropuser.c execs a program once it is
     nobody (`exec`, as su's child runs the user's shell): that program
@@ -3146,6 +3178,7 @@ def all_tests():
     t.append(Test("coldpath/gcc-O2-nofp", t_coldpath, ("gcc-O2-nofp",)))
     t.append(Test("dropuser", t_dropuser, ("gcc-O2",)))
     t.append(Test("dropuser-exec", t_dropuser_exec, ("gcc-O2",)))
+    t.append(Test("dropuser-block", t_dropuser_block, ("gcc-O2",)))
     t.append(Test("debian/python3-attach", t_python_attach, timeout=90))
     t.append(Test("debian/sqlite3-attach", t_sqlite3_attach, timeout=90))
     t.append(Test("bad-input/empty-file", t_bad_empty))

@@ -11,13 +11,17 @@
  *    sigprocmask (a new thread inherits its creator's mask);
  *  - "attrmask" is created with pthread_attr_setsigmask_np(full set);
  *  - "rawmask" blocks every signal with the raw rt_sigprocmask system call,
- *    which no hook sees.
+ *    which no hook sees;
+ *  - "handler" computes inside a SIGUSR1 handler installed with every
+ *    signal in its sa_mask (PostgreSQL's postmaster works so), raised on
+ *    itself.
  *
  * Then each checks that the signals it blocked (all but the sampler's,
  * which the program does not know) are still blocked: a tracer that
  * unblocked the program's own signals would change what it does.  The
- * first three print "NAME: ok", rawmask prints "rawmask: ok" as well;
- * exit status 0.
+ * first three print "NAME: ok", rawmask prints "rawmask: ok" as well,
+ * handler prints "handler: ok" (checked inside the handler: the signals
+ * its sa_mask names are blocked there); exit status 0.
  *
  * Expected under a sampling tracer: every thread's CPU sampled, about one
  * sample per sampling period of its CPU.  A sampler whose signal the thread
@@ -111,9 +115,29 @@ static void *rawmask(void *arg)
 	return NULL;
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+	pure_compute();
+	check_mask("handler");
+}
+
+static void *handler(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "handler");
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sigfillset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_kill(pthread_self(), SIGUSR1);
+	return NULL;
+}
+
 int main(void)
 {
-	pthread_t th[4];
+	pthread_t th[5];
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_create(&th[0], NULL, blocker, NULL);
@@ -126,7 +150,8 @@ int main(void)
 	pthread_create(&th[2], &attr, attrmask, NULL);
 	pthread_attr_destroy(&attr);
 	pthread_create(&th[3], NULL, rawmask, NULL);
-	for (int i = 0; i < 4; i++)
+	pthread_create(&th[4], NULL, handler, NULL);
+	for (int i = 0; i < 5; i++)
 		pthread_join(th[i], NULL);
 	fflush(stdout);
 	return 0;
