@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -132,6 +133,53 @@ static void read_build_id(struct dl_phdr_info *info, struct module *m)
 
 static char exe_path[512];
 
+/*
+ * The file mapped at addr, as /proc/self/maps names it (absolute), into
+ * path (cap bytes): 0, or -1.  The loader names a library by what it was
+ * asked for: dlopen("./lib.so"), or a search of LD_LIBRARY_PATH=. gives
+ * "./lib.so", which names nothing once the directory changes, and whose
+ * unwind table was never built (stacks through it ended at its first
+ * frame, and no unwind failure was counted).  Called by scans only, under
+ * scan_lock: one static buffer.
+ */
+static int mapped_file(uint64_t addr, char *path, size_t cap)
+{
+	static char buf[4096];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int found = -1;
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (found < 0 && (nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			/* "lo-hi perms offset dev inode   path" */
+			char *e;
+			uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
+			const char *f = strchr(e, '/');
+			if (addr >= lo && addr < hi && f && strlen(f) < cap) {
+				memcpy(path, f, strlen(f) + 1);
+				found = 0;
+			}
+			line = nl + 1;
+		}
+		if (found == 0)
+			break;
+		have = strlen(line);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer: not a path we can keep */
+		memmove(buf, line, have);
+	}
+	syscall(SYS_close, fd);
+	return found;
+}
+
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -178,9 +226,11 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	m->lo = lo;
 	m->hi = hi;
 	m->loaded = 1;
-	size_t nl = strnlen(name, sizeof(m->path) - 1);
-	memcpy(m->path, name, nl);
-	m->path[nl] = 0;
+	if (name[0] == '/' || mapped_file(lo, m->path, sizeof(m->path)) < 0) {
+		size_t nl = strnlen(name, sizeof(m->path) - 1);
+		memcpy(m->path, name, nl);
+		m->path[nl] = 0;
+	}
 	read_build_id(info, m);
 	seen[nmods] = scan_gen;
 	nmods++;
