@@ -1120,9 +1120,11 @@ static void finish_claimed(unsigned reason, int status)
 	hold_async_signals(&old);
 	finishing_here = 1;
 	rhea_guard++;
-	end_blocked_all();
+	/* (the thread's own last sample first: its counters then hold none
+	 * of the end's own work) */
 	if (rhea_hot.self && rhea_g.active)
 		capture_at_end(rhea_hot.self);
+	end_blocked_all();
 	thread_foreach(flush_thread, NULL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
@@ -1201,9 +1203,9 @@ void agent_before_exec(void)
 	sigset_t old;
 	hold_async_signals(&old);
 	rhea_guard++;
-	end_blocked_all();
 	if (rhea_hot.self)
 		capture_at_end(rhea_hot.self);
+	end_blocked_all();
 	thread_foreach(flush_thread, NULL);
 	lock_drain(500000000ull);
 	flush_round(10000000);
@@ -1456,6 +1458,8 @@ void agent_postfork_child(void)
 		capture_emit_thread(t, RHEA_T_START, 0);
 	if (start_threads() < 0)
 		agent_disable("cannot start the agent's threads in a forked child", 0);
+	else if (t) /* what the child's own work is measured from (capture.c) */
+		capture_counters_baseline(t);
 	rhea_guard--; /* agent_prefork's, held through here */
 }
 

@@ -331,6 +331,7 @@ int capture_forced(struct rhea_tstate *t, uint64_t pc, uint64_t sp, long sysno);
  * interrupted the call: sp 0); t blocked in a system call at sp.  Returns 1
  * when taken, 0 when t is in no such call (or left it), or not long. */
 int capture_wait_so_far(struct rhea_tstate *t, uint64_t now, uint64_t sp);
+void capture_counters_baseline(struct rhea_tstate *t);
 /* Emit the thread's pending (merged) sample; from another thread too. */
 void capture_flush_pending(struct rhea_tstate *t);
 /* The thread's last sample as it ends, on itself (capture.c). */
