@@ -471,6 +471,7 @@ static void stage_stats(void)
 	s->ticker_wakes = __atomic_load_n(&ticker_wakes, __ATOMIC_RELAXED);
 	s->ticker_coast_ns = ticker_coast_ns(s->time_ns);
 	s->sample_blocked = sampler_blocked_threads();
+	s->cfi_build_ns = __atomic_load_n(&rhea_g.cfi_build_ns, __ATOMIC_RELAXED);
 }
 
 static void stage_meta(const char *key, const char *value)
@@ -1436,6 +1437,7 @@ void agent_postfork_child(void)
 	rhea_g.pid = getpid();
 	rhea_g.start_ns = rhea_now();
 	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
+	rhea_g.cfi_build_ns = 0;
 	rhea_g.threads_seen = 1;
 	if (!rhea_g.cfg.follow) {
 		agent_disable("", 0);

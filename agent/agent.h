@@ -168,6 +168,7 @@ struct rhea_agent {
 	uint64_t agent_lo, agent_hi; /* our own code, skipped in stacks */
 	/* statistics (atomics) */
 	uint64_t captures, truncated, unwind_errors, write_errors;
+	uint64_t cfi_build_ns; /* building unwind tables the cache lacked (modules.c) */
 	uint64_t threads_seen;
 	uint32_t finished; /* atomic: the recording has been closed */
 	volatile int leader_gone; /* the main thread exited, the process did not */

@@ -319,7 +319,11 @@ int modules_scan(void)
 			 * table spares loading libdw (cfi.c) */
 			m->cfi = m->build_id_len ? cficache_load(m->build_id, m->build_id_len) : NULL;
 			if (!m->cfi) {
+				/* (timed: the program's thread waits for it, the first
+				 * time a library is seen; the report says how long) */
+				uint64_t t0 = rhea_now();
 				int err = is_vdso ? vdso_cfi(&m->cfi) : cfi_build(m->path, &m->cfi);
+				__atomic_fetch_add(&rhea_g.cfi_build_ns, rhea_now() - t0, __ATOMIC_RELAXED);
 				if (err == -ELIBACC)
 					agent_warn("libdw.so.1 (elfutils) cannot be loaded: stacks through code "
 						   "without frame pointers end early", 0);

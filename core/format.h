@@ -262,7 +262,7 @@ struct rhea_stats {
 	uint64_t ticker_wakes;    /* the ticker thread's wake-ups (0: unknown) */
 	uint64_t ticker_coast_ns; /* time the ticker spent coasting */
 	uint64_t sample_blocked;  /* threads seen blocking the sampling signal */
-	uint64_t reserved[1];
+	uint64_t cfi_build_ns;    /* program threads' time building unwind tables */
 };
 
 enum rhea_end_reason {

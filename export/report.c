@@ -1113,6 +1113,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "ticker_wakes", r->stats.ticker_wakes);
 		json_u64(&j, "ticker_coast_ns", r->stats.ticker_coast_ns);
 		json_u64(&j, "sample_blocked", r->stats.sample_blocked);
+		json_u64(&j, "cfi_build_ns", r->stats.cfi_build_ns);
 		json_u64(&j, "chunks", r->nchunks);
 		json_u64(&j, "file_bytes", r->file_bytes);
 		json_u64(&j, "bytes_raw", r->stats.bytes_raw);
@@ -1442,6 +1443,12 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fprintf(out, "  agent: its own threads (ticker, writer, sampler) used %s of CPU, %.2f%% of the "
 			"program's\n", fmt_ns(r->stats.agent_cpu_ns, b1),
 			cpu_total ? 100.0 * (double)r->stats.agent_cpu_ns / (double)cpu_total : 0.0);
+	/* (on the program's threads, its time is in the program's slices:
+	 * where it is, the first time a library is seen, is said here) */
+	if (r->stats.cfi_build_ns >= 1000000)
+		fprintf(out, "  agent: building unwind tables for libraries new to its cache took %s on the program's\n"
+			"         threads (at the start and in dlopen; later runs read them from the cache)\n",
+			fmt_ns(r->stats.cfi_build_ns, b1));
 	if (r->stats.ticker_wakes) {
 		/* the statistics' time: the agent's span up to its last entry */
 		uint64_t span = r->stats.time_ns > r->hdr.start_ns ? r->stats.time_ns - r->hdr.start_ns : 0;

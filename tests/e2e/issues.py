@@ -96,7 +96,7 @@ def t_libdw_only_when_compiling():
     cache = os.path.join(TMP, "cficache")
     shutil.rmtree(cache, ignore_errors=True)
     maps = os.path.join(TMP, "maps.txt")
-    got = []
+    got, built = [], []
     for run in ("cold", "warm"):
         out, _ = record("libdw_" + run, "/bin/sh", "-c", "cat /proc/$$/maps > %s; exec %s" % (maps, prog),
                         env={"RHEA_CACHE_DIR": cache})
@@ -105,8 +105,13 @@ def t_libdw_only_when_compiling():
         exec_img = [f for f in os.listdir(TMP) if re.fullmatch(r"libdw_%s\.\d+\.rhea" % run, f)]
         rep = report(os.path.join(TMP, exec_img[0]) if exec_img else out)
         stacks_complete(rep, 0.95, "allocs (%s CFI cache)" % run)
+        built.append(rep["stats"]["cfi_build_ns"])
     check(got == [True, False], "libdw mapped in the traced shell: cold cache %s, warm %s; want True, False"
           % tuple(got))
+    # the time the program waited for its tables is said (the report's
+    # agent line), and a warm cache costs none
+    check(built[0] > 0 and built[1] == 0, "time building unwind tables: cold cache %d ns, warm %d ns; "
+          "want some, then none" % tuple(built))
 
 
 def t_make_build():

@@ -1673,5 +1673,5 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_stats, ticker_wakes, 112);
 	DOC(rhea_stats, ticker_coast_ns, 120);
 	DOC(rhea_stats, sample_blocked, 128);
-	DOC(rhea_stats, reserved, 136);
+	DOC(rhea_stats, cfi_build_ns, 136);
 }
