@@ -275,6 +275,14 @@ static const struct rhea_end *end_of(const struct recording *r)
 }
 
 #define END_TEXT_MAX 256
+/* The process's CPU time when the agent started in it (META
+ * cpu_before_agent_ns, written by agents since 2026-11-27), 0 unknown. */
+static uint64_t cpu_before_agent(const struct recording *r)
+{
+	const char *v = recording_meta(r, "cpu_before_agent_ns");
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
 static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
 {
 	const struct rhea_end *e = end_of(r);
@@ -1096,6 +1104,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_u64(&j, "interval_ns", r->hdr.interval_ns);
 		json_str(&j, "unwind", recording_meta(r, "unwind"));
 		json_str(&j, "hooks", recording_meta(r, "hooks"));
+		json_u64(&j, "cpu_before_agent_ns", cpu_before_agent(r));
 		json_str(&j, "perf_map", m->perf_map);
 		json_bool(&j, "perf_map_kept", m->perf_map_kept);
 		json_obj_end(&j);
@@ -1288,6 +1297,12 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
+	uint64_t before = cpu_before_agent(r);
+	if (before >= 1000000)
+		fprintf(out, "  before:   the process had used %s of CPU when rhea's agent started in it (loading\n"
+			     "            its libraries, their constructors run first; an exec'ed program: also\n"
+			     "            the time before the exec): not in this recording\n",
+			fmt_ns(before, b1));
 	if (!r->have_end && r->end_outside && r->end_recovered)
 		fprintf(out, "  note:     the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
 			     "            as Go's runtime makes): rhea recovered the records it had not\n"

@@ -2098,6 +2098,62 @@ def t_dropuser_exec(c, variant):
     c.done()
 
 
+CTOR_LIB = r"""
+#include <time.h>
+static volatile unsigned long sink;
+/* 150 ms of CPU before main, and before rhea's agent: a library the
+ * program needs is initialized first */
+__attribute__((constructor)) static void burn(void)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	do {
+		for (int i = 0; i < 100000; i++)
+			sink += i;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 150000000L);
+}
+int ctor_value(void) { return 7; }
+"""
+
+CTOR_MAIN = r"""
+#include <stdio.h>
+int ctor_value(void);
+int main(void) { printf("ctor %d\n", ctor_value()); return 0; }
+"""
+
+
+def t_before_agent(c):
+    """A library initialized before rhea's agent (one the program needs:
+    the loader runs its constructor first) burns 150 ms of CPU: no hook
+    sees it, and the recording must say how much CPU the process had used
+    when the agent started (ffmpeg -version: 212 ms of loading, 3 ms
+    recorded, and no word of it)."""
+    for name, text in (("ctorlib.c", CTOR_LIB), ("ctormain.c", CTOR_MAIN)):
+        with open(c.path(name), "w") as f:
+            f.write(text)
+    rc, _, err = c.run(["cc", "-O2", "-shared", "-fPIC", "-o", c.path("libctorburn.so"), c.path("ctorlib.c")])
+    if rc == 0:
+        rc, _, err = c.run(["cc", "-O2", "-o", c.path("ctormain"), c.path("ctormain.c"), "-L" + c.work,
+                            "-lctorburn", "-Wl,-rpath," + c.work])
+    if rc != 0:
+        raise Fail("cannot build the constructor program: %s" % one_line(err))
+    rc, out, err = c.record([c.path("ctormain")])
+    expect_status(c, rc, 0, err)
+    c.check(out == "ctor 7\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    before = rec["recording"]["cpu_before_agent_ns"]
+    c.check(150 * MS <= before < 1000 * MS, "CPU before the agent %s, want 150 ms or more" % ms(before))
+    _, text, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check("before:   the process had used" in text, "the report does not say what ran before the agent")
+    # a program without such a library: a few ms of loading at most
+    rc, _, err = c.record([c.prog("gcc-O2", "allocs")], out="plain.rhea")
+    expect_status(c, rc, 0, err)
+    plain = c.report(c.path("plain.rhea"))["recording"]["cpu_before_agent_ns"]
+    c.check(0 < plain < 50 * MS, "CPU before the agent of a plain program %s, want a little" % ms(plain))
+    c.done()
+
+
 def t_demo(c):
     """The demo `make demo` records (demo/demo.c, built as tests/demo.sh
     builds it): the report a first-time user sees.  Its event loop stalls
@@ -3197,6 +3253,7 @@ def all_tests():
     t.append(Test("real/java", t_java, timeout=300))
     t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
+    t.append(Test("before-agent", t_before_agent))
     t.append(Test("jit-perf-map/gcc-O2", t_jit, ("gcc-O2",)))
     t.append(Test("jit-perf-map/clang-O2-nofp", t_jit, ("clang-O2-nofp",)))
     t.append(Test("jit-perf-map/attach", t_jit_attach, ("gcc-O2",), timeout=90))
