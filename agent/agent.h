@@ -355,6 +355,11 @@ void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_tabl
 /* modules.c */
 extern uint32_t rhea_modules_gen; /* the module map's generation (unwind.h's cache) */
 int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
+/* Inside dlopen (a library's constructors): new modules, with the tables
+ * the cache has, before dlopen returns (modules.c).  1: some were added. */
+int modules_catch_up(void);
+extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
+extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */
 void modules_after_fork(void);
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);

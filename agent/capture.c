@@ -446,6 +446,10 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked)
 	unsigned flags = 0;
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
+	if (__builtin_expect(rhea_in_dlopen, 0) && rhea_guard == 1 && modules_catch_up()) {
+		flags = 0; /* a library's constructor: walked again, its table known */
+		stack = stack_here(t, &flags);
+	}
 	fill_sample(&s, t, fn, flags, stack);
 	point_sample_done(t, &s);
 }

@@ -1356,7 +1356,9 @@ EXPORT void *dlopen(const char *file, int flags)
 {
 	if (unlikely(!resolved))
 		resolve();
+	rhea_in_dlopen++; /* its constructors' captures catch up (modules.c) */
 	void *h = real_dlopen(file, flags);
+	rhea_in_dlopen--;
 	if (h && rhea_g.active && !rhea_guard)
 		modules_scan();
 	return h;

@@ -40,6 +40,7 @@ struct module {
 	struct cfi_table *cfi;
 	int loaded;
 	int emitted;
+	int cfi_later; /* its table is to be built by the next full scan */
 	uint32_t build_id_len;
 	uint8_t build_id[36];
 	char path[512];
@@ -180,10 +181,13 @@ static int mapped_file(uint64_t addr, char *path, size_t cap)
 	return found;
 }
 
+static unsigned long long scanned_adds; /* the loader's count of objects added, at the last scan */
+
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	(void)size;
 	uint32_t *seen = arg;
+	if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+		__atomic_store_n(&scanned_adds, info->dlpi_adds, __ATOMIC_RELAXED);
 	uint64_t lo = UINT64_MAX, hi = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -286,12 +290,42 @@ static uint32_t *seen_gen;
 
 static uint32_t scan_lock; /* serializes scans (dlopen on several threads) */
 
-int modules_scan(void)
+/* m's unwind table: from the cache, else built (compile) or left for the
+ * next full scan (cfi_later). */
+static void module_table(struct module *m, int compile)
 {
-	uint32_t *lock = &scan_lock;
-	while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
-		sched_yield();
-	rhea_guard++;
+	int is_vdso = m->bias == getauxval(AT_SYSINFO_EHDR);
+	m->cfi_later = 0;
+	if (rhea_g.cfg.unwind_fp || !(m->path[0] == '/' || is_vdso))
+		return;
+	/* the vDSO's too: its build-id names it, and a cached table spares
+	 * loading libdw (cfi.c) */
+	struct cfi_table *t = m->build_id_len ? cficache_load(m->build_id, m->build_id_len) : NULL;
+	if (!t && !compile) {
+		m->cfi_later = 1;
+		return;
+	}
+	if (!t) {
+		/* (timed: the program's thread waits for it, the first time a
+		 * library is seen; the report says how long) */
+		uint64_t t0 = rhea_now();
+		int err = is_vdso ? vdso_cfi(&t) : cfi_build(m->path, &t);
+		__atomic_fetch_add(&rhea_g.cfi_build_ns, rhea_now() - t0, __ATOMIC_RELAXED);
+		if (err == -ELIBACC)
+			agent_warn("libdw.so.1 (elfutils) cannot be loaded: stacks through code "
+				   "without frame pointers end early", 0);
+		if (err < 0)
+			t = NULL;
+		else if (m->build_id_len)
+			cficache_store(m->build_id, m->build_id_len, t);
+	}
+	__atomic_store_n(&m->cfi, t, __ATOMIC_RELEASE);
+}
+
+/* The scan, with the lock held (compile: build the tables the cache
+ * lacks, else leave them to a later full scan). */
+static void scan_locked(int compile)
+{
 	if (!mods) {
 		mods = map_mem(sizeof(struct module) * MAX_MODULES);
 		seen_gen = map_mem(sizeof(uint32_t) * MAX_MODULES);
@@ -299,7 +333,7 @@ int modules_scan(void)
 		exe_path[n > 0 ? n : 0] = 0;
 	}
 	if (!mods || !seen_gen)
-		goto out;
+		return;
 	uint32_t before = nmods;
 	scan_gen++;
 	dl_iterate_phdr(scan_cb, seen_gen);
@@ -310,29 +344,14 @@ int modules_scan(void)
 			changed = 1;
 			emit_module(&mods[i], 0);
 		}
+		if (mods[i].loaded && mods[i].cfi_later && compile) {
+			module_table(&mods[i], 1);
+			changed = 1; /* (threads' rows and walks: of the map without it) */
+		}
 	}
 	for (uint32_t i = before; i < nmods; i++) {
 		struct module *m = &mods[i];
-		int is_vdso = m->bias == getauxval(AT_SYSINFO_EHDR);
-		if (!rhea_g.cfg.unwind_fp && (m->path[0] == '/' || is_vdso)) {
-			/* the vDSO's too: its build-id names it, and a cached
-			 * table spares loading libdw (cfi.c) */
-			m->cfi = m->build_id_len ? cficache_load(m->build_id, m->build_id_len) : NULL;
-			if (!m->cfi) {
-				/* (timed: the program's thread waits for it, the first
-				 * time a library is seen; the report says how long) */
-				uint64_t t0 = rhea_now();
-				int err = is_vdso ? vdso_cfi(&m->cfi) : cfi_build(m->path, &m->cfi);
-				__atomic_fetch_add(&rhea_g.cfi_build_ns, rhea_now() - t0, __ATOMIC_RELAXED);
-				if (err == -ELIBACC)
-					agent_warn("libdw.so.1 (elfutils) cannot be loaded: stacks through code "
-						   "without frame pointers end early", 0);
-				if (err < 0)
-					m->cfi = NULL;
-				else if (m->build_id_len)
-					cficache_store(m->build_id, m->build_id_len, m->cfi);
-			}
-		}
+		module_table(m, compile);
 		if (m->lo <= (uint64_t)(uintptr_t)&modules_scan &&
 		    (uint64_t)(uintptr_t)&modules_scan < m->hi) {
 			rhea_g.agent_lo = m->lo;
@@ -357,10 +376,62 @@ int modules_scan(void)
 			__atomic_add_fetch(&rhea_modules_gen, 1, __ATOMIC_RELEASE);
 		}
 	}
-out:
+}
+
+int modules_scan(void)
+{
+	uint32_t *lock = &scan_lock;
+	while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	rhea_guard++;
+	scan_locked(1);
 	rhea_guard--;
 	__atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/*
+ * A library's constructors run inside dlopen, before dlopen returns and
+ * the hook scans: their hooks' captures walked code no module claimed
+ * yet, and the stacks ended there (a plugin's static initializers, the
+ * libraries it pulls in: 3 of 19 stacks of ar loading the LLVM plugin).
+ * So a capture made inside dlopen first asks the loader whether objects
+ * were added since the last scan (one dl_iterate_phdr, that stops at the
+ * first object), and if so the scan is made there, with the tables the
+ * cache has; the rest are built by the scan after dlopen, as before.
+ * Never in a handler of the program's signals (the loader's lists may be
+ * half changed under it, and its lock is the interrupted code's): those
+ * the agent wraps say so (sigwrap.c), and under rhea attach, which wraps
+ * none, never.  Nor while another thread scans.  1 when modules were
+ * added.
+ */
+__thread int rhea_in_dlopen;
+
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+int modules_catch_up(void)
+{
+	if (rhea_attached || rhea_in_handler || !mods)
+		return 0;
+	unsigned long long adds = 0;
+	dl_iterate_phdr(adds_cb, &adds);
+	if (adds == 0 || adds == __atomic_load_n(&scanned_adds, __ATOMIC_RELAXED))
+		return 0;
+	uint32_t *lock = &scan_lock;
+	if (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	rhea_guard++;
+	uint32_t before = nmods;
+	scan_locked(0);
+	int added = nmods != before;
+	rhea_guard--;
+	__atomic_store_n(lock, 0, __ATOMIC_RELEASE);
+	return added;
 }
 
 void modules_emit_all(void)

@@ -42,6 +42,7 @@ int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction 
  * would). */
 static struct sigaction acts[NSIG];
 static uint32_t lock;
+__thread int rhea_in_handler; /* (a handler that jumps out leaves it raised: safe) */
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -70,12 +71,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		__atomic_store_n(&t->call_since, 0, __ATOMIC_RELEASE);
 	}
 	const struct sigaction *a = &acts[sig];
+	rhea_in_handler++;
 	if (a->sa_handler == SIG_DFL || a->sa_handler == SIG_IGN)
 		; /* (never installed so) */
 	else if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, si, uc);
 	else
 		a->sa_handler(sig);
+	rhea_in_handler--;
 	if (since) { /* the handler returned: the call goes on (or returns EINTR) */
 		t->call_fn = fn;
 		t->call_object = object;

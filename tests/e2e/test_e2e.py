@@ -2123,6 +2123,57 @@ int main(void) { printf("ctor %d\n", ctor_value()); return 0; }
 """
 
 
+DLCTOR_LIB = r"""
+#include <stdlib.h>
+void *volatile dlctor_sink;
+/* runs inside dlopen: the library's constructor */
+__attribute__((noinline)) void ctor_work(void)
+{
+	for (int i = 0; i < 200000; i++) {
+		dlctor_sink = malloc(40);
+		free(dlctor_sink);
+	}
+}
+__attribute__((constructor)) static void init(void) { ctor_work(); }
+"""
+
+DLCTOR_MAIN = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+__attribute__((noinline)) static int load(const char *path)
+{
+	return dlopen(path, RTLD_NOW) != NULL;
+}
+int main(int argc, char **argv) { printf("loaded %d\n", argc > 1 && load(argv[1])); return 0; }
+"""
+
+
+def t_dlopen_ctor(c):
+    """A dlopen'ed library's constructor allocates 200000 times, inside
+    dlopen, before the hook after it scans the modules: with its table in
+    the cache (the second run), its captures must walk it, up through
+    dlopen to main (they ended at ctor_work: the library was not known
+    yet).  The constructor's allocations are counted either way."""
+    for name, text in (("dlctor.c", DLCTOR_LIB), ("dlmain.c", DLCTOR_MAIN)):
+        with open(c.path(name), "w") as f:
+            f.write(text)
+    lib = c.path("libdlctor.so")
+    rc, _, err = c.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-shared", "-fPIC", "-o", lib, c.path("dlctor.c")])
+    if rc == 0:
+        rc, _, err = c.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-o", c.path("dlmain"), c.path("dlmain.c"),
+                            "-ldl"])
+    if rc != 0:
+        raise Fail("cannot build the dlopen program: %s" % one_line(err))
+    for run in ("first.rhea", "out.rhea"):  # the first run puts the table in the cache
+        rc, out, err = c.record([c.path("dlmain"), lib], out=run)
+        expect_status(c, rc, 0, err)
+        c.check(out == "loaded 1\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_site(c, rec, "ctor_work", 200000, 200000 * 40)
+    check_roots(c, rec, ROOT_MIN_SCENARIO, "the second run")
+    c.done()
+
+
 def t_before_agent(c):
     """A library initialized before rhea's agent (one the program needs:
     the loader runs its constructor first) burns 150 ms of CPU: no hook
@@ -3254,6 +3305,7 @@ def all_tests():
     t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
     t.append(Test("before-agent", t_before_agent))
+    t.append(Test("dlopen-ctor", t_dlopen_ctor))
     t.append(Test("jit-perf-map/gcc-O2", t_jit, ("gcc-O2",)))
     t.append(Test("jit-perf-map/clang-O2-nofp", t_jit, ("clang-O2-nofp",)))
     t.append(Test("jit-perf-map/attach", t_jit_attach, ("gcc-O2",), timeout=90))
