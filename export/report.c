@@ -1298,7 +1298,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
 	uint64_t before = cpu_before_agent(r);
-	if (before >= 1000000)
+	if (before >= 10000000) /* (loading libc and the agent alone: 1-2 ms) */
 		fprintf(out, "  before:   the process had used %s of CPU when rhea's agent started in it (loading\n"
 			     "            its libraries, their constructors run first; an exec'ed program: also\n"
 			     "            the time before the exec): not in this recording\n",
@@ -1325,8 +1325,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fmt_count(r->stats.sample_blocked, b1), r->stats.sample_blocked == 1 ? "" : "s",
 			r->stats.sample_blocked == 1 ? "it" : "they");
 
+	/* (captures: how often the thread was seen; identical ones in a
+	 * row are one sample in the file) */
 	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
-		"SAMPLES", "ALLOCS");
+		"CAPTURES", "ALLOCS");
 	/* The busiest threads first (CPU, then wall); the rest summed up. */
 	qsort(rows, r->nthreads, sizeof(*rows), by_thread_cpu);
 	size_t shown_threads = r->nthreads <= (size_t)top + 5 ? r->nthreads : (size_t)top;
@@ -1344,7 +1346,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fmt_count(ts->captures, b3), fmt_count(ts->alloc_count, b4));
 	}
 	if (shown_threads < r->nthreads)
-		fprintf(out, "  ... and %zu more threads: %s CPU, %s samples (--json lists them all)\n",
+		fprintf(out, "  ... and %zu more threads: %s CPU, %s captures (--json lists them all)\n",
 			r->nthreads - shown_threads, fmt_ns(rest_cpu, b1), fmt_count(rest_caps, b2));
 
 	int namew = W - 2 - 4 * 11;
