@@ -358,6 +358,8 @@ int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
 /* Inside dlopen (a library's constructors): new modules, with the tables
  * the cache has, before dlopen returns (modules.c).  1: some were added. */
 int modules_catch_up(void);
+/* The loader's count of objects ever added (dl_phdr_info's dlpi_adds). */
+unsigned long long modules_loader_adds(void);
 extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
 extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */

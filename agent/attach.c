@@ -440,13 +440,6 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 
 static unsigned long long last_adds; /* objects loaded so far (dl_phdr_info) */
 
-static int adds_of(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	*(unsigned long long *)arg = info->dlpi_adds;
-	return 1;
-}
-
 /* From the writer, every flush: objects the program loaded since are
  * hooked too (their imports rewritten, once: slots already ours are left).
  * Not a dlopen hook: glibc's dlopen takes its caller's object for $ORIGIN
@@ -454,8 +447,7 @@ static int adds_of(struct dl_phdr_info *info, size_t size, void *arg)
  * something was loaded (the module list wants a rescan). */
 int attach_rescan(void)
 {
-	unsigned long long adds = 0;
-	dl_iterate_phdr(adds_of, &adds);
+	unsigned long long adds = modules_loader_adds();
 	if (adds == last_adds)
 		return 0;
 	rescanning = 1;
@@ -482,7 +474,7 @@ int attach_patch(void)
 			hook_fn[i] = f;
 	}
 	dlclose(self);
-	dl_iterate_phdr(adds_of, &last_adds);
+	last_adds = modules_loader_adds();
 	dl_iterate_phdr(patch_object, NULL);
 	return npatches ? 0 : -1;
 }

@@ -135,50 +135,82 @@ static void read_build_id(struct dl_phdr_info *info, struct module *m)
 static char exe_path[512];
 
 /*
+ * Each line of /proc/self/maps, NUL-terminated, to fn until it returns
+ * non-zero (then that value is returned; else 0), read through buf (cap
+ * bytes: a longer line ends the reading).  Raw system calls.
+ */
+static int maps_each_in(char *buf, size_t cap, int (*fn)(const char *line, void *arg), void *arg)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int r = 0;
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, cap - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!r && (nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			r = fn(line, arg);
+			line = nl + 1;
+		}
+		if (r)
+			break;
+		have = strlen(line);
+		memmove(buf, line, have);
+	}
+	syscall(SYS_close, fd);
+	return r;
+}
+
+/* The same with a static 64 KB buffer: for the agent's start and its
+ * writer thread (rhea attach's rescans), which never run it at the same
+ * time (a thread's stack may be too small for 64 KB). */
+int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg)
+{
+	static char buf[1 << 16];
+	return maps_each_in(buf, sizeof(buf), fn, arg);
+}
+
+/*
  * The file mapped at addr, as /proc/self/maps names it (absolute), into
  * path (cap bytes): 0, or -1.  The loader names a library by what it was
  * asked for: dlopen("./lib.so"), or a search of LD_LIBRARY_PATH=. gives
  * "./lib.so", which names nothing once the directory changes, and whose
  * unwind table was never built (stacks through it ended at its first
  * frame, and no unwind failure was counted).  Called by scans only, under
- * scan_lock: one static buffer.
+ * scan_lock: a buffer of its own.
  */
+struct mapped_query {
+	uint64_t addr;
+	char *path;
+	size_t cap;
+};
+
+static int mapped_line(const char *line, void *arg)
+{
+	struct mapped_query *q = arg;
+	/* "lo-hi perms offset dev inode   path" */
+	char *e;
+	uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
+	const char *f = strchr(e, '/');
+	if (q->addr < lo || q->addr >= hi)
+		return 0;
+	if (!f || strlen(f) >= q->cap)
+		return -1;
+	memcpy(q->path, f, strlen(f) + 1);
+	return 1;
+}
+
 static int mapped_file(uint64_t addr, char *path, size_t cap)
 {
-	static char buf[4096];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int found = -1;
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while (found < 0 && (nl = strchr(line, '\n')) != NULL) {
-			*nl = 0;
-			/* "lo-hi perms offset dev inode   path" */
-			char *e;
-			uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
-			const char *f = strchr(e, '/');
-			if (addr >= lo && addr < hi && f && strlen(f) < cap) {
-				memcpy(path, f, strlen(f) + 1);
-				found = 0;
-			}
-			line = nl + 1;
-		}
-		if (found == 0)
-			break;
-		have = strlen(line);
-		if (have == sizeof(buf) - 1)
-			have = 0; /* a line longer than the buffer: not a path we can keep */
-		memmove(buf, line, have);
-	}
-	syscall(SYS_close, fd);
-	return found;
+	static char buf[8192];
+	struct mapped_query q = {addr, path, cap};
+	return maps_each_in(buf, sizeof(buf), mapped_line, &q) == 1 ? 0 : -1;
 }
 
 static unsigned long long scanned_adds; /* the loader's count of objects added, at the last scan */
@@ -414,12 +446,18 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+unsigned long long modules_loader_adds(void)
+{
+	unsigned long long adds = 0;
+	dl_iterate_phdr(adds_cb, &adds);
+	return adds;
+}
+
 int modules_catch_up(void)
 {
 	if (rhea_attached || rhea_in_handler || !mods)
 		return 0;
-	unsigned long long adds = 0;
-	dl_iterate_phdr(adds_cb, &adds);
+	unsigned long long adds = modules_loader_adds();
 	if (adds == 0 || adds == __atomic_load_n(&scanned_adds, __ATOMIC_RELAXED))
 		return 0;
 	uint32_t *lock = &scan_lock;
@@ -447,37 +485,3 @@ void modules_after_fork(void)
 	modules_emit_all();
 }
 
-/*
- * Each line of /proc/self/maps, NUL-terminated, to fn until it returns
- * non-zero (then that value is returned; else 0).  Raw system calls and a
- * static buffer: for the agent's start and its writer thread, which never
- * run it at the same time (a thread's stack may be too small for 64 KB).
- */
-int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg)
-{
-	static char buf[1 << 16];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	int r = 0;
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while (!r && (nl = strchr(line, '\n')) != NULL) {
-			*nl = 0;
-			r = fn(line, arg);
-			line = nl + 1;
-		}
-		if (r)
-			break;
-		have = strlen(line);
-		memmove(buf, line, have);
-	}
-	syscall(SYS_close, fd);
-	return r;
-}

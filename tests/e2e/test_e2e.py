@@ -2017,24 +2017,34 @@ def t_coldpath(c, variant):
     c.done()
 
 
+def dropuser_worker(c, variant, args, opts=()):
+    """tests/scenarios/dropuser.c run as root with ARGS, its output in a
+    directory nobody may write to: (the worker's report, ended by exit 0,
+    or None when there is not exactly one worker recording; stderr)."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (the worker changes to nobody)")
+    os.chmod(c.work, 0o755)
+    rc, out, err = c.record([c.prog(variant, "dropuser")] + args, opts=opts)
+    expect_status(c, rc, 0, err)
+    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
+    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+    if not c.check(len(kids) == 1, "child recordings %s, want the worker's" % kids):
+        return None, err
+    rec = c.report(c.path(kids[0]))
+    check_end(c, rec, "exit", 0)
+    return rec, err
+
+
 def t_dropuser(c, variant):
     """A worker that gives up root after its fork (tests/scenarios/
     dropuser.c, as nginx's and postfix's do), under rhea record run as root
     with its output in a directory nobody may write to: the worker's
     recording is created before it changes user, and counts its work."""
-    if os.geteuid() != 0:
-        raise Skip("needs root (the worker changes to nobody)")
-    os.chmod(c.work, 0o755)
-    rc, out, err = c.record([c.prog(variant, "dropuser")])
-    expect_status(c, rc, 0, err)
-    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
-    c.check("cannot create" not in err, "an agent could not create its recording: %s" % one_line(err))
-    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
-    if not c.check(len(kids) == 1, "child recordings %s, want the worker's" % kids):
+    rec, err = dropuser_worker(c, variant, [])
+    if rec is None:
         c.done()
         return
-    rec = c.report(c.path(kids[0]))
-    check_end(c, rec, "exit", 0)
+    c.check("cannot create" not in err, "an agent could not create its recording: %s" % one_line(err))
     n, nbytes, _ = sites_of(rec, "worker_work")
     c.check(n == 20000 and nbytes == 40 * n, "worker_work: %d allocations, %d bytes, want 20000 of 40 B" % (n, nbytes))
     check_thread_allocs(c, rec, "the worker (ends by _exit): ")
@@ -2052,18 +2062,10 @@ def t_dropuser_block(c, variant):
     blocked in read() when it ends.  The end must still see that wait,
     walked from the hook (stat says the thread sleeps), and the recording
     must carry the new title."""
-    if os.geteuid() != 0:
-        raise Skip("needs root (the worker changes to nobody)")
-    os.chmod(c.work, 0o755)
-    rc, out, err = c.record([c.prog(variant, "dropuser"), "block"], opts=["--force-after", "200ms"])
-    expect_status(c, rc, 0, err)
-    c.check(out == "worker uid 65534\nparent ok\n", "stdout %r" % out)
-    kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
-    if not c.check(len(kids) == 1, "child recordings %s, want the worker's" % kids):
+    rec, _ = dropuser_worker(c, variant, ["block"], opts=["--force-after", "200ms"])
+    if rec is None:
         c.done()
         return
-    rec = c.report(c.path(kids[0]))
-    check_end(c, rec, "exit", 0)
     c.check(rec["recording"]["command"] == "dropuser: worker",
             "the worker's command line %r, want its new title 'dropuser: worker'" % rec["recording"]["command"])
     hung = [(h["function"], ms(h["blocked_ns"]), h["stack"][-2:]) for h in rec["blocked_at_end"]]
