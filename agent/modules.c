@@ -262,7 +262,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	m->lo = lo;
 	m->hi = hi;
 	m->loaded = 1;
-	if (name[0] == '/' || mapped_file(lo, m->path, sizeof(m->path)) < 0) {
+	/* (a name without '/' is no file's: the vDSO's "linux-vdso.so.1") */
+	if (name[0] == '/' || !strchr(name, '/') || mapped_file(lo, m->path, sizeof(m->path)) < 0) {
 		size_t nl = strnlen(name, sizeof(m->path) - 1);
 		memcpy(m->path, name, nl);
 		m->path[nl] = 0;
