@@ -688,9 +688,46 @@ static void attach_detach(void)
 	pthread_detach(pthread_self());
 }
 
+/*
+ * The main thread died without pthread_exit (a seccomp filter's
+ * SECCOMP_RET_KILL_THREAD, a raw exit system call) and no thread of the
+ * program is left: only the agent's threads keep the process alive, a
+ * zombie its parent waits for forever.  It ends as it would have without
+ * them: by the signal that killed the main thread, else with its exit
+ * code (its stat's field 52, exit_code, in waitpid's form).
+ */
+static void end_as_leader(void)
+{
+	char st[1024];
+	int code = 0;
+	if (thread_read_task_file((uint32_t)rhea_g.pid, "stat", st, sizeof(st)) > 0) {
+		const char *p = strrchr(st, ')');
+		for (int field = 2; p && *p && field < 52; p++)
+			if (*p == ' ')
+				field++;
+		if (p && *p >= '0' && *p <= '9')
+			code = (int)strtol(p, NULL, 10);
+	}
+	int sig = code & 0x7f;
+	if (sig && sig != 0x7f) {
+		agent_finish(RHEA_END_SIGNAL, sig);
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		hooks_real_sigaction(sig, &dfl, NULL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		hooks_real_sigmask(SIG_UNBLOCK, &one, NULL);
+		syscall(SYS_tgkill, rhea_g.pid, thread_gettid(), sig);
+	}
+	_exit((code >> 8) & 0xff); /* (the hook ends the recording) */
+}
+
 /* arg: rhea_g.buf.wake as it was before the thread was created. */
 static void *writer_main(void *arg)
 {
+	uint32_t leader_rounds = 0;
 	rhea_guard = 1; /* nothing this thread does is traced */
 	rhea_agent_tids[1] = thread_gettid();
 	/* A call for a round counts from before this thread existed: a forked
@@ -716,6 +753,10 @@ static void *writer_main(void *arg)
 			 * then ends the recording. */
 			exit(0);
 		}
+		/* (once a second: a read of the main thread's stat) */
+		if (!rhea_g.leader_gone && ++leader_rounds % 10 == 0 && !rhea_attached &&
+		    thread_task_state((uint32_t)rhea_g.pid) == 0 && !thread_program_left())
+			end_as_leader();
 		if (rhea_attached && attach_should_stop())
 			break;
 		if (rhea_attached && attach_rescan())
@@ -1017,11 +1058,15 @@ static void write_end(unsigned reason, int status);
 
 /* ---- finishing ------------------------------------------------------------ */
 
+/* arg non-NULL: the end comes from a signal's handler, on this thread,
+ * whose mask is then the handler's (every signal): it says nothing of the
+ * program's (a program stopped by Ctrl-C was said to have "1 thread
+ * blocked the sampling signal"). */
 static void flush_thread(struct rhea_tstate *t, void *arg)
 {
-	(void)arg;
 	thread_refresh_name(t);
-	sampler_note_blocked(t);
+	if (!(arg && t == rhea_hot.self))
+		sampler_note_blocked(t);
 	capture_flush_pending(t);
 	capture_emit_sites(t);
 }
@@ -1102,11 +1147,39 @@ static void wait_for_finish(void)
 	}
 }
 
+/*
+ * A thread about to install a seccomp filter of its own (sshd's
+ * privilege-separated child, through prctl: hooks.c).  What the filter
+ * allows nobody can tell, and a system call it forbids kills the thread:
+ * sshd's pre-authentication child died of the agent's getrusage in its
+ * next capture, and the agent's threads kept its process alive, a zombie
+ * that ssh waited for forever.  So from here the agent makes no system
+ * call on this thread: its recursion guard stays up (every hook calls
+ * straight through, the sampler's signal does nothing), its sampling
+ * timer is deleted now, its exit and the process's end are left to the
+ * agent's own threads and to rhea record (which finish it from outside,
+ * as after a SIGKILL), and threads it creates or forks inherit this with
+ * the filter.  Its work from here is in no sample; the sampler's forced
+ * captures still see its waits from outside.
+ */
+__thread int rhea_sealed;
+
+void agent_seal_thread(void)
+{
+	if (rhea_sealed)
+		return;
+	struct rhea_tstate *t = rhea_hot.self;
+	if (t && rhea_g.active)
+		sampler_disarm(t);
+	rhea_sealed = 1;
+	rhea_guard++; /* for good */
+}
+
 /* Only one caller ends the recording: 1 for it (then it must call
  * finish_claimed), 0 for the others. */
 static int finish_claim(void)
 {
-	if (rhea_g.finished || agent_in_vfork_child())
+	if (rhea_g.finished || agent_in_vfork_child() || rhea_sealed)
 		return 0;
 	return !__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL);
 }
@@ -1126,7 +1199,7 @@ static void finish_claimed(unsigned reason, int status)
 	if (rhea_hot.self && rhea_g.active)
 		capture_at_end(rhea_hot.self);
 	end_blocked_all();
-	thread_foreach(flush_thread, NULL);
+	thread_foreach(flush_thread, reason == RHEA_END_SIGNAL ? (void *)1 : NULL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
 	lock_drain(500000000ull);
@@ -1199,7 +1272,7 @@ int agent_in_vfork_child(void)
  * chunks after this END, and readers take the last END entry. */
 void agent_before_exec(void)
 {
-	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child())
+	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child() || rhea_sealed)
 		return;
 	sigset_t old;
 	hold_async_signals(&old);
@@ -1228,7 +1301,8 @@ void agent_before_exec(void)
  */
 void agent_before_setid(void)
 {
-	if (!rhea_g.active || rhea_g.finished || rhea_g.fd >= 0 || file_failed || agent_in_vfork_child())
+	if (!rhea_g.active || rhea_g.finished || rhea_g.fd >= 0 || file_failed || agent_in_vfork_child() ||
+	    rhea_sealed)
 		return;
 	sigset_t old;
 	hold_async_signals(&old);
@@ -1400,13 +1474,13 @@ static void write_meta(void);
 void agent_prefork(void)
 {
 	rhea_guard++;
-	if (rhea_g.active)
+	if (rhea_g.active && !rhea_sealed)
 		lock_drain(UINT64_MAX);
 }
 
 void agent_postfork_parent(void)
 {
-	if (rhea_g.active)
+	if (rhea_g.active && !rhea_sealed)
 		unlock_drain();
 	rhea_guard--;
 }
@@ -1415,6 +1489,12 @@ void agent_postfork_child(void)
 {
 	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
+	if (rhea_sealed) { /* a filtered thread's child: filtered too, untraced */
+		rhea_g.active = 0;
+		rhea_g.fd = -1;
+		rhea_guard--;
+		return;
+	}
 	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id, rhea_g.active && rhea_g.cfg.follow) < 0) {
 		rhea_g.fd = -1; /* the parent's: never written from here */
 		agent_disable("cannot copy the buffers in a forked child", errno);

@@ -361,6 +361,10 @@ int modules_catch_up(void);
 /* The loader's count of objects ever added (dl_phdr_info's dlpi_adds). */
 unsigned long long modules_loader_adds(void);
 extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
+/* This thread installed a seccomp filter: the agent makes no system call
+ * on it any more (agent.c, agent_seal_thread). */
+extern __thread int rhea_sealed;
+void agent_seal_thread(void);
 extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */
 void modules_after_fork(void);

@@ -1283,10 +1283,37 @@ static void *thread_start(void *p)
 	return a.fn(a.arg);
 }
 
+/* A thread created by one that installed a seccomp filter has the filter
+ * too: it is sealed before it runs a line (agent.c, agent_seal_thread). */
+struct sealed_arg {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *sealed_start(void *p)
+{
+	rhea_sealed = 1;
+	rhea_guard++; /* for good */
+	struct sealed_arg a = *(struct sealed_arg *)p;
+	real_free(p);
+	return a.fn(a.arg);
+}
+
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	if (unlikely(!resolved))
 		resolve();
+	if (rhea_sealed) {
+		struct sealed_arg *s = real_malloc(sizeof(*s));
+		if (!s)
+			return EAGAIN;
+		s->fn = fn;
+		s->arg = arg;
+		int r = real_pthread_create(th, attr, sealed_start, s);
+		if (r != 0)
+			real_free(s);
+		return r;
+	}
 	if (rhea_guard || !rhea_g.active)
 		return real_pthread_create(th, attr, fn, arg);
 	rhea_guard++;
@@ -1335,6 +1362,8 @@ EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
+	if (option == PR_SET_SECCOMP && !agent_in_vfork_child())
+		agent_seal_thread(); /* before the filter: agent.c says why */
 	int r = real_prctl(option, a2, a3, a4, a5);
 	if (r == 0 && option == PR_SET_NAME && a2)
 		named_self((const char *)a2); /* thread_set_name takes 15 bytes at most */

@@ -705,11 +705,21 @@ static int sig_blocked_in(uint32_t tid, int sig)
 	return digits ? (int)((mask >> (sig - 1)) & 1) : -1;
 }
 
+/* (Another thread's mask is read twice, 200 us apart: while it runs the
+ * sampler's own handler, the kernel blocks the signal there, and a thread
+ * caught in it at the end (a program spinning while a SIGTERM ends it)
+ * was counted as blocking it.) */
 void sampler_note_blocked(struct rhea_tstate *t)
 {
 	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
 	if (!sig || __atomic_load_n(&t->sig_blocked, __ATOMIC_RELAXED) || sig_blocked_in(t->tid, sig) != 1)
 		return;
+	if (t->tid != thread_gettid()) {
+		struct timespec ts = {0, 200000};
+		syscall(SYS_nanosleep, &ts, NULL);
+		if (sig_blocked_in(t->tid, sig) != 1)
+			return;
+	}
 	if (!__atomic_exchange_n(&t->sig_blocked, 1, __ATOMIC_ACQ_REL))
 		__atomic_fetch_add(&blocked_threads, 1, __ATOMIC_RELAXED);
 }

@@ -488,7 +488,7 @@ void thread_refresh_name(struct rhea_tstate *t)
 void thread_exit_current(void)
 {
 	struct rhea_tstate *t = rhea_hot.self;
-	if (!t)
+	if (!t || rhea_sealed) /* (its slot goes when the sampler sees it gone) */
 		return;
 	rhea_guard++;
 	if (rhea_g.active)

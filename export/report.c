@@ -1071,7 +1071,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	int cutnoted = model_cut_note(m, o->cuts, o->ncuts, cutnote, sizeof(cutnote));
 	/* to the end, when the agent or rhea record saw one after the last sample */
 	uint64_t last = end_of(r) && end_of(r)->time_ns > r->last_ns ? end_of(r)->time_ns : r->last_ns;
-	uint64_t duration = last > r->first_ns ? last - r->first_ns : 0;
+	/* (from the first sample; without any, from the agent's start: a
+	 * recording of /bin/true said it lasted the machine's uptime) */
+	uint64_t first = r->first_ns ? r->first_ns : recording_start(r);
+	uint64_t duration = last > first ? last - first : 0;
 	const char *cmd = recording_meta(r, "cmdline");
 	char b1[64], b2[64], b3[64], b4[64], b5[64], nb[256], eb[END_TEXT_MAX];
 	uint64_t nodes = 0;

@@ -1,0 +1,100 @@
+/*
+ * sandboxed - a program that puts itself in a seccomp sandbox, as sshd's
+ * pre-authentication child does, and one whose main thread leaves by the
+ * raw exit system call.
+ *
+ *   sandboxed kill-thread|kill-process [fork]
+ *   sandboxed rawexit
+ *
+ * kill-thread / kill-process: the process (or, with "fork", a child it
+ * forks and waits for) installs a filter with prctl(PR_SET_SECCOMP) that
+ * kills the thread (or the process) at any getrusage, a call the program
+ * never makes, then does 50 x (malloc, free, usleep(2 ms)) and prints
+ * "work done"; with fork the parent then prints "child status 0".  Exit
+ * status 0.  Under a tracer that makes system calls on the program's
+ * threads (rhea's captures read getrusage), the thread dies of SIGSYS.
+ *
+ * rawexit: 1000 x (malloc, free), prints "bye", and the only thread of the
+ * program leaves with syscall(SYS_exit, 3): the process ends with status 3.
+ * A tracer whose own threads stay behind keeps it alive.
+ */
+#define _GNU_SOURCE
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void *volatile sink;
+
+static int sandbox(unsigned action)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrusage, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, action),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+		perror("seccomp");
+		return -1;
+	}
+	return 0;
+}
+
+static void work(void)
+{
+	for (int i = 0; i < 50; i++) {
+		sink = malloc(100 + (size_t)i);
+		free(sink);
+		usleep(2000);
+	}
+	printf("work done\n");
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: sandboxed kill-thread|kill-process [fork] | rawexit\n");
+		return 2;
+	}
+	if (strcmp(argv[1], "rawexit") == 0) {
+		for (int i = 0; i < 1000; i++) {
+			sink = malloc(64);
+			free(sink);
+		}
+		printf("bye\n");
+		fflush(stdout);
+		syscall(SYS_exit, 3);
+		return 1; /* not reached */
+	}
+	unsigned action = strcmp(argv[1], "kill-process") == 0 ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_KILL_THREAD;
+	if (argc < 3) {
+		if (sandbox(action) != 0)
+			return 1;
+		work();
+		return 0;
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		if (sandbox(action) != 0)
+			_exit(1);
+		work();
+		_exit(0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return 1;
+	printf("child status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	return 0;
+}
