@@ -1175,6 +1175,19 @@ void agent_seal_thread(void)
 	rhea_guard++; /* for good */
 }
 
+/* The filter was refused (no PR_SET_NO_NEW_PRIVS, a bad program): the
+ * thread is traced again, its sampling timer armed again. */
+void agent_unseal_thread(void)
+{
+	if (!rhea_sealed)
+		return;
+	rhea_sealed = 0;
+	rhea_guard--;
+	struct rhea_tstate *t = rhea_hot.self;
+	if (t && rhea_g.active)
+		sampler_arm(t);
+}
+
 /* Only one caller ends the recording: 1 for it (then it must call
  * finish_claimed), 0 for the others. */
 static int finish_claim(void)

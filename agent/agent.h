@@ -365,6 +365,7 @@ extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
  * on it any more (agent.c, agent_seal_thread). */
 extern __thread int rhea_sealed;
 void agent_seal_thread(void);
+void agent_unseal_thread(void);
 extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */
 void modules_after_fork(void);

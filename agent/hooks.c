@@ -1362,9 +1362,15 @@ EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (option == PR_SET_SECCOMP && !agent_in_vfork_child())
+	int seal = option == PR_SET_SECCOMP && !agent_in_vfork_child() && !rhea_sealed;
+	if (seal)
 		agent_seal_thread(); /* before the filter: agent.c says why */
 	int r = real_prctl(option, a2, a3, a4, a5);
+	if (seal && r != 0) {
+		int e = errno;
+		agent_unseal_thread();
+		errno = e;
+	}
 	if (r == 0 && option == PR_SET_NAME && a2)
 		named_self((const char *)a2); /* thread_set_name takes 15 bytes at most */
 	return r;

@@ -600,6 +600,20 @@ def t_sandboxed(c, variant, mode, fork):
     c.done()
 
 
+def t_refused(c, variant):
+    """sandboxed.c refused: a seccomp filter the kernel refuses leaves the
+    thread unsandboxed: the agent, which sealed it before the call, traces
+    it again (its 20000 allocations in samples, the sampler armed again)."""
+    rc, out, err = c.record([c.prog(variant, "sandboxed"), "refused"])
+    expect_status(c, rc, 0, err)
+    c.check(out == "refused done\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    check_site(c, rec, "refused_work", 20000, 20000 * 48)
+    check_thread_allocs(c, rec, "after the refused filter: ")
+    c.done()
+
+
 def t_empty(c):
     """/bin/true under rhea record captures nothing: its recording lasts
     as long as the program ran (it said the machine's uptime: no sample to
@@ -3376,6 +3390,7 @@ def all_tests():
             t.append(Test("sandboxed/%s%s" % (mode, "/fork" if fork else ""), t_sandboxed, ("gcc-O2", mode, fork)))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
+    t.append(Test("sandboxed/refused", t_refused, ("gcc-O2",)))
     t.append(Test("forkquick/clang-O2-nofp", t_forkquick, ("clang-O2-nofp",)))
     t.append(Test("dropuser", t_dropuser, ("gcc-O2",)))
     t.append(Test("dropuser-exec", t_dropuser_exec, ("gcc-O2",)))

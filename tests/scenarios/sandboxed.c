@@ -5,6 +5,7 @@
  *
  *   sandboxed kill-thread|kill-process [fork]
  *   sandboxed rawexit
+ *   sandboxed refused
  *
  * kill-thread / kill-process: the process (or, with "fork", a child it
  * forks and waits for) installs a filter with prctl(PR_SET_SECCOMP) that
@@ -17,6 +18,10 @@
  * rawexit: 1000 x (malloc, free), prints "bye", and the only thread of the
  * program leaves with syscall(SYS_exit, 3): the process ends with status 3.
  * A tracer whose own threads stay behind keeps it alive.
+ *
+ * refused: a filter the kernel refuses (no instruction: EINVAL), then
+ * refused_work() makes 20000 allocations of 48 bytes and "refused done"
+ * is printed: the thread is not sandboxed, and a tracer goes on seeing it.
  */
 #define _GNU_SOURCE
 #include <linux/filter.h>
@@ -59,6 +64,14 @@ static void work(void)
 	fflush(stdout);
 }
 
+__attribute__((noinline)) void refused_work(void)
+{
+	for (int i = 0; i < 20000; i++) {
+		sink = malloc(48);
+		free(sink);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -74,6 +87,14 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		syscall(SYS_exit, 3);
 		return 1; /* not reached */
+	}
+	if (strcmp(argv[1], "refused") == 0) {
+		struct sock_fprog none = {0, NULL};
+		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &none) == 0)
+			return 1; /* accepted: not what this mode is for */
+		refused_work();
+		printf("refused done\n");
+		return 0;
 	}
 	unsigned action = strcmp(argv[1], "kill-process") == 0 ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_KILL_THREAD;
 	if (argc < 3) {
