@@ -698,16 +698,7 @@ static void attach_detach(void)
  */
 static void end_as_leader(void)
 {
-	char st[1024];
-	int code = 0;
-	if (thread_read_task_file((uint32_t)rhea_g.pid, "stat", st, sizeof(st)) > 0) {
-		const char *p = strrchr(st, ')');
-		for (int field = 2; p && *p && field < 52; p++)
-			if (*p == ' ')
-				field++;
-		if (p && *p >= '0' && *p <= '9')
-			code = (int)strtol(p, NULL, 10);
-	}
+	int code = thread_task_exit_code((uint32_t)rhea_g.pid);
 	int sig = code & 0x7f;
 	if (sig && sig != 0x7f) {
 		agent_finish(RHEA_END_SIGNAL, sig);
@@ -1115,6 +1106,19 @@ static void end_blocked_all(void)
 	thread_foreach(end_blocked, &a);
 }
 
+/* Every thread's last words as the recording (or this image) ends: this
+ * thread's last sample first (its counters then hold none of the end's
+ * own work), the waits so far of the threads blocked in hooked calls,
+ * then each thread's pending sample, sites and name.  from_signal: the
+ * end runs in a signal's handler (flush_thread). */
+static void end_threads(int from_signal)
+{
+	if (rhea_hot.self && rhea_g.active)
+		capture_at_end(rhea_hot.self);
+	end_blocked_all();
+	thread_foreach(flush_thread, from_signal ? (void *)1 : NULL);
+}
+
 /*
  * Ending the recording takes a few milliseconds (a forked child's first
  * chunk carries every module).  A signal that ends the process must not cut
@@ -1207,12 +1211,7 @@ static void finish_claimed(unsigned reason, int status)
 	hold_async_signals(&old);
 	finishing_here = 1;
 	rhea_guard++;
-	/* (the thread's own last sample first: its counters then hold none
-	 * of the end's own work) */
-	if (rhea_hot.self && rhea_g.active)
-		capture_at_end(rhea_hot.self);
-	end_blocked_all();
-	thread_foreach(flush_thread, reason == RHEA_END_SIGNAL ? (void *)1 : NULL);
+	end_threads(reason == RHEA_END_SIGNAL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
 		rhea_g.on[c] = 0;
 	lock_drain(500000000ull);
@@ -1290,10 +1289,7 @@ void agent_before_exec(void)
 	sigset_t old;
 	hold_async_signals(&old);
 	rhea_guard++;
-	if (rhea_hot.self)
-		capture_at_end(rhea_hot.self);
-	end_blocked_all();
-	thread_foreach(flush_thread, NULL);
+	end_threads(0);
 	lock_drain(500000000ull);
 	flush_round(10000000);
 	write_end(RHEA_END_EXEC, 0);

@@ -456,6 +456,7 @@ void thread_task_path(char path[64], uint32_t tid, const char *leaf);
 ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap);
 int thread_task_state(uint32_t tid);
 char thread_task_state_letter(uint32_t tid);
+int thread_task_exit_code(uint32_t tid); /* a dead task's, waitpid's form; 0 unknown */
 int thread_program_left(void);
 extern volatile uint32_t rhea_agent_tids[8];
 

@@ -1265,37 +1265,27 @@ PLAIN_HOOK(int, gettimeofday, RHEA_C_TIME, RHEA_FN_GETTIMEOFDAY, (struct timeval
 
 /* ---- threads, modules, processes ---------------------------------------- */
 
+/* (sealed: created by a thread that installed a seccomp filter, which the
+ * new thread has too: it is sealed before it runs a line, agent.c,
+ * agent_seal_thread) */
 struct start_arg {
 	void *(*fn)(void *);
 	void *arg;
 	uint32_t parent;
+	int sealed;
 };
 
 static void *thread_start(void *p)
 {
 	struct start_arg a = *(struct start_arg *)p;
+	if (a.sealed)
+		agent_seal_thread();
 	rhea_guard++;
 	real_free(p);
 	rhea_guard--;
-	struct rhea_tstate *t = rhea_g.active ? thread_self() : NULL;
+	struct rhea_tstate *t = rhea_g.active && !a.sealed ? thread_self() : NULL;
 	if (t)
 		sampler_unblock_self(); /* started with it blocked: never sampled */
-	return a.fn(a.arg);
-}
-
-/* A thread created by one that installed a seccomp filter has the filter
- * too: it is sealed before it runs a line (agent.c, agent_seal_thread). */
-struct sealed_arg {
-	void *(*fn)(void *);
-	void *arg;
-};
-
-static void *sealed_start(void *p)
-{
-	rhea_sealed = 1;
-	rhea_guard++; /* for good */
-	struct sealed_arg a = *(struct sealed_arg *)p;
-	real_free(p);
 	return a.fn(a.arg);
 }
 
@@ -1303,27 +1293,18 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 {
 	if (unlikely(!resolved))
 		resolve();
-	if (rhea_sealed) {
-		struct sealed_arg *s = real_malloc(sizeof(*s));
-		if (!s)
-			return EAGAIN;
-		s->fn = fn;
-		s->arg = arg;
-		int r = real_pthread_create(th, attr, sealed_start, s);
-		if (r != 0)
-			real_free(s);
-		return r;
-	}
-	if (rhea_guard || !rhea_g.active)
+	int sealed = rhea_sealed;
+	if (!sealed && (rhea_guard || !rhea_g.active))
 		return real_pthread_create(th, attr, fn, arg);
 	rhea_guard++;
 	struct start_arg *a = real_malloc(sizeof(*a));
 	rhea_guard--;
 	if (!a)
-		return real_pthread_create(th, attr, fn, arg);
+		return sealed ? EAGAIN : real_pthread_create(th, attr, fn, arg);
 	a->fn = fn;
 	a->arg = arg;
-	struct rhea_tstate *self = thread_self();
+	a->sealed = sealed;
+	struct rhea_tstate *self = sealed ? NULL : thread_self();
 	a->parent = self ? self->tid : 0;
 	int r = real_pthread_create(th, attr, thread_start, a);
 	if (r != 0) {

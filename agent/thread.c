@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -152,16 +153,37 @@ static void read_comm(uint32_t tid, char name[16])
 	name[r] = 0;
 }
 
-/* The task's state letter in /proc (R, S, D, Z...: after the name, which
- * may hold ')' itself), '?' when the line cannot tell, 0 when it is gone.
- * Anyone may read stat, unlike syscall (sampler.c says when that counts). */
+/* Field n (numbered as proc(5) does, n >= 3) of the stat line st: after
+ * the name, which may hold ')' itself.  NULL when it has no such field. */
+static const char *stat_field(const char *st, int n)
+{
+	const char *p = strrchr(st, ')');
+	for (int field = 2; p && *p && field < n; p++)
+		if (*p == ' ')
+			field++;
+	return p && *p ? p : NULL;
+}
+
+/* The task's state letter in /proc (R, S, D, Z...), '?' when the line
+ * cannot tell, 0 when it is gone.  Anyone may read stat, unlike syscall
+ * (sampler.c says when that counts). */
 char thread_task_state_letter(uint32_t tid)
 {
 	char st[512];
 	if (thread_read_task_file(tid, "stat", st, sizeof(st)) <= 0)
 		return 0;
-	const char *rp = strrchr(st, ')');
-	return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
+	const char *f = stat_field(st, 3);
+	return f ? *f : '?';
+}
+
+/* A dead task's exit code, in waitpid's form (stat field 52), 0 unknown. */
+int thread_task_exit_code(uint32_t tid)
+{
+	char st[1024];
+	if (thread_read_task_file(tid, "stat", st, sizeof(st)) <= 0)
+		return 0;
+	const char *f = stat_field(st, 52);
+	return f && *f >= '0' && *f <= '9' ? (int)strtol(f, NULL, 10) : 0;
 }
 
 /* 1: the task is alive, 0: a zombie, -1: gone. */
