@@ -58,11 +58,13 @@ $(O)/cli/%.o: %.c $(O)/flags
 # The agent: position independent, everything hidden but the interposed
 # functions; frame pointers kept so its own frames unwind cheaply, except
 # in malloc's and free's fast paths, which never capture (agent/fastpath.c).
+# Its own calls to syscall() go straight to the kernel: it interposes
+# syscall() (agent/sys.h).
 AGENT_FP := -fno-omit-frame-pointer
 $(O)/agent/agent/fastpath.o: AGENT_FP := -fomit-frame-pointer
 $(O)/agent/%.o: %.c $(O)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -DRHEA_AGENT -fPIC -fvisibility=hidden \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -DRHEA_AGENT -Dsyscall=rhea_syscall -fPIC -fvisibility=hidden \
 	    $(AGENT_FP) -ftls-model=initial-exec -MMD -c $< -o $@
 
 $(O)/librhea_core.a: $(LIB_OBJS)

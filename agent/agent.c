@@ -1192,6 +1192,55 @@ void agent_unseal_thread(void)
 		sampler_arm(t);
 }
 
+/*
+ * A filter for every thread of the process (seccomp's
+ * SECCOMP_FILTER_FLAG_TSYNC, as qemu's -sandbox and libseccomp programs
+ * asking for thread sync install it): the agent's own threads come under
+ * it too, and any system call of theirs it forbids may kill the process.
+ * So tracing ends before it is in force, as when rhea attach leaves: the
+ * sampler and its timers stopped, the recording flushed and ended
+ * (RHEA_END_SANDBOXED), the ticker and the writer joined (a thread that
+ * has been joined makes no more calls), the crash handlers given back
+ * (the program's death stays its own), and this thread sealed.  Hooks
+ * call straight through from then on, a forked child is not traced
+ * (agent_postfork_child: the agent is not active) and an exec'd image
+ * starts under the filter, which stops its agent at once (agent_init).
+ * If the kernel refuses the filter, tracing stays ended: the recording
+ * says where.  A thread already sealed can do none of this (its own filter
+ * may forbid it): the agent's threads then stay.
+ */
+static int process_sealed;
+static void disarm_fatal_signals(void);
+
+void agent_seal_process(void)
+{
+	if (process_sealed || rhea_sealed || agent_in_vfork_child())
+		return;
+	process_sealed = 1;
+	if (rhea_g.active) {
+		sampler_stop();
+		agent_finish(RHEA_END_SANDBOXED, 0);
+		salvage_close_fd();
+	}
+	threads_stop = 1;
+	if (ticker_th) {
+		ticker_wake_up(TICKER_TICK);
+		pthread_join(ticker_th, NULL);
+		ticker_th = 0;
+	}
+	if (writer_th) {
+		buf_wake_writer(&rhea_g.buf);
+		pthread_join(writer_th, NULL);
+		writer_th = 0;
+	}
+	if (rhea_g.fd >= 0) {
+		syscall(SYS_close, rhea_g.fd);
+		rhea_g.fd = -1;
+	}
+	disarm_fatal_signals();
+	agent_seal_thread();
+}
+
 /* Only one caller ends the recording: 1 for it (then it must call
  * finish_claimed), 0 for the others. */
 static int finish_claim(void)
@@ -1441,6 +1490,16 @@ static void arm_fatal_signals(void)
 	}
 }
 
+/* The program's own dispositions back where the flush handler stood. */
+static void disarm_fatal_signals(void)
+{
+	for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++) {
+		int sig = fatal_sigs[i];
+		if (armed[sig] && hooks_real_sigaction(sig, &believed[sig], NULL) == 0)
+			armed[sig] = 0;
+	}
+}
+
 /* Called by the sigaction hook; *handled = 1 when it did the job. */
 int agent_sigaction_filter(int sig, const struct sigaction *act, struct sigaction *old, int *handled)
 {
@@ -1498,6 +1557,7 @@ void agent_postfork_child(void)
 {
 	/* agent_prefork's guard is still held: each way out drops it */
 	drain_lock = 0;
+	ticker_th = writer_th = 0; /* the parent's: start_threads makes the child's */
 	if (rhea_sealed) { /* a filtered thread's child: filtered too, untraced */
 		rhea_g.active = 0;
 		rhea_g.fd = -1;
@@ -1665,9 +1725,61 @@ static void write_meta(void)
 	stage_meta("agent", "librhea " RHEA_VERSION_STRING);
 }
 
+/*
+ * A process that starts inside a seccomp filter its own family installed
+ * after rhea started: man-db runs col, groff and their helpers so, behind
+ * a filter that fails every call it does not list.  The agent's first
+ * calls such a filter forbids (memfd_create, timer_create) fail at best;
+ * under a filter that kills, they would kill the program.  rhea record
+ * says how many filters it ran under itself (RHEA_SECCOMP_BASE: a
+ * container's, which every process there runs under alike and the agent
+ * has always worked in); with more, the agent stays off and says so.
+ * /proc/self/status is read with the calls the loader made to load
+ * librhea.so (openat, read, close): a filter that forbade those would not
+ * have let it load.  Without RHEA_SECCOMP_BASE (attach, or a hand-set
+ * LD_PRELOAD) nothing is known, and nothing checked.
+ */
+static int born_sandboxed(void)
+{
+	const char *b = getenv("RHEA_SECCOMP_BASE");
+	if (!b || !*b)
+		return 0;
+	unsigned long base = strtoul(b, NULL, 10);
+	char st[8192];
+	size_t len = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	for (long n; len < sizeof(st) - 1 && (n = syscall(SYS_read, fd, st + len, sizeof(st) - 1 - len)) > 0;)
+		len += (size_t)n;
+	syscall(SYS_close, fd);
+	st[len] = 0;
+	const char *f = strstr(st, "\nSeccomp_filters:");
+	if (!f)
+		return 0;
+	unsigned long filters = strtoul(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10);
+	if (filters <= base)
+		return 0;
+	const char *quiet = getenv("RHEA_QUIET"), *pid = strstr(st, "\nPid:");
+	if (!quiet || strtoul(quiet, NULL, 10) == 0) {
+		char msg[256];
+		int n = snprintf(msg, sizeof(msg),
+				 "rhea: pid %d (%s) not traced: it starts inside a seccomp sandbox made after rhea "
+				 "started (filters: %lu, rhea's: %lu), which a system call of the agent's could "
+				 "break\n",
+				 pid ? (int)strtol(pid + sizeof("\nPid:") - 1, NULL, 10) : 0, program_invocation_short_name,
+				 filters, base);
+		if (n > 0)
+			syscall(SYS_write, 2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	}
+	return 1;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	if (rhea_g.active || getenv("RHEA_DISABLE"))
+		return;
+	if (born_sandboxed())
 		return;
 	const char *why = "failed: the agent could not start (its warnings say why)\n";
 	rhea_guard++;

@@ -16,6 +16,7 @@
 #include "hookfn.h"
 #include "salvage.h"
 #include "stacktab.h"
+#include "sys.h"
 #include "unwind.h"
 
 #define RHEA_MAX_DEPTH 1024
@@ -366,6 +367,8 @@ extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
 extern __thread int rhea_sealed;
 void agent_seal_thread(void);
 void agent_unseal_thread(void);
+/* ... a filter on every thread: tracing ends first (agent_seal_process) */
+void agent_seal_process(void);
 extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */
 void modules_after_fork(void);

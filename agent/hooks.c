@@ -43,6 +43,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <linux/seccomp.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -1330,6 +1331,57 @@ static void named_self(const char *name)
 	errno = e;
 }
 
+/*
+ * A seccomp filter (or strict mode) the program installs on itself:
+ * through prctl(PR_SET_SECCOMP), as sshd's sandbox does, or through
+ * syscall(SYS_seccomp), glibc having no wrapper: libseccomp's seccomp_load
+ * (man-db's helpers, tor, qemu -sandbox).  Before it is in force the agent
+ * stops making system calls where it will apply (agent.c): on this thread,
+ * or everywhere for a filter synchronized to every thread (TSYNC), which
+ * ends the recording.  A filter the kernel refuses unseals the thread.
+ * libseccomp probes the kernel's flags with a NULL filter (EFAULT): no
+ * filter, nothing to do.
+ */
+enum { SECCOMP_NONE, SECCOMP_THREAD, SECCOMP_PROCESS };
+
+static int seccomp_scope(long nr, long a1, long a2, long a3)
+{
+	if (nr == SYS_prctl) {
+		if (a1 != PR_SET_SECCOMP)
+			return SECCOMP_NONE;
+		return a2 == SECCOMP_MODE_STRICT || (a2 == SECCOMP_MODE_FILTER && a3) ? SECCOMP_THREAD
+										    : SECCOMP_NONE;
+	}
+	if (nr != SYS_seccomp)
+		return SECCOMP_NONE;
+	if (a1 == SECCOMP_SET_MODE_STRICT)
+		return SECCOMP_THREAD;
+	if (a1 != SECCOMP_SET_MODE_FILTER || !a3)
+		return SECCOMP_NONE;
+	return (a2 & SECCOMP_FILTER_FLAG_TSYNC) ? SECCOMP_PROCESS : SECCOMP_THREAD;
+}
+
+/* Before the call: what the after needs to know (0: nothing done). */
+static int seccomp_before(int scope)
+{
+	if (scope == SECCOMP_NONE || rhea_sealed || agent_in_vfork_child())
+		return SECCOMP_NONE;
+	if (scope == SECCOMP_PROCESS)
+		agent_seal_process();
+	else
+		agent_seal_thread(); /* agent.c says why */
+	return scope;
+}
+
+static void seccomp_after(int done, long r)
+{
+	if (done == SECCOMP_THREAD && r != 0) {
+		int e = errno;
+		agent_unseal_thread();
+		errno = e;
+	}
+}
+
 /* prctl(PR_SET_NAME) names the calling thread too: the way a program's
  * main thread usually takes a name of its own.  Without this hook the name
  * reached the recording only when the thread ended (read back from /proc),
@@ -1343,17 +1395,29 @@ EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	int seal = option == PR_SET_SECCOMP && !agent_in_vfork_child() && !rhea_sealed;
-	if (seal)
-		agent_seal_thread(); /* before the filter: agent.c says why */
+	int sealed = seccomp_before(seccomp_scope(SYS_prctl, option, (long)a2, (long)a3));
 	int r = real_prctl(option, a2, a3, a4, a5);
-	if (seal && r != 0) {
-		int e = errno;
-		agent_unseal_thread();
-		errno = e;
-	}
+	seccomp_after(sealed, r);
 	if (r == 0 && option == PR_SET_NAME && a2)
 		named_self((const char *)a2); /* thread_set_name takes 15 bytes at most */
+	return r;
+}
+
+/* syscall() itself: for the filters it installs.  The agent's own calls
+ * never come here (sys.h). */
+EXPORT long syscall_hook(long nr, ...) __asm__("syscall");
+long syscall_hook(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+	va_end(ap);
+	if (likely(nr != SYS_seccomp && nr != SYS_prctl))
+		return rhea_syscall(nr, a1, a2, a3, a4, a5, a6);
+	int sealed = seccomp_before(seccomp_scope(nr, a1, a2, a3));
+	long r = rhea_syscall(nr, a1, a2, a3, a4, a5, a6);
+	seccomp_after(sealed, r);
 	return r;
 }
 

@@ -48,6 +48,7 @@
  * code at the same address would fool it (libc is never unloaded).
  */
 #include "unwind.h"
+#include "sys.h"
 
 #include <stddef.h>
 #include <sys/syscall.h>
@@ -85,20 +86,6 @@ struct frame {
 	int bp_reg; /* bp is the starting register's value (not read from the stack) */
 };
 
-static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	register long r10 __asm__("r10") = a4;
-	register long r8 __asm__("r8") = a5;
-	register long r9 __asm__("r9") = a6;
-	long ret;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
-
 /* Copy len bytes at addr of our own address space; -1 if any is unmapped. */
 static int guarded_read(uint64_t addr, void *buf, size_t len)
 {
@@ -106,8 +93,8 @@ static int guarded_read(uint64_t addr, void *buf, size_t len)
 		return -1;
 	struct iovec local = {buf, len};
 	struct iovec remote = {(void *)(uintptr_t)addr, len};
-	long pid = raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
-	long n = raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
+	long pid = rhea_raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	long n = rhea_raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
 	return n == (long)len ? 0 : -1;
 }
 

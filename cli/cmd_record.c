@@ -11,6 +11,7 @@
  */
 #include "agentopts.h"
 #include "cli.h"
+#include "seccomp.h"
 #include "hookfn.h"
 #include "paths.h"
 #include "recording.h"
@@ -619,6 +620,13 @@ int cmd_record(int argc, char **argv)
 	setenv("LD_PRELOAD", preload, 1);
 	agent_opts_each(&ao, set_env, NULL);
 	unsetenv("RHEA_DISABLE");
+	long filters = seccomp_filters(getpid());
+	if (filters >= 0) {
+		snprintf(buf, sizeof(buf), "%ld", filters);
+		setenv("RHEA_SECCOMP_BASE", buf, 1);
+	} else {
+		unsetenv("RHEA_SECCOMP_BASE");
+	}
 
 	/* The agent keeps its buffers in this memfd, which it opens through
 	 * /proc (the program's descriptors are left alone): what a SIGKILL

@@ -12,4 +12,10 @@
  * filters cannot be read. */
 int seccomp_check(pid_t tid, char *why, size_t len);
 
+/* How many seccomp filters thread tid runs under (-1: the kernel does
+ * not say, before Linux 5.9).  rhea record passes its own to the agent,
+ * which stays off in a process that starts under more (agent.c,
+ * born_sandboxed). */
+long seccomp_filters(pid_t tid);
+
 #endif

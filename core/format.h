@@ -274,6 +274,8 @@ enum rhea_end_reason {
 	RHEA_END_GONE = 6,   /* (OUTSIDE only) the process ended while rhea attach
 				recorded it, without the agent seeing it (SIGKILL);
 				how, its parent alone could tell: status 0 */
+	RHEA_END_SANDBOXED = 7, /* the program put every thread under a seccomp
+				   filter: tracing stopped, the process goes on */
 };
 
 /* END entry flags */

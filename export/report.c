@@ -304,6 +304,9 @@ static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
 		return "agent switched itself off";
 	case RHEA_END_GONE:
 		return "gone: the process ended unseen by the agent (SIGKILL?); rhea saw it go, not how";
+	case RHEA_END_SANDBOXED:
+		return "sandboxed: the program put all its threads under a seccomp filter; tracing stopped there, "
+		       "the process went on";
 	}
 	return "unknown";
 }
@@ -319,6 +322,7 @@ static const char *end_reason_key(const struct recording *r)
 	case RHEA_END_EXEC: return "exec";
 	case RHEA_END_DETACH: return "detach";
 	case RHEA_END_GONE: return "gone";
+	case RHEA_END_SANDBOXED: return "sandboxed";
 	default: return "disabled";
 	}
 }

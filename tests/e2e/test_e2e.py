@@ -573,23 +573,33 @@ def t_forkquick(c, variant):
     c.done()
 
 
-def t_sandboxed(c, variant, mode, fork):
+def t_sandboxed(c, variant, mode, fork, how=None):
     """sandboxed.c: the program (or its forked child) installs a seccomp
     filter that kills the thread, or the process, at getrusage, a call it
-    never makes, as sshd's pre-authentication child sandboxes itself.  The
-    agent must make no system call on that thread from then on: the
-    program's output and status stay as they were (the thread died of
-    SIGSYS in its next capture, and the agent's threads kept the process
-    alive, a zombie its parent waited for forever).  The recordings end."""
-    args = [c.prog(variant, "sandboxed"), mode] + (["fork"] if fork else [])
+    never makes, as sshd's pre-authentication child sandboxes itself
+    (how None: with prctl), or as libseccomp does (how "raw":
+    syscall(SYS_seccomp), which glibc has no wrapper for; man-db's
+    helpers).  The agent must make no system call on that thread from then
+    on: the program's output and status stay as they were (the thread died
+    of SIGSYS in its next capture, and the agent's threads kept the process
+    alive, a zombie its parent waited for forever; through syscall() the
+    agent did not see the filter, and the process died of SIGSYS).  The
+    recordings end."""
+    args = [c.prog(variant, "sandboxed"), mode] + (["fork"] if fork else []) + ([how] if how else [])
     rc, out, err = c.record(args, timeout=30)
     expect_status(c, rc, 0, err)
     want = "work done\n" + ("child status 0\n" if fork else "")
     c.check(out == want, "stdout %r, want %r" % (out, want))
-    rec = c.report(c.path("out.rhea"))
+    check_sealed_end(c, c.report(c.path("out.rhea")), fork)
+    c.done()
+
+
+def check_sealed_end(c, rec, fork):
+    """The recording of sandboxed.c's process whose thread sealed itself
+    (the parent's with fork, which ends it)."""
     r = rec["recording"]
     if fork:
-        check_end(c, rec, "exit", 0)  # the parent's, who ends it
+        check_end(c, rec, "exit", 0)
     else:
         # the sandboxed thread ends the process: its end is left to rhea
         # record, as after a SIGKILL, with the agent's records recovered
@@ -597,6 +607,53 @@ def t_sandboxed(c, variant, mode, fork):
                 and r["end_recovered"] is True,
                 "end %r %r seen by %r, recovered %r; want exit 0 seen by rhea record, recovered"
                 % (r["end_reason"], r["end_status"], r["end_seen_by"], r["end_recovered"]))
+
+
+def t_sandboxed_all(c, variant, fork):
+    """sandboxed.c kill-process tsync: the filter goes on every thread of
+    the process (SECCOMP_FILTER_FLAG_TSYNC, as qemu's -sandbox asks), the
+    agent's own threads too, and it kills the process at nanosleep, what
+    rhea's ticker sleeps with (the process died of SIGSYS within a
+    millisecond).  Tracing ends before the filter is in force: the
+    recording (the child's, with fork) ends "sandboxed", written by the
+    agent, and the program runs on as it would have."""
+    args = [c.prog(variant, "sandboxed"), "kill-process"] + (["fork"] if fork else []) + ["tsync"]
+    rc, out, err = c.record(args, timeout=30)
+    expect_status(c, rc, 0, err)
+    want = "work done\n" + ("child status 0\n" if fork else "")
+    c.check(out == want, "stdout %r, want %r" % (out, want))
+    rec = c.report(c.path("out.rhea"))
+    if fork:
+        check_end(c, rec, "exit", 0)
+        kids = [f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f)]
+        c.check(len(kids) == 1, "child recordings %s, want the forked child's" % kids)
+        rec = c.report(c.path(kids[0])) if kids else None
+    if rec:
+        r = rec["recording"]
+        c.check(r["end_reason"] == "sandboxed" and r["end_seen_by"] == "agent",
+                "end %r seen by %r, want sandboxed, by the agent" % (r["end_reason"], r["end_seen_by"]))
+        c.check(rec["stats"]["samples"] > 0, "nothing recorded before the filter")
+    c.done()
+
+
+def t_sandboxed_exec(c, variant, fork):
+    """sandboxed.c kill-process [fork] raw exec: the sandboxed program
+    execs itself, and the new image starts under a filter that kills at
+    timer_create and nanosleep, calls the agent makes at its start (it
+    died of SIGSYS).  rhea record told the agent how many filters it ran
+    under itself: the new image has one more, so its agent stays off, and
+    says so once.  The program's output and status are its own."""
+    args = [c.prog(variant, "sandboxed"), "kill-process"] + (["fork"] if fork else []) + ["raw", "exec"]
+    rc, out, err = c.record(args, timeout=30)
+    expect_status(c, rc, 0, err)
+    want = "work done\n" + ("child status 0\n" if fork else "")
+    c.check(out == want, "stdout %r, want %r" % (out, want))
+    said = re.findall(r"^rhea: pid \d+ \(sandboxed\) not traced: it starts inside a seccomp sandbox made "
+                      r"after rhea started \(filters: (\d+), rhea's: (\d+)\)", err, re.M)
+    c.check(len(said) == 1 and int(said[0][0]) == int(said[0][1]) + 1,
+            "the agent said %s, want once that the image starts under one more filter: %s" % (said, one_line(err)))
+    c.check("switched off" not in err, "the agent tried to start: %s" % one_line(err))
+    check_sealed_end(c, c.report(c.path("out.rhea")), fork)
     c.done()
 
 
@@ -3388,6 +3445,12 @@ def all_tests():
     for mode in ("kill-thread", "kill-process"):
         for fork in (False, True):
             t.append(Test("sandboxed/%s%s" % (mode, "/fork" if fork else ""), t_sandboxed, ("gcc-O2", mode, fork)))
+    t.append(Test("sandboxed/kill-process/raw", t_sandboxed, ("gcc-O2", "kill-process", False, "raw")))
+    t.append(Test("sandboxed/kill-thread/fork/raw", t_sandboxed, ("gcc-O2", "kill-thread", True, "raw")))
+    t.append(Test("sandboxed/tsync", t_sandboxed_all, ("gcc-O2", False)))
+    t.append(Test("sandboxed/tsync/fork", t_sandboxed_all, ("gcc-O2", True)))
+    t.append(Test("sandboxed/exec", t_sandboxed_exec, ("gcc-O2", False)))
+    t.append(Test("sandboxed/exec/fork", t_sandboxed_exec, ("gcc-O2", True)))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
     t.append(Test("sandboxed/refused", t_refused, ("gcc-O2",)))

@@ -3,17 +3,29 @@
  * pre-authentication child does, and one whose main thread leaves by the
  * raw exit system call.
  *
- *   sandboxed kill-thread|kill-process [fork]
+ *   sandboxed kill-thread|kill-process [fork] [raw|tsync] [exec]
+ *   sandboxed work
  *   sandboxed rawexit
  *   sandboxed refused
  *
  * kill-thread / kill-process: the process (or, with "fork", a child it
  * forks and waits for) installs a filter with prctl(PR_SET_SECCOMP) that
- * kills the thread (or the process) at any getrusage, a call the program
- * never makes, then does 50 x (malloc, free, usleep(2 ms)) and prints
- * "work done"; with fork the parent then prints "child status 0".  Exit
- * status 0.  Under a tracer that makes system calls on the program's
- * threads (rhea's captures read getrusage), the thread dies of SIGSYS.
+ * kills the thread (or the process) at any getrusage, timer_create or
+ * nanosleep (the raw call: glibc's sleeps make clock_nanosleep), calls the
+ * program never makes, then does the work: 50 x (malloc, free,
+ * usleep(2 ms)) and prints "work done"; with fork the parent then prints
+ * "child status 0".  Exit status 0.  Under a tracer that makes system
+ * calls on the program's threads (rhea's captures read getrusage), the
+ * thread dies of SIGSYS.
+ *   raw: the filter goes in with syscall(SYS_seccomp), as libseccomp
+ *   installs it (glibc has no wrapper);
+ *   tsync: the same, with SECCOMP_FILTER_FLAG_TSYNC: every thread of the
+ *   process is under it, a tracer's own threads too (rhea's ticker sleeps
+ *   with nanosleep);
+ *   exec: once sandboxed, the program execs itself as "sandboxed work",
+ *   which starts under the filter (as man-db runs col and groff).
+ *
+ * work: the work alone.
  *
  * rawexit: 1000 x (malloc, free), prints "bye", and the only thread of the
  * program leaves with syscall(SYS_exit, 3): the process ends with status 3.
@@ -37,16 +49,27 @@
 
 void *volatile sink;
 
-static int sandbox(unsigned action)
+enum how { BY_PRCTL, BY_SYSCALL, BY_SYSCALL_TSYNC };
+
+static int sandbox(unsigned action, enum how how)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrusage, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, action),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrusage, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_nanosleep, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, action),
 	};
 	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		perror("no_new_privs");
+		return -1;
+	}
+	long r = how == BY_PRCTL ? prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)
+				 : syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+					   how == BY_SYSCALL_TSYNC ? SECCOMP_FILTER_FLAG_TSYNC : 0, &prog);
+	if (r != 0) {
 		perror("seccomp");
 		return -1;
 	}
@@ -78,6 +101,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sandboxed kill-thread|kill-process [fork] | rawexit\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "work") == 0) {
+		work();
+		return 0;
+	}
 	if (strcmp(argv[1], "rawexit") == 0) {
 		for (int i = 0; i < 1000; i++) {
 			sink = malloc(64);
@@ -97,20 +124,36 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	unsigned action = strcmp(argv[1], "kill-process") == 0 ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_KILL_THREAD;
-	if (argc < 3) {
-		if (sandbox(action) != 0)
-			return 1;
-		work();
-		return 0;
+	int fork_first = 0, exec_after = 0;
+	enum how how = BY_PRCTL;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "fork") == 0)
+			fork_first = 1;
+		else if (strcmp(argv[i], "raw") == 0)
+			how = BY_SYSCALL;
+		else if (strcmp(argv[i], "tsync") == 0)
+			how = BY_SYSCALL_TSYNC;
+		else if (strcmp(argv[i], "exec") == 0)
+			exec_after = 1;
+		else
+			return 2;
 	}
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = fork_first ? fork() : 0;
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
-		if (sandbox(action) != 0)
+		if (sandbox(action, how) != 0)
 			_exit(1);
+		if (exec_after) {
+			char *args[] = {argv[0], "work", NULL};
+			execv("/proc/self/exe", args);
+			perror("exec");
+			_exit(1);
+		}
 		work();
+		if (!fork_first)
+			return 0;
 		_exit(0);
 	}
 	int st;

@@ -1,0 +1,33 @@
+/*
+ * sys.h - the agent's system calls, never through syscall().
+ *
+ * librhea.so interposes syscall() (hooks.c): libseccomp installs its
+ * filters with syscall(SYS_seccomp, ...), glibc having no wrapper, and the
+ * agent must know before the filter is in force.  An interposed symbol is
+ * also what the agent's own calls to syscall() bind to, so the agent is
+ * built with -Dsyscall=rhea_syscall (Makefile): its own calls come here,
+ * straight to the kernel, before the hooks are resolved, in signal
+ * handlers, on a sealed thread.
+ */
+#ifndef RHEA_SYS_H
+#define RHEA_SYS_H
+
+static inline long rhea_raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* syscall(2)'s contract: the result, or -1 with errno set.  Six argument
+ * words are passed whatever the call takes, as glibc's syscall() does. */
+long rhea_syscall(long nr, ...);
+
+#endif

@@ -1,0 +1,56 @@
+/* Unit tests of agent/sys.c: the agent's own syscall(), which must keep
+ * syscall(2)'s contract (the result, or -1 with errno) for calls of none
+ * to six arguments. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sys.h"
+
+Test(sys, result_of_a_call_without_arguments)
+{
+	cr_expect_eq(rhea_syscall(SYS_getpid), (long)getpid());
+	cr_expect_eq(rhea_syscall(SYS_gettid), (long)gettid());
+}
+
+Test(sys, failure_is_minus_one_with_errno)
+{
+	errno = 0;
+	cr_expect_eq(rhea_syscall(SYS_close, -1), -1);
+	cr_expect_eq(errno, EBADF);
+	errno = 0;
+	cr_expect_eq(rhea_syscall(SYS_openat, AT_FDCWD, "/nonexistent/rhea", O_RDONLY), -1);
+	cr_expect_eq(errno, ENOENT);
+}
+
+Test(sys, three_and_six_arguments_arrive)
+{
+	int p[2];
+	cr_assert_eq(rhea_syscall(SYS_pipe2, p, O_CLOEXEC), 0);
+	cr_expect_eq(rhea_syscall(SYS_write, p[1], "rhea", 4), 4);
+	char b[8] = "";
+	cr_expect_eq(rhea_syscall(SYS_read, p[0], b, sizeof(b)), 4);
+	cr_expect_eq(memcmp(b, "rhea", 4), 0);
+	close(p[0]);
+	close(p[1]);
+	/* mmap's sixth argument, the offset: a page in, of a file of two */
+	char path[] = "/tmp/rhea-test-sys.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	unlink(path);
+	long pg = sysconf(_SC_PAGESIZE);
+	char page[65536];
+	memset(page, 'a', (size_t)pg);
+	cr_assert_eq(write(fd, page, (size_t)pg), pg);
+	memset(page, 'b', (size_t)pg);
+	cr_assert_eq(write(fd, page, (size_t)pg), pg);
+	long m = rhea_syscall(SYS_mmap, 0, pg, PROT_READ, MAP_PRIVATE, fd, pg);
+	cr_assert_neq(m, -1);
+	cr_expect_eq(*(const char *)m, 'b');
+	munmap((void *)m, (size_t)pg);
+	close(fd);
+}
