@@ -1274,10 +1274,25 @@ static void finish_claimed(unsigned reason, int status)
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+static void on_finish_stack(void (*fn)(void *), void *arg);
+
+struct finish_call {
+	unsigned reason;
+	int status;
+};
+
+static void finish_call_claimed(void *arg)
+{
+	const struct finish_call *f = arg;
+	finish_claimed(f->reason, f->status);
+}
+
 void agent_finish(unsigned reason, int status)
 {
-	if (finish_claim())
-		finish_claimed(reason, status);
+	if (finish_claim()) {
+		struct finish_call f = {reason, status};
+		on_finish_stack(finish_call_claimed, &f);
+	}
 }
 
 /* The END entry, written with whatever is staged.  Drain lock held. */
@@ -1331,10 +1346,18 @@ int agent_in_vfork_child(void)
 /* exec replaces the image: end this recording first.  If exec fails the
  * process goes on and so does the recording: the writer keeps appending
  * chunks after this END, and readers take the last END entry. */
+static void before_exec(void *arg);
+
 void agent_before_exec(void)
 {
 	if (!rhea_g.active || rhea_g.finished || agent_in_vfork_child() || rhea_sealed)
 		return;
+	on_finish_stack(before_exec, NULL);
+}
+
+static void before_exec(void *arg)
+{
+	(void)arg;
 	sigset_t old;
 	hold_async_signals(&old);
 	rhea_guard++;
@@ -1394,8 +1417,12 @@ static int is_fatal(int sig)
  * small: 8 KB is SIGSTKSZ.  Compressing and writing the last chunk needs
  * more, and a program with such a stack that got SIGTERM died of SIGSEGV
  * in our handler instead, its recording cut.  So the recording is ended on
- * a stack of the agent's own, mapped at start (untouched until used), by
- * the one thread that claimed the end (finish_claim).
+ * a stack of the agent's own, mapped at start (untouched until used).  Not
+ * only from the handler: a program's handler that calls _exit or exit on
+ * such a stack, or a thread created with a 16 KB stack that does, died the
+ * same way (exit status 139 for 42).  One user at a time (the end is
+ * claimed by one thread, but an exec may run in another): a second runs
+ * on its own stack, as before.
  */
 #define FINISH_STACK_SIZE (256u << 10)
 static char *finish_stack; /* base of the mapping, a guard page below */
@@ -1426,9 +1453,16 @@ static void call_on_stack(void (*fn)(void *), void *arg, char *top)
 			   "xmm12", "xmm13", "xmm14", "xmm15");
 }
 
-static void finish_for_signal(void *arg)
+static int finish_stack_busy;
+
+static void on_finish_stack(void (*fn)(void *), void *arg)
 {
-	finish_claimed(RHEA_END_SIGNAL, (int)(intptr_t)arg);
+	if (finish_stack && !__atomic_exchange_n(&finish_stack_busy, 1, __ATOMIC_ACQUIRE)) {
+		call_on_stack(fn, arg, finish_stack + 4096 + FINISH_STACK_SIZE - 64);
+		__atomic_store_n(&finish_stack_busy, 0, __ATOMIC_RELEASE);
+	} else {
+		fn(arg);
+	}
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
@@ -1438,11 +1472,8 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
 	if (!vfork_child) {
 		if (finish_claim()) {
-			if (finish_stack)
-				call_on_stack(finish_for_signal, (void *)(intptr_t)sig,
-					      finish_stack + 4096 + FINISH_STACK_SIZE - 64);
-			else
-				finish_claimed(RHEA_END_SIGNAL, sig);
+			struct finish_call f = {RHEA_END_SIGNAL, sig};
+			on_finish_stack(finish_call_claimed, &f);
 		}
 		wait_for_finish(); /* another thread may be ending it: let it */
 	}

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -654,6 +654,26 @@ def t_sandboxed_exec(c, variant, fork):
             "the agent said %s, want once that the image starts under one more filter: %s" % (said, one_line(err)))
     c.check("switched off" not in err, "the agent tried to start: %s" % one_line(err))
     check_sealed_end(c, c.report(c.path("out.rhea")), fork)
+    c.done()
+
+
+def t_smallstack(c, variant, mode):
+    """smallstack.c: the process ends from a small stack, a program's
+    SIGSEGV handler on an 8 KB alternate stack calling _exit(42) or
+    exit(43), or a thread with a 16 KB stack calling exit(9).  The agent
+    ends the recording there, on a stack of its own: the process ended
+    with SIGSEGV (139) when it did so on the caller's.  Status, output and
+    the allocations made before are what they are."""
+    args = [c.prog(variant, "smallstack")] + mode.split()
+    rc, out, err = c.record(args, timeout=30)
+    want, site, count, size = {"handler _exit": (42, "handler_work", 1000, 24),
+                               "handler exit": (43, "handler_work", 1000, 24),
+                               "thread": (9, "thread_work", 5000, 40)}[mode]
+    expect_status(c, rc, want, err)
+    c.check(out == ("caught\n" if mode.startswith("handler") else ""), "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", want)
+    check_site(c, rec, site, count, count * size)
     c.done()
 
 
@@ -3451,6 +3471,8 @@ def all_tests():
     t.append(Test("sandboxed/tsync/fork", t_sandboxed_all, ("gcc-O2", True)))
     t.append(Test("sandboxed/exec", t_sandboxed_exec, ("gcc-O2", False)))
     t.append(Test("sandboxed/exec/fork", t_sandboxed_exec, ("gcc-O2", True)))
+    for mode in ("handler _exit", "handler exit", "thread"):
+        t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
     t.append(Test("sandboxed/refused", t_refused, ("gcc-O2",)))
