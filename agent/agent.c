@@ -56,7 +56,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct rhea_agent rhea_g __attribute__((aligned(64))) = {.fd = -1, .control_fd = -1, .epoch_end_tsc = UINT64_MAX};
+struct rhea_agent rhea_g __attribute__((aligned(64))) = {
+	.fd = -1, .control_fd = -1, .spare_fd = -1, .epoch_end_tsc = UINT64_MAX};
 uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
 void hooks_resolve(void);
@@ -149,28 +150,6 @@ static void unlock_drain(void)
 
 /* ---- the recording file -------------------------------------------------- */
 
-/*
- * The agent's descriptors live high, at half the soft limit on open files
- * (at most 1000: the kernel sizes a process's table to its highest
- * descriptor), out of the way of the low numbers programs pick and assume
- * (a shell's `exec 3>file`, a daemon's sockets from 3 up).  fd itself when
- * nothing higher is free.
- */
-int agent_fd_high(int fd)
-{
-	struct rlimit rl;
-	long floor = 1000;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 1000)
-		floor = (long)rl.rlim_cur / 2;
-	if (floor <= fd)
-		return fd;
-	int n = fcntl(fd, F_DUPFD_CLOEXEC, (int)floor);
-	if (n < 0)
-		return fd;
-	syscall(SYS_close, fd);
-	return n;
-}
-
 /* What the recording's descriptor was opened on: checked before each
  * write, so that a descriptor the program closed behind the hooks' back
  * (a raw system call) and reused is never written to. */
@@ -187,7 +166,11 @@ int agent_move_fd(int fd)
 {
 	lock_drain(500000000ull);
 	int r = 0;
-	int *own = fd < 0 ? NULL : fd == rhea_g.fd ? &rhea_g.fd : fd == rhea_g.control_fd ? &rhea_g.control_fd : NULL;
+	int *own = fd < 0 ? NULL
+		   : fd == rhea_g.fd ? &rhea_g.fd
+		   : fd == rhea_g.control_fd ? &rhea_g.control_fd
+		   : fd == rhea_g.spare_fd ? &rhea_g.spare_fd
+					   : NULL;
 	if (own) {
 		int n = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
 		if (n < 0)
@@ -522,22 +505,104 @@ static void stage_cmdline(int always)
 	stage_meta("cmdline", buf);
 }
 
+/*
+ * A process rhea record did not start itself (a forked child, an exec'ed
+ * image) creates its recording when it has something to say, so that a
+ * fork that execs at once leaves no file behind: on the writer thread,
+ * while the program runs.  Opened then, the file took the lowest free
+ * descriptor for a moment, and a daemon that had just closed every
+ * descriptor and opened /dev/null as its stdin got the recording for it
+ * (its stderr too, dup'ed from it: its log lines went into the file,
+ * which no longer read).  So the file is made before the program runs on,
+ * in the fork's child handler or the exec'ed image's constructor, unnamed
+ * (O_TMPFILE in the output's directory) and put high at once; it gets its
+ * name (linkat) when it is wanted, and an image that ends or execs with
+ * nothing to say leaves nothing.  in_place_of: the parent's descriptor of
+ * its recording, already high, which the child's takes the number of (no
+ * new slot in the table).  Where O_TMPFILE or the naming is refused, the
+ * file is opened late, as before.
+ */
+static dev_t spare_dev;
+static ino_t spare_ino;
+
+static void spare_make(int in_place_of)
+{
+	char dir[sizeof(output_base)];
+	const char *slash = strrchr(output_base, '/');
+	if (slash && slash > output_base) {
+		memcpy(dir, output_base, (size_t)(slash - output_base));
+		dir[slash - output_base] = 0;
+	} else {
+		strcpy(dir, slash ? "/" : ".");
+	}
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0 && in_place_of >= 0 && syscall(SYS_dup3, fd, in_place_of, O_CLOEXEC) == in_place_of) {
+		syscall(SYS_close, fd);
+		fd = in_place_of;
+	} else {
+		if (in_place_of >= 0)
+			syscall(SYS_close, in_place_of);
+		if (fd >= 0)
+			fd = rhea_fd_high(fd);
+	}
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) != 0) {
+		syscall(SYS_close, fd);
+		fd = -1;
+	}
+	if (fd >= 0) {
+		spare_dev = st.st_dev;
+		spare_ino = st.st_ino;
+	}
+	rhea_g.spare_fd = fd;
+}
+
+static void spare_drop(void)
+{
+	if (rhea_g.spare_fd >= 0)
+		syscall(SYS_close, rhea_g.spare_fd);
+	rhea_g.spare_fd = -1;
+}
+
+/* The file at path, new: the spare named so, else opened; -1 and errno. */
+static int create_output(const char *path)
+{
+	int fd = rhea_g.spare_fd;
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != spare_dev || st.st_ino != spare_ino)) {
+		rhea_g.spare_fd = -1; /* not ours any more (a raw close): never touched */
+		fd = -1;
+	}
+	if (fd >= 0) {
+		char proc[40] = "/proc/self/fd/";
+		u64_to_str((uint64_t)fd, proc + strlen(proc));
+		if (syscall(SYS_linkat, AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ||
+		    (errno != EEXIST && syscall(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0)) {
+			rhea_g.spare_fd = -1;
+			return fd;
+		}
+		if (errno == EEXIST)
+			return -1;
+		spare_drop(); /* no /proc, no right to name it: opened late */
+	}
+	return (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+}
+
 static int open_output(void)
 {
 	int fd = -1;
 	if (is_root) {
 		memcpy(rhea_g.path, output_base, sizeof(rhea_g.path));
-		fd = (int)syscall(SYS_openat, AT_FDCWD, rhea_g.path,
-				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fd = create_output(rhea_g.path);
 	}
 	for (int n = 0; fd < 0 && n < 1000; n++) {
 		rhea_derived_name(rhea_g.path, sizeof(rhea_g.path), output_base, (unsigned long)rhea_g.pid,
 				  (unsigned)n);
-		fd = (int)syscall(SYS_openat, AT_FDCWD, rhea_g.path,
-				  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fd = create_output(rhea_g.path);
 		if (fd < 0 && errno != EEXIST)
 			break;
 	}
+	spare_drop(); /* (one that could not be named) */
 	if (fd < 0) {
 		int e = errno;
 		/* strerror(e), and for a refusal who asks and what to do; no
@@ -563,7 +628,7 @@ static int open_output(void)
 		agent_disable("", e); /* said above, with the path */
 		return -e;
 	}
-	fd = agent_fd_high(fd);
+	fd = rhea_fd_high(fd);
 	struct stat st;
 	if (fstat(fd, &st) == 0) {
 		out_dev = st.st_dev;
@@ -1591,10 +1656,11 @@ void agent_postfork_child(void)
 	ticker_th = writer_th = 0; /* the parent's: start_threads makes the child's */
 	if (rhea_sealed) { /* a filtered thread's child: filtered too, untraced */
 		rhea_g.active = 0;
-		rhea_g.fd = -1;
+		rhea_g.fd = rhea_g.spare_fd = -1;
 		rhea_guard--;
 		return;
 	}
+	spare_drop(); /* the parent's unnamed recording: not the child's */
 	if (salvage_after_fork(&rhea_g.buf, rhea_g.st.next_id, rhea_g.active && rhea_g.cfg.follow) < 0) {
 		rhea_g.fd = -1; /* the parent's: never written from here */
 		agent_disable("cannot copy the buffers in a forked child", errno);
@@ -1607,10 +1673,12 @@ void agent_postfork_child(void)
 		rhea_guard--;
 		return;
 	}
-	if (rhea_g.fd >= 0)
+	is_root = 0;
+	if (rhea_g.cfg.follow)
+		spare_make(rhea_g.fd); /* the parent's number, its file closed */
+	else if (rhea_g.fd >= 0)
 		syscall(SYS_close, rhea_g.fd);
 	rhea_g.fd = -1;
-	is_root = 0;
 	file_failed = 0;
 	staging_used = 0;
 	nhold = 0;
@@ -1884,6 +1952,8 @@ __attribute__((constructor)) static void agent_init(void)
 	thread_registry_init();
 	if (is_root && open_output() < 0)
 		goto out;
+	if (!is_root && !rhea_attached)
+		spare_make(-1); /* before main: agent_postfork_child's comment */
 	write_meta();
 	if (!rhea_attached && cpu_before) {
 		char num[24];

@@ -163,6 +163,7 @@ struct rhea_agent {
 	uint64_t start_ns;
 	int fd;         /* the recording, -1 none (see agent_owns_fd) */
 	int control_fd; /* rhea attach's control FIFO, -1 none */
+	int spare_fd;   /* the recording to be, unnamed yet (agent.c), -1 none */
 	pid_t pid;
 	struct buf buf;
 	struct stacktab st;
@@ -530,14 +531,12 @@ void agent_finish(unsigned reason, int status);
  * replace (hooks.c, "the agent's own descriptors"). */
 static inline int agent_owns_fd(int fd)
 {
-	return fd >= 0 && (fd == rhea_g.fd || fd == rhea_g.control_fd);
+	return fd >= 0 && (fd == rhea_g.fd || fd == rhea_g.control_fd || fd == rhea_g.spare_fd);
 }
 /* Before the program makes fd (one of the agent's) name something else:
  * the agent's moves to another number.  0, or -errno (then the agent has
  * let go of it). */
 int agent_move_fd(int fd);
-/* fd moved up out of the program's way (or fd itself): see agent.c. */
-int agent_fd_high(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
 /* A process about to change its user or groups: its recording is created

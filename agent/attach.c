@@ -523,7 +523,7 @@ int attach_open_control(void)
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	fd = agent_fd_high(fd);
+	fd = rhea_fd_high(fd);
 	struct stat st;
 	if (fstat(fd, &st) == 0) {
 		control_dev = st.st_dev;

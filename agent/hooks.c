@@ -985,7 +985,7 @@ EXPORT int close(int fd)
 	return r;
 }
 
-/* [first, last] but the agent's descriptors: at most three ranges. */
+/* [first, last] but the agent's descriptors: at most four ranges. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	if (unlikely(!resolved))
@@ -994,20 +994,20 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 		errno = ENOSYS;
 		return -1;
 	}
-	unsigned own[2];
+	unsigned own[3];
 	int n = 0;
-	if (rhea_g.fd >= 0 && (unsigned)rhea_g.fd >= first && (unsigned)rhea_g.fd <= last)
-		own[n++] = (unsigned)rhea_g.fd;
-	if (rhea_g.control_fd >= 0 && (unsigned)rhea_g.control_fd >= first &&
-	    (unsigned)rhea_g.control_fd <= last)
-		own[n++] = (unsigned)rhea_g.control_fd;
+	int fds[3] = {rhea_g.fd, rhea_g.control_fd, rhea_g.spare_fd};
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0 && (unsigned)fds[i] >= first && (unsigned)fds[i] <= last)
+			own[n++] = (unsigned)fds[i];
 	if (n == 0)
 		return real_close_range(first, last, flags);
-	if (n == 2 && own[0] > own[1]) {
-		unsigned x = own[0];
-		own[0] = own[1];
-		own[1] = x;
-	}
+	for (int i = 1; i < n; i++) /* in order */
+		for (int j = i; j > 0 && own[j - 1] > own[j]; j--) {
+			unsigned x = own[j];
+			own[j] = own[j - 1];
+			own[j - 1] = x;
+		}
 	int r = 0, err = 0;
 	int64_t lo = first;
 	for (int i = 0; i <= n; i++) {
@@ -1030,7 +1030,7 @@ EXPORT void closefrom(int lowfd)
 		resolve();
 	if (lowfd < 0)
 		lowfd = 0;
-	if (rhea_g.fd < 0 && rhea_g.control_fd < 0 && real_closefrom) {
+	if (rhea_g.fd < 0 && rhea_g.control_fd < 0 && rhea_g.spare_fd < 0 && real_closefrom) {
 		real_closefrom(lowfd);
 		return;
 	}

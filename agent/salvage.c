@@ -225,6 +225,8 @@ static void keep_fd(int fd, int keep)
 {
 	struct stat st;
 	salvage_fd = -1;
+	if (fd >= 0 && keep)
+		fd = rhea_fd_high(fd); /* not the 3 a forked child's program opens next */
 	if (fd >= 0 && keep && fstat(fd, &st) == 0) {
 		salvage_fd = fd;
 		memfd_dev = st.st_dev;

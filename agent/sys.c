@@ -1,10 +1,15 @@
 /*
- * sys.c - the agent's syscall() (sys.h says why it has its own).
+ * sys.c - the agent's syscall() (sys.h says why it has its own), and where
+ * its descriptors go.
  */
 #include "sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 long rhea_syscall(long nr, ...)
 {
@@ -19,4 +24,26 @@ long rhea_syscall(long nr, ...)
 		return -1;
 	}
 	return r;
+}
+
+/*
+ * The agent's descriptors live high, at half the soft limit on open files
+ * (at most 1000: the kernel sizes a process's table to its highest
+ * descriptor), out of the way of the low numbers programs pick and assume
+ * (a shell's `exec 3>file`, a daemon's sockets from 3 up).  fd itself when
+ * nothing higher is free.
+ */
+int rhea_fd_high(int fd)
+{
+	struct rlimit rl;
+	long floor = 1000;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 1000)
+		floor = (long)rl.rlim_cur / 2;
+	if (floor <= fd)
+		return fd;
+	int n = fcntl(fd, F_DUPFD_CLOEXEC, (int)floor);
+	if (n < 0)
+		return fd;
+	syscall(SYS_close, fd);
+	return n;
 }

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -674,6 +674,31 @@ def t_smallstack(c, variant, mode):
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", want)
     check_site(c, rec, site, count, count * size)
+    c.done()
+
+
+def t_daemonize(c, variant):
+    """daemonize.c: a daemon closes every descriptor, opens /dev/null as
+    its stdin and dups it to stdout and stderr.  The agent's recording of
+    the daemon was created by its writer thread, while the daemon ran: it
+    took descriptor 0 (5 runs out of 5), and the daemon's stderr went into
+    the recording, which no longer read.  The daemon must find /dev/null
+    at 0, 1 and 2, and its recording hold its 2000 allocations."""
+    result = c.path("result.txt")
+    rc, out, err = c.record([c.prog(variant, "daemonize"), result], timeout=30)
+    expect_status(c, rc, 0, err)
+    got = open(result).read().strip() if os.path.exists(result) else "no result file"
+    c.check(got == "fds ok", "the daemon found: %s" % got)
+    kids = sorted(f for f in os.listdir(c.work) if re.fullmatch(r"out\.\d+\.rhea", f))
+    c.check(len(kids) == 2, "child recordings %s, want the two forked processes'" % kids)
+    daemon = None
+    for k in kids:
+        rec = c.report(c.path(k))
+        check_end(c, rec, "exit", 0)
+        if sites_of(rec, "daemon_work")[0]:
+            daemon = rec
+    if c.check(daemon is not None, "no recording has daemon_work's allocations"):
+        check_site(c, daemon, "daemon_work", 2000, 2000 * 56)
     c.done()
 
 
@@ -3473,6 +3498,7 @@ def all_tests():
     t.append(Test("sandboxed/exec/fork", t_sandboxed_exec, ("gcc-O2", True)))
     for mode in ("handler _exit", "handler exit", "thread"):
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
+    t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
     t.append(Test("sandboxed/refused", t_refused, ("gcc-O2",)))
