@@ -1962,6 +1962,12 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	rhea_g.active = 1;
 	modules_scan();
+	/* The command, the modules: in the file now, not at the writer's first
+	 * round.  A process killed (or leaving by a raw exit_group, as every
+	 * Go program does) before it lost them; rhea record recovers the
+	 * samples from the agent's memory, but not these. */
+	if (rhea_g.fd >= 0)
+		write_staging();
 	if (!rhea_attached) { /* attach mode leaves the program's signals alone */
 		finish_stack_map();
 		arm_fatal_signals();

@@ -740,6 +740,25 @@ def t_rawexit(c, variant):
     c.done()
 
 
+def t_groupexit(c, variant):
+    """sandboxed.c groupexit: the process leaves by a raw exit_group right
+    after its start, before the agent's writer ran a round: rhea record
+    ends the recording and recovers the samples from the agent's memory,
+    and the command, the unwinder and the modules are in the file (they
+    were staged only, and lost: "unwind ?", no command)."""
+    rc, out, err = c.record([c.prog(variant, "sandboxed"), "groupexit"], timeout=30)
+    expect_status(c, rc, 7, err)
+    rec = c.report(c.path("out.rhea"))
+    r = rec["recording"]
+    c.check(r["end_reason"] == "exit" and r["end_status"] == 7 and r["end_seen_by"] == "rhea record",
+            "end %r %r seen by %r" % (r["end_reason"], r["end_status"], r["end_seen_by"]))
+    c.check(r["command"] and "groupexit" in r["command"], "command %r" % r["command"])
+    c.check(r["unwind"] in ("dwarf", "fp"), "unwind %r" % r["unwind"])
+    # the modules: the first capture's stack is symbolized
+    c.check(sites_of(rec, "main")[0] >= 1, "no allocation site in main among %s" % site_names(rec))
+    c.done()
+
+
 def t_vforkexec(c, variant):
     """vforkexec.c: a vfork child's exec, and another's failed exec and
     _exit, run in the parent's memory: they must not end its recording."""
@@ -3500,6 +3519,7 @@ def all_tests():
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
+    t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
     t.append(Test("sandboxed/refused", t_refused, ("gcc-O2",)))
     t.append(Test("forkquick/clang-O2-nofp", t_forkquick, ("clang-O2-nofp",)))

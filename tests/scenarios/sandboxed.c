@@ -6,6 +6,7 @@
  *   sandboxed kill-thread|kill-process [fork] [raw|tsync] [exec]
  *   sandboxed work
  *   sandboxed rawexit
+ *   sandboxed groupexit
  *   sandboxed refused
  *
  * kill-thread / kill-process: the process (or, with "fork", a child it
@@ -30,6 +31,10 @@
  * rawexit: 1000 x (malloc, free), prints "bye", and the only thread of the
  * program leaves with syscall(SYS_exit, 3): the process ends with status 3.
  * A tracer whose own threads stay behind keeps it alive.
+ *
+ * groupexit: 1000 x (malloc, free), then at once syscall(SYS_exit_group,
+ * 7), as Go's runtime leaves: the process ends with status 7, long before
+ * a tracer's writer thread would have written anything.
  *
  * refused: a filter the kernel refuses (no instruction: EINVAL), then
  * refused_work() makes 20000 allocations of 48 bytes and "refused done"
@@ -113,6 +118,14 @@ int main(int argc, char **argv)
 		printf("bye\n");
 		fflush(stdout);
 		syscall(SYS_exit, 3);
+		return 1; /* not reached */
+	}
+	if (strcmp(argv[1], "groupexit") == 0) {
+		for (int i = 0; i < 1000; i++) {
+			sink = malloc(64);
+			free(sink);
+		}
+		syscall(SYS_exit_group, 7);
 		return 1; /* not reached */
 	}
 	if (strcmp(argv[1], "refused") == 0) {
