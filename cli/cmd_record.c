@@ -171,20 +171,38 @@ static int find_program(const char *prog, char *found, size_t cap, char *why, si
 /* An ELF file without PT_INTERP and without a SONAME (which the dynamic
  * loader has): a statically linked program, plain or static-pie.  0 for
  * anything else, or what libelf cannot read. */
-static int elf_is_static(const char *path)
+/* What the program at path asks of its loader: static (no PT_INTERP nor
+ * SONAME), its interpreter's path ("" for none), its class and machine.
+ * 0, or -1: not an ELF libelf can read. */
+struct elf_kind {
+	int is_static, elf64, x86_64;
+	char interp[256];
+};
+
+static int elf_kind_of(const char *path, struct elf_kind *k)
 {
+	memset(k, 0, sizeof(*k));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return -1;
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	size_t nph;
-	int dynamic = 1;
-	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
+	int r = -1, dynamic = 1;
+	GElf_Ehdr eh;
+	if (e && elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && elf_getphdrnum(e, &nph) == 0) {
+		r = 0;
+		k->elf64 = gelf_getclass(e) == ELFCLASS64;
+		k->x86_64 = eh.e_machine == EM_X86_64;
 		dynamic = 0;
 		for (size_t i = 0; i < nph && !dynamic; i++) {
 			GElf_Phdr ph;
 			dynamic = gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP;
+			size_t len;
+			const char *img = dynamic ? elf_rawfile(e, &len) : NULL;
+			if (img && ph.p_offset < len && ph.p_filesz > 0 && ph.p_filesz <= len - ph.p_offset &&
+			    ph.p_filesz < sizeof(k->interp))
+				memcpy(k->interp, img + ph.p_offset, ph.p_filesz); /* (NUL included, or added: zeroed) */
 		}
 		for (Elf_Scn *scn = NULL; !dynamic && (scn = elf_nextscn(e, scn)) != NULL;) {
 			GElf_Shdr sh;
@@ -194,11 +212,12 @@ static int elf_is_static(const char *path)
 				for (int j = 0; !dynamic && gelf_getdyn(d, j, &dyn); j++)
 					dynamic = dyn.d_tag == DT_SONAME;
 		}
+		k->is_static = !dynamic;
 	}
 	if (e)
 		elf_end(e);
 	close(fd);
-	return !dynamic;
+	return r;
 }
 
 /*
@@ -232,9 +251,27 @@ static int program_traceable(const char *path, char *why, size_t whylen)
 		snprintf(why, whylen, "it has file capabilities, and the dynamic loader ignores LD_PRELOAD for it");
 		return -1;
 	}
-	if (elf_is_static(path)) {
+	struct elf_kind k;
+	if (elf_kind_of(path, &k) != 0)
+		return 0;
+	if (!k.elf64 || !k.x86_64) {
+		snprintf(why, whylen, "it is %s program, and the agent (librhea.so) is an x86-64 one",
+			 !k.elf64 ? "a 32-bit" : "not an x86-64");
+		return -1;
+	}
+	if (k.is_static) {
 		snprintf(why, whylen, "it is statically linked, and the agent (librhea.so) can only be "
 			 "loaded into a dynamically linked program");
+		return -1;
+	}
+	/* glibc's loader is ld-linux-x86-64.so.2 (wherever it lives); musl's
+	 * stops at the agent's glibc symbols ("Error relocating") and the
+	 * program never runs */
+	const char *base = strrchr(k.interp, '/');
+	base = base ? base + 1 : k.interp;
+	if (k.interp[0] && strncmp(base, "ld-linux-x86-64.so", 18) != 0) {
+		snprintf(why, whylen, "its dynamic loader is %.120s, not glibc's, and the agent (librhea.so) is "
+			 "built for glibc", k.interp);
 		return -1;
 	}
 	return 0;

@@ -2657,7 +2657,8 @@ def t_bad_record_missing_prog(c):
 def t_bad_record_untraceable(c):
     """A program the loader will not preload the agent into is refused
     before it runs (exit 2, one line): statically linked (plain and
-    static-pie) and, as root, set-user-ID for another user.  The dynamic
+    static-pie), one for musl's loader, and, as root, set-user-ID for
+    another user.  The dynamic
     loader itself run on a program is fine.  A script whose interpreter is
     static runs (its #! is the kernel's), writes no recording, and rhea
     says so, even with -q, with exit 2 instead of the program's 0."""
@@ -2685,6 +2686,19 @@ def t_bad_record_untraceable(c):
         os.chmod(c.work, 0o755)
         err = expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--", suid], "record -- set-user-ID program")
         c.check("set-user-ID" in err, "set-user-ID: the message does not say why: %r" % err)
+    # a program of musl's loader (its interpreter path patched in a copy of
+    # /bin/true): musl's loader stops at the agent and the program never
+    # ran (exit 127, "Error relocating")
+    with open("/bin/true", "rb") as f:
+        img = f.read()
+    glibc, musl = b"/lib64/ld-linux-x86-64.so.2\0", b"/lib/ld-musl-x86_64.so.1\0"
+    if glibc in img:
+        fake = c.path("musl-true")
+        with open(fake, "wb") as f:
+            f.write(img.replace(glibc, musl.ljust(len(glibc), b"\0"), 1))
+        os.chmod(fake, 0o755)
+        err = expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--", fake], "record -- a musl program")
+        c.check("ld-musl-x86_64.so.1, not glibc's" in err, "musl: the message does not say why: %r" % err)
     c.check(not [f for f in os.listdir(c.work) if f.endswith(".rhea")], "a recording was left behind")
     loader = "/lib64/ld-linux-x86-64.so.2"
     if os.path.exists(loader):
