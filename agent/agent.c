@@ -1688,6 +1688,15 @@ void agent_postfork_child(void)
 	rhea_g.cfi_build_ns = 0;
 	rhea_g.threads_seen = 1;
 	if (!rhea_g.cfg.follow) {
+		if (rhea_attached) {
+			/* rhea attach does not follow children, and its detach
+			 * puts back only the parent's imports: the child's go
+			 * back now, and the control FIFO is not the child's */
+			attach_unpatch();
+			if (rhea_g.control_fd >= 0)
+				syscall(SYS_close, rhea_g.control_fd);
+			rhea_g.control_fd = -1;
+		}
 		agent_disable("", 0);
 		rhea_guard--;
 		return;

@@ -340,6 +340,19 @@ static void show_warnings(const char *dir, pid_t pid)
 		fclose(f);
 }
 
+/* The process's name (its /proc comm), left as it was when unreadable. */
+static void read_comm(pid_t pid, char *comm, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *cf = fopen(path, "r");
+	if (cf) {
+		if (fgets(comm, (int)len, cf))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(cf);
+	}
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -437,14 +450,8 @@ int cmd_attach(int argc, char **argv)
 	cli_prune_cfi_cache();
 	if (cli_find_agent(agent, sizeof(agent)) < 0)
 		return 1;
-	char comm[64] = "prog", path[PATH_MAX];
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	FILE *cf = fopen(path, "r");
-	if (cf) {
-		if (fgets(comm, sizeof(comm), cf))
-			comm[strcspn(comm, "\n")] = 0;
-		fclose(cf);
-	}
+	char comm[64] = "prog";
+	read_comm(pid, comm, sizeof(comm));
 	char out[PATH_MAX], given[PATH_MAX];
 	if (output)
 		snprintf(given, sizeof(given), "%s", output);
@@ -547,6 +554,7 @@ int cmd_attach(int argc, char **argv)
 		char dur[64] = "until Ctrl-C";
 		if (duration > 0)
 			snprintf(dur, sizeof(dur), "for %.3g s", (double)duration / 1e9);
+		read_comm(pid, comm, sizeof(comm)); /* (it may have exec'ed meanwhile) */
 		fprintf(stderr, "rhea: attached to %d (%s) through %s, recording to %s %s\n", (int)pid, comm, via,
 			out, dur);
 	}

@@ -119,6 +119,50 @@ static int interrupted(long long rax)
 	       rax == -ERESTART_RESTARTBLOCK;
 }
 
+/*
+ * Waits Linux never restarts: stopped by the injector's PTRACE_INTERRUPT
+ * (as by SIGSTOP), they return EINTR to the program, which it never asked
+ * for (signal(7)), and every round of the safe-point search interrupts
+ * every thread again: a thread in semop got a hundred EINTRs in 5 s.
+ * Those waiting without a time limit are made to wait again: their system
+ * call instruction is run once more with the same arguments (rip back
+ * over the 2-byte `syscall`, rax the call's number), which is what the
+ * kernel does for the calls it restarts.  One with a time limit keeps its
+ * EINTR: waiting again would start the whole time anew, at every round of
+ * the search.
+ */
+static int wait_again(struct user_regs_struct *r)
+{
+	if ((long long)r->orig_rax < 0 || (long long)r->rax != -EINTR)
+		return 0;
+	int forever;
+	switch ((long)r->orig_rax) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+		forever = (int)r->r10 < 0;
+		break;
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_semtimedop:
+		forever = r->r10 == 0;
+		break;
+	case SYS_rt_sigtimedwait:
+		forever = r->rdx == 0;
+		break;
+	case SYS_semop:
+		forever = 1;
+		break;
+	default:
+		forever = 0;
+	}
+	if (!forever)
+		return 0;
+	r->rax = r->orig_rax;
+	r->rip -= 2;
+	return 1;
+}
+
 int inject_maps_each(pid_t pid, int (*fn)(const char *line, void *arg), void *arg)
 {
 	char path[64], line[4096];
@@ -156,6 +200,7 @@ static int libc_line(const char *line, void *arg)
 /* The libc functions the injector calls in the process. */
 struct libc_fns {
 	uint64_t dlopen, dlerror, errno_location; /* 0: not found (only dlopen is needed) */
+	uint64_t base;                            /* where that libc was */
 };
 
 /* Their addresses in pid: its libc's base plus each symbol's value (one
@@ -173,6 +218,7 @@ static int libc_functions(pid_t pid, struct libc_fns *f, char *err, size_t errle
 		say(err, errlen, "process %d has no libc.so loaded (a static or non-glibc program?)", (int)pid);
 		return -1;
 	}
+	f->base = at.base;
 	/* the process's own view of the file (another mount namespace) */
 	char root[4200];
 	snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, at.lib);
@@ -221,6 +267,16 @@ static int libc_functions(pid_t pid, struct libc_fns *f, char *err, size_t errle
 		return -1;
 	}
 	return 0;
+}
+
+/* Is libc still where fns found it?  A process that execs while the
+ * search goes on runs another image, with its libc elsewhere: calling the
+ * old dlopen's address crashed it (SIGSEGV in the new program). */
+static int libc_moved(pid_t pid, const struct libc_fns *fns)
+{
+	static struct libc_at at;
+	at.base = 0;
+	return inject_maps_each(pid, libc_line, &at) < 0 || at.base != fns->base;
 }
 
 /* Wait up to ms for tid to stop; its status in *st.  0, or -1 (timeout,
@@ -324,7 +380,7 @@ int inject_other_task_alive(pid_t pid)
 	return any;
 }
 
-enum { TRY_AGAIN = 1 };
+enum { TRY_AGAIN = 1, TRY_AGAIN_MOVED = 2 /* the process exec'ed */ };
 
 /* Make the stopped thread tid call fn(a0, a1) on its stack, below the
  * address `below`, returning to address 0: the fault stops it again.  0 with
@@ -358,6 +414,12 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
 		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
 			*ret = now.rax;
 			return 0;
+		}
+		if (sig == SIGSEGV && now.rip == fn) {
+			/* nothing there to call (the process exec'ed): the fault
+			 * is ours, not the program's, and nothing ran */
+			ptrace(PTRACE_SETREGS, tid, 0, saved);
+			return TRY_AGAIN;
 		}
 		if ((st >> 16) == PTRACE_EVENT_STOP)
 			sig = 0;
@@ -472,10 +534,18 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return TRY_AGAIN;
 	}
-	struct user_regs_struct saved;
-	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0 ||
-	    !at_safe_point(pid, tid, st, &saved, spt, allow_running, &pass, seen, seenlen, via, vialen))
-		goto out; /* untouched */
+	struct user_regs_struct stopped, saved;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &stopped) != 0)
+		goto out;
+	saved = stopped; /* what it goes on with */
+	if ((st >> 16) == PTRACE_EVENT_STOP && wait_again(&saved))
+		ptrace(PTRACE_SETREGS, tid, 0, &saved);
+	if (!at_safe_point(pid, tid, st, &stopped, spt, allow_running, &pass, seen, seenlen, via, vialen))
+		goto out; /* untouched, but for a wait made to wait again */
+	if (libc_moved(pid, fns)) {
+		rc = TRY_AGAIN_MOVED;
+		goto out;
+	}
 	char why[256];
 	if (seccomp_check(tid, why, sizeof(why)) != 0) {
 		say(err, errlen, "%s: not attached", why);
@@ -518,7 +588,23 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 	char task[64], seen[200] = "";
 	int rc = -1;
 	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
+	int moved = 0;
 	do {
+		if (!moved && libc_moved(pid, &fns))
+			moved = 1; /* exec'ed between two rounds */
+		if (moved) {
+			if (libc_functions(pid, &fns, err, errlen) != 0) {
+				if (inject_task_gone(pid, pid) || now_ms() >= end)
+					goto done;
+				struct timespec ts = {0, 20000000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			moved = 0;
+			err[0] = 0;
+			safepoint_close(sp);
+			sp = safepoint_open(pid);
+		}
 		/* the main thread first: an event loop, most often */
 		static pid_t tids[4096];
 		int n = 0;
@@ -542,6 +628,12 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 			 * second without one (a process that only computes) */
 			int r = try_thread(pid, tids[i], &fns, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h, seen,
 					   sizeof(seen), via, vialen, err, errlen);
+			if (r == TRY_AGAIN_MOVED) {
+				/* it exec'ed: another image, its own libc and stacks
+				 * (which it may still be loading) */
+				moved = 1;
+				break;
+			}
 			if (r < 0)
 				goto done;
 			if (r == 0) {

@@ -59,7 +59,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -2839,6 +2839,65 @@ def start_ready(c, argv, env=None):
     return p, int(line.split()[1])
 
 
+def start_waits(c, variant, *mode):
+    """attachwaits.c, its stdin a pipe of ours: (Popen, pid)."""
+    argv = [c.prog(variant, "attachwaits")] + list(mode)
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=c.work)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        p.kill()
+        raise Fail("attachwaits did not start: %r" % line)
+    return p, int(line.split()[1])
+
+
+def t_attach_no_eintr(c, variant):
+    """attachwaits.c eintr: while rhea attach loads the agent (through the
+    thread in epoll_wait, after rounds of looking at every thread), the
+    threads waiting without a time limit in epoll_wait and semop, which
+    Linux never restarts, see no EINTR: the one that loaded it got EINTR,
+    and the semop thread one per 20 ms round of the search."""
+    p, pid = start_waits(c, variant, "eintr")
+    try:
+        time.sleep(0.2)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "300ms", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        out, perr = p.communicate("go\n", timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(rc == 0, "rhea attach exited %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0, "the program exited %d: %s" % (p.returncode, one_line(perr)))
+    c.check(out == "epoll_wait EINTR 0\nsemop EINTR 0\n", "the program saw: %r" % out)
+    c.done()
+
+
+def t_attach_exec_search(c, variant):
+    """attachwaits.c exec: the process execs /bin/sleep while rhea attach
+    looks for a safe point (its main thread in fgets is none).  The
+    search goes on in the new image with its own libc: calling the old
+    image's dlopen address killed it (SIGSEGV, and rhea said "process
+    ended").  The sleep is attached and ends as it would."""
+    p, pid = start_waits(c, variant, "exec", "2")
+    try:
+        a = subprocess.Popen([c.rhea, "attach", "-d", "500ms", "-o", c.path("out.rhea"), str(pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+        time.sleep(0.4)  # inside the search
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        _, err = a.communicate(timeout=60)
+        p.communicate(timeout=30)
+    finally:
+        for q in (p, a):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+    c.check(p.returncode == 0, "the process (sleep, exec'ed) exited %d" % p.returncode)
+    c.check(a.returncode == 0 and "attached to %d (sleep)" % pid in err,
+            "rhea attach exited %d: %s" % (a.returncode, one_line(err)))
+    c.done()
+
+
 def start_attachme(c, variant, seconds, *mode, env=None):
     return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode), env)
 
@@ -3532,6 +3591,8 @@ def all_tests():
     for mode in ("handler _exit", "handler exit", "thread"):
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
+    t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
+    t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
