@@ -2898,6 +2898,41 @@ def t_attach_exec_search(c, variant):
     c.done()
 
 
+FORK_DURING_ATTACH = r"""
+import os, time
+print("ready", os.getpid(), flush=True)
+time.sleep(1.0)
+pid = os.fork()
+if pid == 0:
+    time.sleep(3.5)
+    links = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink("/proc/self/fd/" + f))
+        except OSError:
+            pass
+    print("child's:", sorted(l for l in links if "rhea" in l), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def t_attach_fork_child(c):
+    """Python forks a child while rhea attach records it (children are not
+    traced under attach).  After the detach the child holds nothing of
+    rhea's: it kept the control FIFO's descriptor (and its imports hooked)
+    for life."""
+    script = c.path("forkchild.py")
+    with open(script, "w") as f:
+        f.write(FORK_DURING_ATTACH)
+    p, pid = start_ready(c, ["/usr/bin/python3", script])
+    rc, err, out, perr = attach_then_wait(c, p, pid, "2s")
+    c.check(rc == 0, "rhea attach exited %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0, "python exited %d: %s" % (p.returncode, one_line(perr)))
+    c.check(out.strip() == "child's: []", "the forked child after the detach: %r" % out)
+    c.done()
+
+
 def start_attachme(c, variant, seconds, *mode, env=None):
     return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode), env)
 
@@ -3593,6 +3628,7 @@ def all_tests():
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
+    t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
