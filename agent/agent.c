@@ -591,11 +591,13 @@ static int create_output(const char *path)
 static int open_output(void)
 {
 	int fd = -1;
+	int refused = 0;
 	if (is_root) {
 		memcpy(rhea_g.path, output_base, sizeof(rhea_g.path));
 		fd = create_output(rhea_g.path);
+		refused = fd < 0 && errno != EEXIST; /* (the message names the path asked for) */
 	}
-	for (int n = 0; fd < 0 && n < 1000; n++) {
+	for (int n = 0; fd < 0 && !refused && n < 1000; n++) {
 		rhea_derived_name(rhea_g.path, sizeof(rhea_g.path), output_base, (unsigned long)rhea_g.pid,
 				  (unsigned)n);
 		fd = create_output(rhea_g.path);
@@ -615,13 +617,17 @@ static int open_output(void)
 		if (e == EACCES || e == EPERM) {
 			/* most often a program exec'ed after its process gave up
 			 * root (su's child), which rhea record cannot help */
-			static const char a[] = " (the program runs as uid ",
-					  b[] = ", who may not write there: run rhea record as that user, "
-						"or give it a directory it may write to)";
+			static const char a[] = " (the program runs as uid ", b[] = ", who may not write there: run ",
+					  c[] = " as that user, or give it a directory it may write to)";
+			const char *cmd = rhea_attached ? "rhea attach" : "rhea record";
 			memcpy(why + n, a, sizeof(a) - 1);
 			n += sizeof(a) - 1;
 			n += u64_to_str(geteuid(), why + n);
-			memcpy(why + n, b, sizeof(b)); /* (its NUL too) */
+			memcpy(why + n, b, sizeof(b) - 1);
+			n += sizeof(b) - 1;
+			memcpy(why + n, cmd, strlen(cmd));
+			n += strlen(cmd);
+			memcpy(why + n, c, sizeof(c)); /* (its NUL too) */
 		}
 		if (!rhea_g.cfg.quiet)
 			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", why);
@@ -1998,6 +2004,8 @@ __attribute__((constructor)) static void agent_init(void)
 out:
 	if (rhea_attached) {
 		attach_started = rhea_g.active;
+		if (!attach_started)
+			salvage_close_fd(); /* nothing of ours left open in the process */
 		char started[64] = "started";
 		int sfd = salvage_fd_number();
 		if (sfd >= 0) { /* "started salvage=N": rhea attach opens it through /proc */

@@ -340,6 +340,41 @@ static void show_warnings(const char *dir, pid_t pid)
 		fclose(f);
 }
 
+/* May user uid (group gid) do `want` (the S_I?USR bits) to st? */
+static int uid_may(const struct stat *st, uid_t uid, gid_t gid, mode_t want)
+{
+	if (uid == 0)
+		return 1;
+	mode_t m = st->st_uid == uid ? st->st_mode : st->st_gid == gid ? st->st_mode << 3 : st->st_mode << 6;
+	return (m & want) == want;
+}
+
+/* May user uid (group gid) create files in path's directory, every
+ * directory above it searchable?  By the mode bits alone (no
+ * supplementary groups, no ACLs): 0 when unsure. */
+static int uid_may_write(const char *path, uid_t uid, gid_t gid)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	char real[PATH_MAX];
+	struct stat st;
+	if (!realpath(dir, real) || stat(real, &st) != 0 || !uid_may(&st, uid, gid, S_IWUSR | S_IXUSR))
+		return 0;
+	for (char *end = strrchr(real, '/'); end; end = strrchr(real, '/')) {
+		end[end == real] = 0; /* the directory above ("/" last) */
+		if (stat(real, &st) != 0 || !uid_may(&st, uid, gid, S_IXUSR))
+			return 0;
+		if (end == real)
+			break;
+	}
+	return 1;
+}
+
 /* The process's name (its /proc comm), left as it was when unreadable. */
 static void read_comm(pid_t pid, char *comm, size_t len)
 {
@@ -477,8 +512,15 @@ int cmd_attach(int argc, char **argv)
 	char p2[PATH_MAX], err[512], st[256], tout[PATH_MAX + 16];
 	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
 	int other_user = stat(p2, &pst) == 0 && pst.st_uid != geteuid();
+	/* The agent writes the recording as the process's user: into our
+	 * directory for it, and copied out at the end, when the output's
+	 * directory is not the process's to see (another mount namespace) or
+	 * maybe not its to write (root attaching to nginx's worker, nobody,
+	 * with the output in root's directory: "Permission denied", and the
+	 * process kept the agent's descriptor and memory for nothing). */
+	int via_tmp = foreign || (other_user && !uid_may_write(out, pst.st_uid, pst.st_gid));
 	chmod(dir, 0755); /* the process may run as another user (root attaching) */
-	if (foreign && other_user && chown(dir, pst.st_uid, (gid_t)-1) != 0) {
+	if (via_tmp && other_user && chown(dir, pst.st_uid, (gid_t)-1) != 0) {
 		/* it writes its recording there: then it cannot, and says so */
 	}
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
@@ -494,7 +536,7 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s: %s", p2, strerror(errno));
 		goto out;
 	}
-	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", foreign ? tout : out, pid_inside(pid),
+	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", via_tmp ? tout : out, pid_inside(pid),
 		agent);
 	/* we trace the process while we load the agent: no debugger to it
 	 * (from another pid namespace it sees no tracer at all) */
@@ -580,7 +622,7 @@ int cmd_attach(int argc, char **argv)
 		 * and an end saying so; nothing when it wrote its end itself */
 		struct recover_view v;
 		char file[PATH_MAX + 16];
-		if (foreign) /* the process's /proc/PID/root is gone with it: by our descriptor */
+		if (via_tmp) /* the process's /proc/PID/root is gone with it: by our descriptor */
 			snprintf(file, sizeof(file), "/proc/self/fd/%d/out.rhea", dirfd);
 		else
 			snprintf(file, sizeof(file), "%s", out);
@@ -598,7 +640,7 @@ int cmd_attach(int argc, char **argv)
 		close(salvage_fd);
 	rc = 0;
 	show_warnings(dir, pid);
-	if (foreign && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
+	if (via_tmp && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
 		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
 			strerror(errno), (int)pid, tout);
 		rc = 1;

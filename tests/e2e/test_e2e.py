@@ -2933,6 +2933,41 @@ def t_attach_fork_child(c):
     c.done()
 
 
+def t_attach_other_user(c, variant):
+    """root attaches to a process of nobody's (attachme.c, 3 s) with the
+    output in a directory nobody may not write to: the agent, which writes
+    as the process's user, writes into rhea's own directory for it, and
+    the recording is copied out (it said "Permission denied", the attach
+    failed, and the process kept the agent's memfd)."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (the process runs as nobody)")
+    os.chmod(c.work, 0o755)
+    def nobody():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    # (run through a descriptor: the test's directories are root's alone)
+    fd = os.open(c.prog(variant, "attachme"), os.O_RDONLY)
+    try:
+        p = subprocess.Popen(["/proc/self/fd/%d" % fd, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd="/", preexec_fn=nobody, pass_fds=[fd])
+    finally:
+        os.close(fd)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        p.kill()
+        raise Fail("attachme did not start: %r" % line)
+    pid = int(line.split()[1])
+    rc, err, out, perr = attach_then_wait(c, p, pid, "1s")
+    c.check(rc == 0, "rhea attach exited %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0, "the process exited %d: %s" % (p.returncode, one_line(perr)))
+    if c.check(os.path.exists(c.path("out.rhea")), "no recording"):
+        rec = c.report(c.path("out.rhea"))
+        check_end(c, rec, "detach", 0)
+        c.check(rec["stats"]["samples"] > 0, "nothing recorded")
+    c.done()
+
+
 def start_attachme(c, variant, seconds, *mode, env=None):
     return start_ready(c, [c.prog(variant, "attachme"), str(seconds)] + list(mode), env)
 
@@ -3629,6 +3664,7 @@ def all_tests():
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
+    t.append(Test("attach/other-user", t_attach_other_user, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
     t.append(Test("empty", t_empty))
