@@ -1437,6 +1437,8 @@ static void before_exec(void *arg)
 	flush_round(10000000);
 	write_end(RHEA_END_EXEC, 0);
 	unlock_drain();
+	if (rhea_attached)
+		attach_status("exec\n"); /* rhea attach: no stop to ask for */
 	rhea_guard--;
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -269,8 +269,11 @@ void *agent_first_definition(const char *name)
 
 /* The hooks that go into the slots: tracing, and what keeps the agent's
  * descriptors and sampling signal from the program, and its thread states
- * from a vfork child's hooks; not exec, fork, exit, signal handlers or
- * dlopen: attach mode leaves those to the program. */
+ * from a vfork child's hooks; exec, which ends the recording (the CLI
+ * waited 10 s for a stop the new image could not confirm, and the
+ * recording came out cut short), and seccomp filters (prctl, syscall);
+ * not fork, exit, signal handlers or dlopen: attach mode leaves those to
+ * the program. */
 static const char *const hooked[] = {
 	"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
 	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
@@ -284,7 +287,8 @@ static const char *const hooked[] = {
 	"munmap", "mprotect", "madvise", "clock_gettime", "gettimeofday", "__read_chk", "__pread_chk",
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
 	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd", "vfork",
-	"pthread_sigmask", "sigprocmask",
+	"pthread_sigmask", "sigprocmask", "execve", "execv", "execvp", "execvpe", "fexecve", "execl", "execlp",
+	"execle", "syscall",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

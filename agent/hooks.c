@@ -1534,19 +1534,33 @@ SETID_HOOK(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
 SETID_HOOK(setgroups, (size_t n, const gid_t *list), (n, list))
 SETID_HOOK(initgroups, (const char *user, gid_t g), (user, g))
 
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+/* (the execl* and execv hooks call these, not the exported names: in a
+ * library rhea attach loaded, those would bind to libc's, past the hooks) */
+static int exec_path(const char *path, char *const argv[], char *const envp[])
 {
 	if (unlikely(!resolved))
 		resolve();
 	agent_before_exec();
-	int r = real_execve(path, argv, envp);
-	return r;
+	return real_execve(path, argv, envp);
+}
+
+static int exec_search(const char *file, char *const argv[])
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_exec();
+	return real_execvp(file, argv);
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return exec_path(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	extern char **environ;
-	return execve(path, argv, environ);
+	return exec_path(path, argv, environ);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
@@ -1560,11 +1574,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
-	if (unlikely(!resolved))
-		resolve();
-	agent_before_exec();
-	int r = real_execvp(file, argv);
-	return r;
+	return exec_search(file, argv);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
@@ -1597,7 +1607,8 @@ EXPORT int execl(const char *path, const char *arg0, ...)
 	char **unused;
 	COLLECT_ARGS(arg0, unused, argv);
 	(void)unused;
-	return execv(path, argv);
+	extern char **environ;
+	return exec_path(path, argv, environ);
 }
 
 EXPORT int execlp(const char *file, const char *arg0, ...)
@@ -1605,14 +1616,14 @@ EXPORT int execlp(const char *file, const char *arg0, ...)
 	char **unused;
 	COLLECT_ARGS(arg0, unused, argv);
 	(void)unused;
-	return execvp(file, argv);
+	return exec_search(file, argv);
 }
 
 EXPORT int execle(const char *path, const char *arg0, ...)
 {
 	char **envp;
 	COLLECT_ARGS(arg0, envp, argv);
-	return execve(path, argv, envp);
+	return exec_path(path, argv, envp);
 }
 
 EXPORT void _exit(int status)

@@ -601,14 +601,26 @@ int cmd_attach(int argc, char **argv)
 			out, dur);
 	}
 	int64_t waited = 0;
+	int execed = 0;
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
 		long step = 20;
 		if (duration > 0 && duration - waited < step * 1000000)
 			step = (long)((duration - waited) / 1000000) + 1;
 		nap_ms(step);
 		waited += (int64_t)step * 1000000;
+		/* the process exec'ed: the agent ended the recording, and went
+		 * with the old image */
+		if (read_status(dir, st, sizeof(st)) == 0 && strncmp(st, "exec", 4) == 0) {
+			execed = 1;
+			break;
+		}
 	}
-	if (alive(pid)) {
+	if (execed) {
+		read_comm(pid, comm, sizeof(comm));
+		if (!quiet)
+			fprintf(stderr, "rhea: process %d exec'ed another program (now %s): the recording ends there\n",
+				(int)pid, comm);
+	} else if (alive(pid)) {
 		if (write(ctl, "s", 1) != 1) {
 			/* closing it below stops the agent all the same */
 		}

@@ -2917,6 +2917,25 @@ os.waitpid(pid, 0)
 """
 
 
+def t_attach_exec(c, variant):
+    """attachwaits.c sleepexec: the process execs /bin/sleep 2 while rhea
+    attach -d 5s records it.  The recording ends there, with the agent's
+    END exec, and rhea attach says so and stops at once (it waited 10 s
+    for a stop the new image could not confirm, and the recording was cut
+    short)."""
+    p, pid = start_waits(c, variant, "sleepexec", "2")
+    t0 = time.monotonic()
+    rc, err, out, perr = attach_then_wait(c, p, pid, "5s")
+    took = time.monotonic() - t0
+    c.check(rc == 0 and "exec'ed another program (now sleep)" in err,
+            "rhea attach exited %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0, "the process exited %d" % p.returncode)
+    c.check(took < 4.5, "rhea attach and the process took %.1f s: it waited past the exec" % took)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exec", 0)
+    c.done()
+
+
 def t_attach_fork_child(c):
     """Python forks a child while rhea attach records it (children are not
     traced under attach).  After the detach the child holds nothing of
@@ -3664,6 +3683,7 @@ def all_tests():
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
+    t.append(Test("attach/exec", t_attach_exec, ("gcc-O2",), timeout=90))
     t.append(Test("attach/other-user", t_attach_other_user, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))

@@ -4,6 +4,7 @@
  *
  *   attachwaits eintr
  *   attachwaits exec SECONDS
+ *   attachwaits sleepexec SECONDS
  *
  * Prints "ready PID" first, then its main thread reads a line from stdin
  * (inside fgets: no place to load a library).
@@ -18,6 +19,9 @@
  * exec: once main has its line it execs /bin/sleep SECONDS (in the middle
  * of a tracer's search for a safe point: the new image must not be given
  * the old one's addresses).
+ *
+ * sleepexec: no line is read; main sleeps 1.5 s in nanosleep (a place to
+ * load a library), then execs /bin/sleep SECONDS.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +32,7 @@
 #include <sys/epoll.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
+#include <time.h>
 #include <unistd.h>
 
 static int pipe_fds[2], ep, sem;
@@ -64,6 +69,14 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (strcmp(argv[1], "sleepexec") == 0) {
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+		struct timespec ts = {1, 500000000};
+		nanosleep(&ts, NULL);
+		execl("/bin/sleep", "sleep", argc > 2 ? argv[2] : "1", (char *)NULL);
+		return 1;
+	}
 	int exec_mode = strcmp(argv[1], "exec") == 0;
 	pthread_t a, b;
 	if (!exec_mode) {
