@@ -601,7 +601,7 @@ int cmd_attach(int argc, char **argv)
 			out, dur);
 	}
 	int64_t waited = 0;
-	int execed = 0;
+	int execed = 0, unfinished = 0;
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
 		long step = 20;
 		if (duration > 0 && duration - waited < step * 1000000)
@@ -626,9 +626,24 @@ int cmd_attach(int argc, char **argv)
 		}
 		close(ctl);
 		ctl = -1;
-		wait_status(dir, pid, 10000, "stopped", NULL, st, sizeof(st));
-		if (strncmp(st, "stopped", 7) != 0 && alive(pid))
+		/* A process stopped (SIGSTOP, Ctrl-Z, a debugger) runs nothing,
+		 * the agent's threads neither: its end comes when the process
+		 * goes on.  The file is left alone until then (compacted now, it
+		 * would be replaced under the agent, which writes on into it). */
+		int stopped_for = 0;
+		for (int t = 0; t < 100 && stopped_for < 5; t++) {
+			if (wait_status(dir, pid, 100, "stopped", NULL, st, sizeof(st))[0])
+				break;
+			char now = inject_task_state(pid, pid);
+			stopped_for = now == 'T' || now == 't' ? stopped_for + 1 : 0;
+		}
+		if (strncmp(st, "stopped", 7) != 0 && stopped_for >= 5) {
+			cli_err("attach: process %d is stopped (SIGSTOP, Ctrl-Z or a debugger): its agent ends the "
+				"recording when it goes on; %s is not final until then", (int)pid, out);
+			unfinished = 1;
+		} else if (strncmp(st, "stopped", 7) != 0 && alive(pid)) {
 			cli_err("attach: the agent in process %d did not confirm it stopped within 10 s", (int)pid);
+		}
 	} else {
 		/* gone without the agent's end (SIGKILL): what it had not written,
 		 * and an end saying so; nothing when it wrote its end itself */
@@ -652,13 +667,17 @@ int cmd_attach(int argc, char **argv)
 		close(salvage_fd);
 	rc = 0;
 	show_warnings(dir, pid);
-	if (via_tmp && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
+	if (unfinished && via_tmp) {
+		cli_err("attach: the recording stays in process %d's %s until then", (int)pid, tout);
+		close(dirfd); /* nothing removed */
+		dirfd = -1;
+	} else if (via_tmp && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
 		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
 			strerror(errno), (int)pid, tout);
 		rc = 1;
 		close(dirfd); /* nothing removed */
 		dirfd = -1;
-	} else {
+	} else if (!unfinished) {
 		if (compact) /* (a recording the agent may still write has no END: left alone) */
 			cli_compact(out);
 		if (!quiet)

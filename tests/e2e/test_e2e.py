@@ -50,6 +50,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -2936,6 +2937,36 @@ def t_attach_exec(c, variant):
     c.done()
 
 
+def t_attach_stopped(c, variant):
+    """attachme.c sleep, stopped with SIGSTOP while rhea attach -d 1s
+    records it: rhea attach says at once that the process is stopped and
+    that the recording ends when it goes on, and leaves the file alone
+    (it waited 10 s, said the agent "did not confirm", and compacted a
+    file the agent then went on writing).  After SIGCONT the agent ends
+    the recording: detached."""
+    p, pid = start_attachme(c, variant, 4, "sleep")
+    stopper = threading.Timer(0.8, lambda: os.kill(pid, signal.SIGSTOP))
+    try:
+        time.sleep(0.3)
+        stopper.start()
+        t0 = time.monotonic()
+        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)], timeout=60)
+        took = time.monotonic() - t0
+        os.kill(pid, signal.SIGCONT)
+        out, perr = p.communicate(timeout=30)
+    finally:
+        stopper.cancel()
+        if p.poll() is None:
+            os.kill(pid, signal.SIGCONT)
+            p.kill()
+            p.wait()
+    c.check(rc == 0 and "is stopped (SIGSTOP" in err, "rhea attach exited %d: %s" % (rc, one_line(err)))
+    c.check(took < 5, "rhea attach took %.1f s" % took)
+    c.check(p.returncode == 0 and out.startswith("attachme ok"), "the process: %d %r" % (p.returncode, out))
+    check_end(c, c.report(c.path("out.rhea")), "detach", 0)
+    c.done()
+
+
 def t_attach_fork_child(c):
     """Python forks a child while rhea attach records it (children are not
     traced under attach).  After the detach the child holds nothing of
@@ -3684,6 +3715,7 @@ def all_tests():
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
     t.append(Test("attach/exec", t_attach_exec, ("gcc-O2",), timeout=90))
+    t.append(Test("attach/stopped", t_attach_stopped, ("gcc-O2",), timeout=90))
     t.append(Test("attach/other-user", t_attach_other_user, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
