@@ -340,6 +340,22 @@ static void show_warnings(const char *dir, pid_t pid)
 		fclose(f);
 }
 
+/* A kernel thread (PF_KTHREAD in its stat's flags, field 9)? */
+static int kernel_thread(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* past the name, which may hold anything */
+	unsigned long flags = 0;
+	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x00200000ul);
+}
+
 /* May user uid (group gid) do `want` (the S_I?USR bits) to st? */
 static int uid_may(const struct stat *st, uid_t uid, gid_t gid, mode_t want)
 {
@@ -431,14 +447,24 @@ int cmd_attach(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 	pid_t pid = (pid_t)lp;
-	if (pid == getpid() || !alive(pid)) {
-		if (pid != getpid() && (kill(pid, 0) == 0 || errno == EPERM) && inject_task_state(pid, pid) == 'Z' &&
-		    inject_other_task_alive(pid))
+	if (pid == getpid()) {
+		cli_err("attach: process %d is this rhea attach itself", (int)pid);
+		return EXIT_BADINPUT;
+	}
+	if (!alive(pid)) {
+		int there = kill(pid, 0) == 0 || errno == EPERM;
+		if (there && inject_task_state(pid, pid) == 'Z' && inject_other_task_alive(pid))
 			cli_err("attach: process %d's main thread has exited (pthread_exit) while others run: "
 				"its memory map is gone from /proc and the agent cannot be loaded",
 				(int)pid);
+		else if (there && inject_task_state(pid, pid) == 'Z')
+			cli_err("attach: process %d has exited (a zombie its parent has not reaped yet)", (int)pid);
 		else
 			cli_err("attach: no process %d", (int)pid);
+		return EXIT_BADINPUT;
+	}
+	if (kernel_thread(pid)) {
+		cli_err("attach: process %d is a kernel thread: there is no program in it to trace", (int)pid);
 		return EXIT_BADINPUT;
 	}
 	/* A stopped process runs nothing, so no thread of it can load the

@@ -392,7 +392,7 @@ void cli_summarize(const char *path, int child)
 		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
 		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped, how,
 		r.have_end		? ""
-		: r.end_outside && r.end_recovered ? ", ended by rhea record (the agent's unwritten records recovered)"
+		: r.end_outside && r.end_recovered ? ", ended by rhea (the agent's unwritten records recovered)"
 		: r.end_outside			   ? ", cut short (the agent did not write the end)"
 						   : ", cut short");
 	if (r.stats.sample_blocked)

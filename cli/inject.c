@@ -515,6 +515,21 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 	return rc;
 }
 
+/* The TracerPid of pid's status: 0 none, -1 unknown. */
+static long status_tracer(pid_t pid)
+{
+	char path[64], line[256];
+	long t = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "TracerPid:", 10) == 0)
+			t = strtol(line + 10, NULL, 10);
+	if (f)
+		fclose(f);
+	return t;
+}
+
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
  * not at a safe point (why, when its stack said so, in seen), -1 error. */
 static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const char *lib, struct safepoint *spt,
@@ -524,9 +539,23 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 		if (errno == ESRCH || inject_task_gone(pid, tid))
 			return TRY_AGAIN; /* gone meanwhile */
-		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(errno),
-		    errno == EPERM ? " (another user's process, a tracer already attached, or "
-				     "kernel.yama.ptrace_scope: run as root)" : "");
+		int e = errno;
+		long tracer = e == EPERM ? status_tracer(pid) : 0;
+		if (tracer > 0) {
+			char comm[64] = "?", path[64];
+			snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
+			FILE *f = fopen(path, "r");
+			if (f) {
+				if (fgets(comm, sizeof(comm), f))
+					comm[strcspn(comm, "\n")] = 0;
+				fclose(f);
+			}
+			say(err, errlen, "process %d is traced by process %ld (%s)%s: one tracer at a time", (int)pid,
+			    tracer, comm, strcmp(comm, "rhea") == 0 ? ", another rhea attach" : "");
+			return -1;
+		}
+		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(e),
+		    e == EPERM ? " (another user's process, or kernel.yama.ptrace_scope: run as root)" : "");
 		return -1;
 	}
 	int st, rc = TRY_AGAIN, pass = 0;

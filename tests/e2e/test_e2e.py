@@ -3514,13 +3514,25 @@ def t_attach_killed(c, variant):
 
 
 def t_attach_bad(c, variant):
-    """No such process, not a number, a process already traced: one line,
-    status 2, the process untouched."""
+    """No such process, not a number, a kernel thread, a zombie, a process
+    already traced: one line, status 2, the process untouched."""
     for argv, what in ((["999999999"], "no process"), (["12ab"], "not a process id"), ([], "want one process id"),
                        (["-o", "/nonexistent/x.rhea", str(os.getpid())], "cannot write a recording"),
                        (["-d", "3", str(os.getpid())], "want a duration such as 10s")):
         rc, out, err = c.run([c.rhea, "attach"] + argv)
         c.check(rc == 2 and what in err and err.count("\n") == 1, "attach %s: status %d, %r" % (argv, rc, err))
+    # a kernel thread (kthreadd), a zombie: said so, not "no process"
+    rc, out, err = c.run([c.rhea, "attach", "2"])
+    c.check(rc == 2 and "is a kernel thread" in err and err.count("\n") == 1, "attach 2: status %d, %r" % (rc, err))
+    z = subprocess.Popen(["/bin/true"])
+    for _ in range(200):  # until it has exited (a zombie: not waited for yet)
+        with open("/proc/%d/stat" % z.pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.005)
+    rc, out, err = c.run([c.rhea, "attach", str(z.pid)])
+    z.wait()
+    c.check(rc == 2 and "a zombie" in err and err.count("\n") == 1, "attach to a zombie: status %d, %r" % (rc, err))
     p = subprocess.Popen([c.rhea, "record", "-q", "-o", c.path("rec.rhea"), "--", c.prog(variant, "attachme"), "1"],
                          stdout=subprocess.PIPE, text=True, cwd=c.work)
     try:
