@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"  --sample-main, --force-after, --signal: as for rhea record\n");
 }
 
-static volatile sig_atomic_t stop_asked;
+static volatile int stop_asked; /* (an int: sig_atomic_t is one) */
 static void on_stop(int sig)
 {
 	(void)sig;
@@ -599,7 +599,7 @@ int cmd_attach(int argc, char **argv)
 
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
-	if (inject_dlopen(pid, p2, 5000, via, sizeof(via), err, sizeof(err)) != 0) {
+	if (inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
 		goto out;
 	}

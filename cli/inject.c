@@ -607,7 +607,8 @@ out:
 
 #define RUNNING_AFTER_MS 1000
 
-int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err, size_t errlen)
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int *cancel, char *via, size_t vialen,
+		  char *err, size_t errlen)
 {
 	struct libc_fns fns;
 	if (libc_functions(pid, &fns, err, errlen) != 0)
@@ -619,6 +620,10 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t 
 	snprintf(task, sizeof(task), "/proc/%d/task", (int)pid);
 	int moved = 0;
 	do {
+		if (cancel && *cancel) {
+			say(err, errlen, "stopped before the agent was loaded: process %d untouched", (int)pid);
+			goto done;
+		}
 		if (!moved && libc_moved(pid, &fns))
 			moved = 1; /* exec'ed between two rounds */
 		if (moved) {

@@ -7,10 +7,11 @@
 #include <sys/types.h>
 
 /* Make one thread of pid call dlopen(lib, RTLD_NOW), at a safe point
- * (inject.c says which), trying for up to timeout_ms.  0 (which thread,
- * stopped where, in via), or -1 with one line in err. */
-int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, char *via, size_t vialen, char *err,
-		  size_t errlen);
+ * (inject.c says which), trying for up to timeout_ms, or until *cancel
+ * (a signal handler's flag; NULL: none) is set between two tries.  0
+ * (which thread, stopped where, in via), or -1 with one line in err. */
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int *cancel, char *via, size_t vialen,
+		  char *err, size_t errlen);
 
 /* Each line of /proc/PID/maps to fn until it returns non-zero: that value,
  * 0, or -1 when the file cannot be read. */

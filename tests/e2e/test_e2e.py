@@ -2918,6 +2918,32 @@ os.waitpid(pid, 0)
 """
 
 
+def t_attach_cancel(c, variant):
+    """attachwaits.c exec holds no safe point (its only thread in fgets):
+    a Ctrl-C (SIGINT) during rhea attach's 5 s search stops it within a
+    round, the process untouched (it went on searching to the end)."""
+    p, pid = start_waits(c, variant, "exec", "1")
+    try:
+        a = subprocess.Popen([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+        time.sleep(0.6)
+        t0 = time.monotonic()
+        a.send_signal(signal.SIGINT)
+        _, err = a.communicate(timeout=60)
+        took = time.monotonic() - t0
+        p.communicate("go\n", timeout=30)
+    finally:
+        for q in (p, a):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+    c.check(a.returncode == 1 and "stopped before the agent was loaded" in err,
+            "rhea attach exited %d: %s" % (a.returncode, one_line(err)))
+    c.check(took < 1.5, "rhea attach stopped %.1f s after the SIGINT" % took)
+    c.check(p.returncode == 0, "the process (sleep, exec'ed) exited %d" % p.returncode)
+    c.done()
+
+
 def t_attach_exec(c, variant):
     """attachwaits.c sleepexec: the process execs /bin/sleep 2 while rhea
     attach -d 5s records it.  The recording ends there, with the agent's
@@ -3728,6 +3754,7 @@ def all_tests():
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
     t.append(Test("attach/exec", t_attach_exec, ("gcc-O2",), timeout=90))
     t.append(Test("attach/stopped", t_attach_stopped, ("gcc-O2",), timeout=90))
+    t.append(Test("attach/cancel", t_attach_cancel, ("gcc-O2",), timeout=90))
     t.append(Test("attach/other-user", t_attach_other_user, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
