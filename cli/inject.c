@@ -3,9 +3,12 @@
  *
  * One thread of the process is stopped with ptrace (PTRACE_SEIZE +
  * PTRACE_INTERRUPT, which unlike SIGSTOP leaves no trace in the process),
- * and made to call dlopen(path, RTLD_NOW) on its own stack, returning to
- * address 0: the fault that follows stops it again, its registers are put
- * back as they were and it goes on.
+ * and made to call dlopen(path, RTLD_NOW) on its own stack, returning to a
+ * stub of ours that stops it again at a system call, where its registers
+ * are put back as they were and it goes on; should rhea attach be gone by
+ * then, the stub puts them back itself (stub_make).  The short calls
+ * around it (errno's address, mmap for the stub) return to address 0: the
+ * fault stops the thread.
  *
  * Only a thread in a call that holds no lock of libc's, with room on its
  * stack (the main thread on its own stack, or another with 512 KB left),
@@ -53,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <elf.h>
@@ -200,6 +204,7 @@ static int libc_line(const char *line, void *arg)
 /* The libc functions the injector calls in the process. */
 struct libc_fns {
 	uint64_t dlopen, dlerror, errno_location; /* 0: not found (only dlopen is needed) */
+	uint64_t mmap, mprotect, munmap;          /* for the return stub (0: none) */
 	uint64_t base;                            /* where that libc was */
 };
 
@@ -232,7 +237,8 @@ static int libc_functions(pid_t pid, struct libc_fns *f, char *err, size_t errle
 	struct {
 		const char *name;
 		uint64_t *addr;
-	} want[] = {{"dlopen", &f->dlopen}, {"dlerror", &f->dlerror}, {"__errno_location", &f->errno_location}};
+	} want[] = {{"dlopen", &f->dlopen},     {"dlerror", &f->dlerror},   {"__errno_location", &f->errno_location},
+		    {"mmap", &f->mmap},         {"mprotect", &f->mprotect}, {"munmap", &f->munmap}};
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	uint64_t first_load = UINT64_MAX;
@@ -382,28 +388,43 @@ int inject_other_task_alive(pid_t pid)
 
 enum { TRY_AGAIN = 1, TRY_AGAIN_MOVED = 2 /* the process exec'ed */ };
 
-/* Make the stopped thread tid call fn(a0, a1) on its stack, below the
- * address `below`, returning to address 0: the fault stops it again.  0 with
- * the result in *ret; TRY_AGAIN when it could not be started (registers
- * as they were); -2 when it did not come back within 10 s (its state
- * unknown).  Signals that come meanwhile are passed on. */
-static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t fn, uint64_t a0, uint64_t a1,
-		       uint64_t below, uint64_t *ret)
+/* the return stub (below): its code, and where its system call returns */
+extern const unsigned char rhea_stub_start[], rhea_stub_syscalled[], rhea_stub_end[];
+#define STUB_SYSCALLED ((uint64_t)(rhea_stub_syscalled - rhea_stub_start))
+
+/* Make the stopped thread tid call fn(a[0..5]) on its stack, below the
+ * address `below`, returning to address 0: the fault stops it again; or,
+ * with a stub (below), returning to it, run with PTRACE_SYSCALL until it
+ * stops at the stub's system call.  0 with the result in *ret; TRY_AGAIN
+ * when it could not be started, or fn is not there (registers as they
+ * were); -2 when it did not come back within 10 s (its state unknown).
+ * Signals that come meanwhile are passed on. */
+static int remote_call6(pid_t tid, const struct user_regs_struct *saved, uint64_t fn, const uint64_t a[6],
+			uint64_t below, uint64_t stub, uint64_t *ret)
 {
 	struct user_regs_struct r = *saved;
-	uint64_t at = (below & ~(uint64_t)15) - 8, zero = 0; /* entry: rsp + 8 aligned */
-	if (write_mem(tid, at, &zero, 8) != 0)
+	uint64_t at = (below & ~(uint64_t)15) - 8; /* entry: rsp + 8 aligned */
+	if (write_mem(tid, at, &stub, 8) != 0)
 		return TRY_AGAIN;
 	r.rsp = at;
 	r.rip = fn;
-	r.rdi = a0;
-	r.rsi = a1;
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	r.rcx = a[3];
+	r.r8 = a[4];
+	r.r9 = a[5];
 	r.rax = 0;
 	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call now */
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r) != 0 || ptrace(PTRACE_CONT, tid, 0, 0) != 0) {
+	int resume = stub ? PTRACE_SYSCALL : PTRACE_CONT;
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r) != 0 || ptrace(resume, tid, 0, 0) != 0) {
 		ptrace(PTRACE_SETREGS, tid, 0, saved);
 		return TRY_AGAIN;
 	}
+	/* (the test suite's way to kill rhea attach while the thread is in
+	 * dlopen: tests/e2e, attach/cli-killed) */
+	if (stub && getenv("RHEA_TEST_DIE_IN_DLOPEN"))
+		kill(getpid(), SIGKILL);
 	uint64_t end = now_ms() + 10000;
 	for (;;) {
 		int st;
@@ -411,20 +432,151 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
 			return -2;
 		int sig = WSTOPSIG(st);
 		struct user_regs_struct now;
-		if (ptrace(PTRACE_GETREGS, tid, 0, &now) == 0 && sig == SIGSEGV && now.rip == 0) {
+		int regs = ptrace(PTRACE_GETREGS, tid, 0, &now) == 0;
+		if (regs && !stub && sig == SIGSEGV && now.rip == 0) {
 			*ret = now.rax;
 			return 0;
 		}
-		if (sig == SIGSEGV && now.rip == fn) {
+		if (regs && stub && sig == (SIGTRAP | 0x80) && now.rip == stub + STUB_SYSCALLED) {
+			*ret = now.rdi; /* (the stub keeps fn's result there) */
+			return 0;
+		}
+		if (regs && sig == SIGSEGV && now.rip == fn) {
 			/* nothing there to call (the process exec'ed): the fault
 			 * is ours, not the program's, and nothing ran */
 			ptrace(PTRACE_SETREGS, tid, 0, saved);
 			return TRY_AGAIN;
 		}
-		if ((st >> 16) == PTRACE_EVENT_STOP)
-			sig = 0;
-		ptrace(PTRACE_CONT, tid, 0, sig);
+		if ((st >> 16) == PTRACE_EVENT_STOP || sig == (SIGTRAP | 0x80))
+			sig = 0; /* (a stop, or one of fn's own system calls) */
+		ptrace(resume, tid, 0, sig);
 	}
+}
+
+static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t fn, uint64_t a0, uint64_t a1,
+		       uint64_t below, uint64_t *ret)
+{
+	const uint64_t a[6] = {a0, a1, 0, 0, 0, 0};
+	return remote_call6(tid, saved, fn, a, below, 0, ret);
+}
+
+/*
+ * Where dlopen returns: a stub of our own in the process, not address 0,
+ * should rhea attach die while the thread is in dlopen (tens of ms, more
+ * with a cold CFI cache).  Its tracer gone, the thread went on, returned
+ * to 0 and the process died of SIGSEGV (4 targets of 8 when the CLI was
+ * killed with SIGKILL in the first 80 ms).  The stub first makes a system
+ * call (getpid), where rhea attach, running the thread with
+ * PTRACE_SYSCALL, takes over as before; with nobody there, the stub puts
+ * the thread back as it was by itself: its x87/SSE/AVX state (XRSTOR),
+ * errno, the general registers and flags, and jumps to where it was (its
+ * interrupted system call restarted as the kernel would: resumed()).  The
+ * page is mapped in the process for the call (mmap, mprotect: return to 0,
+ * a few microseconds each) and unmapped after it.
+ *
+ * The page: the code, then the state it restores at fixed offsets, the
+ * XSAVE image 64-byte aligned at STUB_XSAVE.
+ */
+#define STUB_SIZE 16384
+#define STUB_REGS 512      /* r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi */
+#define STUB_RSP (512 + 120) /* the stack pointer below the flags and the return address */
+#define STUB_ERRNO_AT 640
+#define STUB_ERRNO 648
+#define STUB_HAVE_X 656
+#define STUB_XSAVE 1024
+__asm__(".pushsection .text\n"
+	".p2align 6\n"
+	".globl rhea_stub_start, rhea_stub_syscalled, rhea_stub_end\n"
+	".hidden rhea_stub_start, rhea_stub_syscalled, rhea_stub_end\n"
+	"rhea_stub_start:\n"
+	"	mov %rax, %rdi\n"
+	"	mov $39, %eax\n" /* getpid */
+	"	syscall\n"
+	"rhea_stub_syscalled:\n"
+	"	cmpq $0, rhea_stub_start+656(%rip)\n"
+	"	je 1f\n"
+	"	mov $-1, %eax\n"
+	"	mov $-1, %edx\n"
+	"	xrstor64 rhea_stub_start+1024(%rip)\n"
+	"1:	mov rhea_stub_start+640(%rip), %rcx\n"
+	"	test %rcx, %rcx\n"
+	"	je 2f\n"
+	"	mov rhea_stub_start+648(%rip), %edx\n"
+	"	mov %edx, (%rcx)\n"
+	"2:	mov rhea_stub_start+632(%rip), %rsp\n"
+	"	popfq\n"
+	"	mov rhea_stub_start+512(%rip), %r15\n"
+	"	mov rhea_stub_start+520(%rip), %r14\n"
+	"	mov rhea_stub_start+528(%rip), %r13\n"
+	"	mov rhea_stub_start+536(%rip), %r12\n"
+	"	mov rhea_stub_start+544(%rip), %rbp\n"
+	"	mov rhea_stub_start+552(%rip), %rbx\n"
+	"	mov rhea_stub_start+560(%rip), %r11\n"
+	"	mov rhea_stub_start+568(%rip), %r10\n"
+	"	mov rhea_stub_start+576(%rip), %r9\n"
+	"	mov rhea_stub_start+584(%rip), %r8\n"
+	"	mov rhea_stub_start+592(%rip), %rax\n"
+	"	mov rhea_stub_start+600(%rip), %rcx\n"
+	"	mov rhea_stub_start+608(%rip), %rdx\n"
+	"	mov rhea_stub_start+616(%rip), %rsi\n"
+	"	mov rhea_stub_start+624(%rip), %rdi\n"
+	"	ret $128\n" /* the return address at rsp - 136, then rsp */
+	"rhea_stub_end:\n"
+	".popsection\n");
+/* The stub in tid's process for a thread to go on with regs f (xstate:
+ * its XSAVE image, len bytes, or none; errno at eloc, 0 none): its
+ * address, or 0 (then dlopen returns to 0, as before). */
+static uint64_t stub_make(pid_t tid, const struct user_regs_struct *saved, const struct libc_fns *fns,
+			  const struct user_regs_struct *f, const void *xstate, size_t len, uint64_t eloc, int errno_was,
+			  uint64_t below)
+{
+	if (!fns->mmap || !fns->mprotect || !fns->munmap || rhea_stub_end - rhea_stub_start > STUB_REGS)
+		return 0;
+	static unsigned char page[STUB_SIZE] __attribute__((aligned(64)));
+	memset(page, 0, sizeof(page));
+	memcpy(page, rhea_stub_start, (size_t)(rhea_stub_end - rhea_stub_start));
+	const uint64_t gpr[15] = {f->r15, f->r14, f->r13, f->r12, f->rbp, f->rbx, f->r11, f->r10,
+				  f->r9,  f->r8,  f->rax, f->rcx, f->rdx, f->rsi, f->rdi};
+	memcpy(page + STUB_REGS, gpr, sizeof(gpr));
+	uint64_t top = f->rsp - 136, frame[2] = {f->eflags, f->rip}, sp = top - 8;
+	memcpy(page + STUB_RSP, &sp, 8);
+	memcpy(page + STUB_ERRNO_AT, &eloc, 8);
+	memcpy(page + STUB_ERRNO, &errno_was, 4);
+	uint64_t have_x = xstate && len <= STUB_SIZE - STUB_XSAVE;
+	memcpy(page + STUB_HAVE_X, &have_x, 8);
+	if (have_x)
+		memcpy(page + STUB_XSAVE, xstate, len);
+	uint64_t addr = 0;
+	const uint64_t m[6] = {0, STUB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
+	if (remote_call6(tid, saved, fns->mmap, m, below, 0, &addr) != 0 || addr == 0 || addr >= (uint64_t)-4096)
+		return 0;
+	uint64_t r = 0;
+	const uint64_t p[6] = {addr, STUB_SIZE, PROT_READ | PROT_EXEC, 0, 0, 0};
+	if (write_mem(tid, sp, frame, sizeof(frame)) != 0 || write_mem(tid, addr, page, sizeof(page)) != 0 ||
+	    remote_call6(tid, saved, fns->mprotect, p, below, 0, &r) != 0 || r != 0) {
+		const uint64_t u[6] = {addr, STUB_SIZE, 0, 0, 0, 0};
+		remote_call6(tid, saved, fns->munmap, u, below, 0, &r);
+		return 0;
+	}
+	return addr;
+}
+
+/* How the thread goes on from saved: a system call the stop interrupted
+ * restarted here, as the kernel's signal code restarts it (then it owes
+ * the kernel nothing: orig_rax -1), for the stub to do alone. */
+static struct user_regs_struct resumed(const struct user_regs_struct *r)
+{
+	struct user_regs_struct f = *r;
+	long long rax = (long long)f.rax;
+	if ((long long)f.orig_rax >= 0 && (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND)) {
+		f.rax = f.orig_rax;
+		f.rip -= 2;
+	} else if ((long long)f.orig_rax >= 0 && rax == -ERESTART_RESTARTBLOCK) {
+		f.rax = SYS_restart_syscall;
+		f.rip -= 2;
+	}
+	f.orig_rax = (unsigned long long)-1;
+	return f;
 }
 
 /*
@@ -479,7 +631,8 @@ static int at_safe_point(pid_t pid, pid_t tid, int st, const struct user_regs_st
  * the call whose errno it then reads).  0 (*handle set), TRY_AGAIN (not
  * started), -1 error (said), -2 the thread did not come back (said).
  */
-static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *saved, const struct libc_fns *fns,
+static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *saved,
+			const struct user_regs_struct *final, const void *xstate, size_t xlen, const struct libc_fns *fns,
 			const char *lib, uint64_t *handle, char *err, size_t errlen)
 {
 	size_t len = strlen(lib) + 1;
@@ -493,7 +646,10 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 	int errno_was, have_errno = fns->errno_location &&
 				    remote_call(tid, saved, fns->errno_location, 0, 0, str, &eloc) == 0 && eloc &&
 				    inject_read(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
-	int rc = remote_call(tid, saved, fns->dlopen, str, RTLD_NOW, str, handle);
+	uint64_t stub = stub_make(tid, saved, fns, final, xstate, xlen, have_errno ? eloc : 0,
+				  have_errno ? errno_was : 0, str);
+	const uint64_t a[6] = {str, RTLD_NOW, 0, 0, 0, 0};
+	int rc = remote_call6(tid, saved, fns->dlopen, a, str, stub, handle);
 	if (rc == 0 && !*handle) {
 		/* why: dlerror()'s message, read from the process */
 		uint64_t msg = 0;
@@ -508,9 +664,16 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 						       "too many times)" : "");
 		rc = -1;
 	}
-	if (rc == -2)
+	if (rc == -2) {
 		say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
-	else if (have_errno)
+		return rc; /* (the stub stays: the thread may still need it) */
+	}
+	if (stub) {
+		uint64_t r;
+		const uint64_t u[6] = {stub, STUB_SIZE, 0, 0, 0, 0};
+		remote_call6(tid, saved, fns->munmap, u, str, 0, &r);
+	}
+	if (have_errno)
 		write_mem(tid, eloc, &errno_was, sizeof(errno_was));
 	return rc;
 }
@@ -536,7 +699,7 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 		      int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via, size_t vialen, char *err,
 		      size_t errlen)
 {
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+	if (ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACESYSGOOD) != 0) {
 		if (errno == ESRCH || inject_task_gone(pid, tid))
 			return TRY_AGAIN; /* gone meanwhile */
 		int e = errno;
@@ -590,12 +753,14 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 	int have_x = ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &xs) == 0;
 	if (!have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) != 0)
 		goto out;
-	rc = load_through(pid, tid, &saved, fns, lib, handle, err, errlen);
+	struct user_regs_struct final = resumed(&saved);
+	rc = load_through(pid, tid, &saved, &final, have_x ? xstate : NULL, have_x ? xs.iov_len : 0, fns, lib, handle,
+			  err, errlen);
 	if (rc == -2) {
 		rc = -1;
 		goto out; /* cannot tell what state it is in: let it go */
 	}
-	ptrace(PTRACE_SETREGS, tid, 0, &saved);
+	ptrace(PTRACE_SETREGS, tid, 0, &final);
 	if (have_x)
 		ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &xs);
 	else

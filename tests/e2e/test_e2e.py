@@ -2944,6 +2944,33 @@ def t_attach_cancel(c, variant):
     c.done()
 
 
+def t_attach_killed_in_dlopen(c, variant, mode):
+    """rhea attach killed (SIGKILL) while the thread it chose is in dlopen
+    (RHEA_TEST_DIE_IN_DLOPEN makes it kill itself right there): the thread
+    returns into rhea's stub, which puts it back as it was by itself (it
+    returned to address 0 and the process died of SIGSEGV).  attachme.c
+    sleep checks that its one nanosleep was not cut short; spin, stopped
+    in the middle of its computation, that its integer and floating-point
+    values and errno are what they were."""
+    p, pid = start_attachme(c, variant, 3, mode)
+    env = clean_env()
+    env["RHEA_TEST_DIE_IN_DLOPEN"] = "1"
+    try:
+        time.sleep(0.3)
+        a = subprocess.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(pid)], env=env,
+                           capture_output=True, text=True, timeout=60, cwd=c.work)
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(a.returncode == -signal.SIGKILL, "rhea attach exited %d, want killed: %s" % (a.returncode,
+                                                                                     one_line(a.stderr)))
+    c.check(p.returncode == 0 and out.startswith("attachme ok"), "the process: status %d, %r %s"
+            % (p.returncode, out, one_line(perr)))
+    c.done()
+
+
 def t_attach_exec(c, variant):
     """attachwaits.c sleepexec: the process execs /bin/sleep 2 while rhea
     attach -d 5s records it.  The recording ends there, with the agent's
@@ -3755,6 +3782,8 @@ def all_tests():
     t.append(Test("attach/exec", t_attach_exec, ("gcc-O2",), timeout=90))
     t.append(Test("attach/stopped", t_attach_stopped, ("gcc-O2",), timeout=90))
     t.append(Test("attach/cancel", t_attach_cancel, ("gcc-O2",), timeout=90))
+    for mode in ("sleep", "spin"):
+        t.append(Test("attach/killed-in-dlopen/" + mode, t_attach_killed_in_dlopen, ("gcc-O2", mode), timeout=90))
     t.append(Test("attach/other-user", t_attach_other_user, ("gcc-O2",), timeout=90))
     t.append(Test("rawexit/gcc-O2", t_rawexit, ("gcc-O2",)))
     t.append(Test("groupexit/gcc-O2", t_groupexit, ("gcc-O2",)))
