@@ -372,6 +372,9 @@ void agent_unseal_thread(void);
 void agent_seal_process(void);
 extern __thread int rhea_in_handler; /* ... in a program's signal handler we wrap */
 int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg); /* /proc/self/maps, line by line */
+/* pc in executable memory? (the last frame no module claims: capture.c) */
+int modules_pc_executable(uint64_t pc);
+void modules_exec_changed(void); /* code made at run time: the above's verdicts go */
 void modules_after_fork(void);
 const struct cfi_table *modules_find_cfi(uint64_t pc, uint64_t *bias, void *arg);
 void modules_emit_all(void); /* after fork: the child's file needs them all */

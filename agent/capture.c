@@ -159,6 +159,28 @@ static const struct rhea_memo *memo_find(struct rhea_tstate *t, const struct unw
 }
 
 /*
+ * The frames of a walk that are code: those a module claims, and those in
+ * executable memory no module claims (JIT code); the stack ends before the
+ * first that is neither.  A stack that the program switched under the
+ * CFI's feet (Go's runtime, between goroutine and system stacks) led the
+ * walk to words that are no return addresses: 0x7fffff, addresses in Go's
+ * heap or in a stack, a non-canonical number, each reported as a function
+ * that took the program's time.  Asked only of walks that stepped through
+ * code no module claims (their trace says so, or there is none).
+ */
+static int code_frames(const uint64_t *pc, int n)
+{
+	for (int i = 1; i < n; i++) {
+		uint64_t bias;
+		if (pc[i] >> 47)
+			return i; /* not a user-space address */
+		if (!modules_find_cfi(pc[i] - 1, &bias, NULL) && !modules_pc_executable(pc[i]))
+			return i;
+	}
+	return n;
+}
+
+/*
  * Unwind from regs into t->scratch, skip the agent's own frames, intern the
  * rest.  Returns the leaf node id (0: no stack) and ORs RHEA_S_* into flags.
  * foreign: regs are another thread's (t is that thread's state).
@@ -193,6 +215,8 @@ static uint32_t take_stack(struct rhea_tstate *t, const struct unwind_regs *regs
 	else
 		n = unwind_cfi_cached(regs, &st, modules_find_cfi, NULL, foreign ? NULL : &t->ucache,
 				      gen, t->scratch, max, &truncated);
+	if (n >= 2 && !rhea_g.cfg.unwind_fp && (!memo || memo->trace.outside))
+		n = code_frames(t->scratch, n);
 	/* Drop the agent's own frames: the leading ones (the hook that is
 	 * capturing) and any further up (a hook that called back into the
 	 * program: dlopen running constructors, our thread start routine). */

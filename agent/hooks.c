@@ -1237,10 +1237,36 @@ EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
 
 /* ---- mmap and time ------------------------------------------------------- */
 
-PLAIN_HOOK(void *, mmap, RHEA_C_MMAP, RHEA_FN_MMAP,
-	   (void *a, size_t n, int p, int f, int fd, off_t o), (a, n, p, f, fd, o))
+/* Code made at run time (a JIT's mmap or mprotect with PROT_EXEC): what
+ * the unwinder knew of which pages hold code is out of date
+ * (modules_pc_executable). */
+EXPORT void *mmap(void *a, size_t n, int p, int f, int fd, off_t o)
+{
+	if (unlikely(!resolved))
+		resolve();
+	void *r = real_mmap(a, n, p, f, fd, o);
+	if (p & PROT_EXEC)
+		modules_exec_changed();
+	struct rhea_tstate *t = enter(RHEA_C_MMAP);
+	if (t)
+		tick(t, RHEA_FN_MMAP);
+	return r;
+}
+
+EXPORT int mprotect(void *a, size_t n, int p)
+{
+	if (unlikely(!resolved))
+		resolve();
+	int r = real_mprotect(a, n, p);
+	if (p & PROT_EXEC)
+		modules_exec_changed();
+	struct rhea_tstate *t = enter(RHEA_C_MMAP);
+	if (t)
+		tick(t, RHEA_FN_MPROTECT);
+	return r;
+}
+
 PLAIN_HOOK(int, munmap, RHEA_C_MMAP, RHEA_FN_MUNMAP, (void *a, size_t n), (a, n))
-PLAIN_HOOK(int, mprotect, RHEA_C_MMAP, RHEA_FN_MPROTECT, (void *a, size_t n, int p), (a, n, p))
 PLAIN_HOOK(int, madvise, RHEA_C_MMAP, RHEA_FN_MADVISE, (void *a, size_t n, int adv), (a, n, adv))
 EXPORT void *mmap64(void *a, size_t n, int p, int f, int fd, off_t o) __attribute__((alias("mmap")));
 

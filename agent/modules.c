@@ -177,6 +177,56 @@ int modules_maps_each(int (*fn)(const char *line, void *arg), void *arg)
 }
 
 /*
+ * Is pc in executable memory?  Asked of the last frame of a walk when no
+ * module claims it (capture.c): JIT code is, the words a stack switched
+ * under the CFI's feet leads to are not (Go's runtime: addresses in its
+ * heap, in a stack).  A verdict per page, kept in a small table until code
+ * is made at run time (an mmap or mprotect with PROT_EXEC: the hooks call
+ * modules_exec_changed); a miss reads /proc/self/maps, on the capturing
+ * thread (any thread, a signal handler: a buffer on its stack).
+ */
+#define EXEC_PAGES 64
+static uint64_t exec_pages[EXEC_PAGES]; /* page number << 20 | generation << 1 | executable */
+static uint32_t exec_gen;
+
+void modules_exec_changed(void)
+{
+	__atomic_fetch_add(&exec_gen, 1, __ATOMIC_RELEASE);
+}
+
+struct exec_query {
+	uint64_t pc;
+	int x;
+};
+
+static int exec_line(const char *line, void *arg)
+{
+	struct exec_query *q = arg;
+	char *e;
+	uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
+	if (q->pc < lo || q->pc >= hi)
+		return 0;
+	q->x = e[0] == ' ' && e[3] == 'x'; /* " rwxp" */
+	return 1;
+}
+
+int modules_pc_executable(uint64_t pc)
+{
+	uint64_t page = pc >> 12;
+	uint32_t gen = __atomic_load_n(&exec_gen, __ATOMIC_ACQUIRE) & 0x7ffff;
+	uint64_t *slot = &exec_pages[(page * 0x9e3779b97f4a7c15ull) >> 58];
+	uint64_t v = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	if (v >> 20 == page && ((v >> 1) & 0x7ffff) == gen)
+		return (int)(v & 1);
+	char buf[1536];
+	struct exec_query q = {pc, 0};
+	if (maps_each_in(buf, sizeof(buf), exec_line, &q) != 1)
+		return 1; /* cannot tell: keep the frame */
+	__atomic_store_n(slot, page << 20 | (uint64_t)gen << 1 | (uint64_t)q.x, __ATOMIC_RELAXED);
+	return q.x;
+}
+
+/*
  * The file mapped at addr, as /proc/self/maps names it (absolute), into
  * path (cap bytes): 0, or -1.  The loader names a library by what it was
  * asked for: dlopen("./lib.so"), or a search of LD_LIBRARY_PATH=. gives

@@ -98,6 +98,22 @@ static int guarded_read(uint64_t addr, void *buf, size_t len)
 	return n == (long)len ? 0 : -1;
 }
 
+/* Does ra follow a call instruction (the code bytes before it): call
+ * rel32 (E8), or call through a register or memory (FF /2, 2 to 7 bytes
+ * with its ModRM, SIB, displacement)?  0 also when they cannot be read. */
+static int after_call(uint64_t ra)
+{
+	uint8_t b[8];
+	if (ra < 8 || guarded_read(ra - 8, b, sizeof(b)) != 0)
+		return 0;
+	if (b[3] == 0xe8)
+		return 1;
+	for (int k = 2; k <= 7; k++)
+		if (b[8 - k] == 0xff && ((b[9 - k] >> 3) & 7) == 2)
+			return 1;
+	return 0;
+}
+
 static inline int stack_known(const struct unwind_stack *st)
 {
 	return st && st->lo < st->hi;
@@ -346,8 +362,16 @@ int unwind_cfi_cached(const struct unwind_regs *r, const struct unwind_stack *st
 		out[n++] = f.pc;
 	}
 	/* A walk that ends in unclaimed code keeps its first unclaimed pc (the
-	 * caller's CFI led there) but none of the guesses after it. */
-	return guessed >= 0 ? guessed : n;
+	 * caller's CFI led there) but none of the guesses after it; and that
+	 * pc only if it follows a call.  A stack switched under the CFI's feet
+	 * (Go's runtime, on its way between goroutine and system stacks) led
+	 * to a word that is no return address: 0x7fffff, an address in Go's
+	 * heap, reported as functions that took the program's CPU. */
+	int keep = guessed >= 0 ? guessed : n;
+	uint64_t bias;
+	if (keep >= 2 && !find(out[keep - 1] - 1, &bias, arg) && !after_call(out[keep - 1]))
+		keep--;
+	return keep;
 }
 
 int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64_t *out, int max,

@@ -708,6 +708,45 @@ Test(unwind, cfi_drops_guesses_that_end_in_unclaimed_code)
 	munmap(jit, 4096);
 }
 
+/* The CFI of a claimed frame leads to an unclaimed word: kept only when
+ * it follows a call instruction (JIT code's return address), not when it
+ * is no code at all (unmapped; Go's heap, where a stack switch under the
+ * CFI's feet led). */
+Test(unwind, cfi_keeps_an_unclaimed_caller_only_after_a_call)
+{
+	uint64_t fake[64], out[64];
+	int tr;
+
+	modules_reload();
+	uint8_t *jit = jit_map();
+	uint64_t base = (uint64_t)(uintptr_t)jit;
+	const struct cfi_row *row;
+	uint64_t pc = libc_row_pc(CFI_RSP, &row);
+	cr_assert(row->cfa_off >= 8 && row->cfa_off % 8 == 0 && row->cfa_off <= 8 * 32, "cfa_off %d", row->cfa_off);
+	memset(fake, 0, sizeof(fake));
+	struct unwind_stack st = stack_of(fake);
+	struct unwind_regs r = {pc, (uint64_t)(uintptr_t)fake, 0};
+	uint64_t *ra = &fake[(row->cfa_off - 8) / 8];
+
+	*ra = base + 9; /* right after outer's call */
+	int n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_eq(n, 2, "after a call: %d frames", n);
+	cr_assert_eq(out[1], base + 9);
+
+	*ra = 0x7fffff; /* nothing mapped there */
+	n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_eq(n, 1, "unmapped: %d frames", n);
+
+	uint8_t *heap = malloc(256);
+	cr_assert(heap);
+	memset(heap, 0x90, 256);
+	*ra = (uint64_t)(uintptr_t)heap + 128; /* data, no call before it */
+	n = unwind_cfi(&r, &st, find_table, NULL, out, 64, &tr);
+	cr_assert_eq(n, 1, "heap: %d frames", n);
+	free(heap);
+	munmap(jit, 4096);
+}
+
 Test(unwind, cfi_plt_entry_before_and_after_its_push)
 {
 	const struct cfi_row *row;
