@@ -74,7 +74,9 @@
  *   recorded is shown as module+offset; a warning says so.  Files are not
  *   searched by build-id elsewhere (no /usr/lib/debug/.build-id/xx/yyy
  *   executables, no debuginfod for the binary itself).
- * - The vdso is never read: "[vdso]+0x..".
+ * - The vdso: a recording's is read from this process's own, when its
+ *   build-id is the recorded one (the same kernel: a report on the machine
+ *   that recorded); else "[vdso]+0x..".
  * - debuginfod: see symbolize.h.  Not thread-safe; no global state.
  */
 #include "symbolize.h"
@@ -86,6 +88,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <elf.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -93,6 +96,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -321,9 +326,9 @@ static struct dfile *file_of(struct symbolizer *s, const char *path, uint64_t bi
  * md's file, as libdwfl opened it (file_of), if its build-id is the
  * recorded one.  NULL when unusable.
  */
-static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const struct sym_module *m)
+static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const struct sym_module *m, const char *file)
 {
-	md->d = file_of(s, md->path, m->bias);
+	md->d = file_of(s, file, m->bias);
 	Dwfl_Module *dm = md->d ? md->d->dm : NULL;
 	if (!dm)
 		return NULL; /* could not be opened: warned already */
@@ -355,6 +360,51 @@ static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const stru
 	return dm;
 }
 
+/*
+ * This process's vDSO as a file libdwfl can open (a memfd, through
+ * /proc/self/fd), and its build-id; NULL when there is none.  Made once:
+ * the vDSO is the kernel's, the same for every process of this boot.
+ */
+static const char *own_vdso(const unsigned char **bid, size_t *bidlen)
+{
+	static int done;
+	static char path[64];
+	static unsigned char id[64];
+	static size_t idlen;
+	if (!done) {
+		done = 1;
+		const unsigned char *img = (const unsigned char *)getauxval(AT_SYSINFO_EHDR);
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+		size_t size = eh ? eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize : 0;
+		Elf *e = NULL;
+		if (eh && memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && size > 0 && size <= (1u << 20) &&
+		    elf_version(EV_CURRENT) != EV_NONE && (e = elf_memory((char *)img, size)) != NULL) {
+			for (Elf_Scn *scn = NULL; !idlen && (scn = elf_nextscn(e, scn)) != NULL;) {
+				GElf_Shdr sh;
+				Elf_Data *d;
+				if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
+					continue;
+				GElf_Nhdr nh;
+				size_t off = 0, name, desc;
+				while (!idlen && (off = gelf_getnote(d, off, &nh, &name, &desc)) > 0)
+					if (nh.n_type == NT_GNU_BUILD_ID && nh.n_descsz <= sizeof(id)) {
+						memcpy(id, (const char *)d->d_buf + desc, nh.n_descsz);
+						idlen = nh.n_descsz;
+					}
+			}
+			elf_end(e);
+		}
+		int fd = idlen ? memfd_create("rhea-own-vdso", 0) : -1;
+		if (fd >= 0 && write(fd, img, size) == (ssize_t)size)
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		else if (fd >= 0)
+			close(fd);
+	}
+	*bid = id;
+	*bidlen = idlen;
+	return path[0] ? path : NULL;
+}
+
 int sym_add_module(struct symbolizer *s, const struct sym_module *m)
 {
 	if (!s || !m || !m->path || (m->build_id_len && !m->build_id) ||
@@ -377,8 +427,13 @@ int sym_add_module(struct symbolizer *s, const struct sym_module *m)
 		md->name = "[anon]";
 	else
 		md->name = base_name(md->path);
+	const unsigned char *id;
+	size_t idlen;
+	const char *vdso = is_vdso(m->path) && m->build_id_len ? own_vdso(&id, &idlen) : NULL;
 	if (!is_vdso(m->path))
-		md->dm = open_module(s, md, m);
+		md->dm = open_module(s, md, m, md->path);
+	else if (vdso && idlen == m->build_id_len && memcmp(id, m->build_id, idlen) == 0)
+		md->dm = open_module(s, md, m, vdso); /* the kernel that recorded */
 	s->nmods++;
 	s->sorted = false;
 	clear_cache(s);

@@ -3024,6 +3024,31 @@ def t_attach_stopped(c, variant):
     c.done()
 
 
+def t_vdso(c):
+    """A program that spends its time in clock_gettime, which runs in the
+    vDSO: reported on the machine that recorded it, its frames are named
+    from this process's own vDSO (the same kernel, by build-id): every
+    instruction was a function of its own, "[vdso]+0xb46"."""
+    src = c.path("vdso.c")
+    with open(src, "w") as f:
+        f.write("#include <time.h>\n#include <stdio.h>\nint main(void) { struct timespec ts; long s = 0;\n"
+                "for (long i = 0; i < 8000000; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); s += ts.tv_nsec & 1; }\n"
+                "printf(\"%ld\\n\", s > 0); return 0; }\n")
+    exe = c.path("vdso")
+    rc, _, err = c.run(["cc", "-O2", "-o", exe, src], timeout=60)
+    if rc != 0:
+        raise Fail("cannot build: %s" % one_line(err))
+    rc, out, err = c.record([exe])
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    names = [f["name"] for f in rec["functions"]]
+    raw = [n for n in names if n.startswith("[vdso]+")]
+    c.check(not raw, "vDSO frames unnamed: %s" % raw[:5])
+    c.check(any("clock_gettime" in n and n != "clock_gettime" for n in names[:6]),
+            "no vDSO function among the top ones: %s" % names[:6])
+    c.done()
+
+
 def t_attach_fork_child(c):
     """Python forks a child while rhea attach records it (children are not
     traced under attach).  After the detach the child holds nothing of
@@ -3780,6 +3805,7 @@ def all_tests():
     for mode in ("handler _exit", "handler exit", "thread"):
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
+    t.append(Test("vdso", t_vdso))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
