@@ -101,6 +101,7 @@ struct rhea_tstate {
 	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
 	uint64_t clock_at; /* the allocation count at the last alloc_clock read */
 	uint32_t populated; /* the slot's pages were made writable (thread.c) */
+	uint32_t index;     /* the slot's number in the registry */
 	struct rhea_salvage_pend own_pend; /* when there is no salvage region */
 };
 

@@ -42,10 +42,44 @@
 __thread struct rhea_hot rhea_hot __attribute__((aligned(64)));
 static __thread int tls_dead; /* the thread is past its exit: pass through */
 
-static struct rhea_tstate *slots;
+/*
+ * The slots, in chunks of CHUNK_SLOTS mapped as threads come: the whole
+ * registry at once was 376 MB of address space (VmSize 432 MB for a
+ * program of 2.5 MB), which a program that lowers its own RLIMIT_AS later
+ * found counted against it.  A chunk is claimed with a compare-and-swap
+ * (a thread registering from the sampler's signal may race another); the
+ * walkers see only slots below nslots_used, whose chunks exist.
+ */
+#define CHUNK_SLOTS 64u
+#define NCHUNKS ((MAX_THREADS + CHUNK_SLOTS - 1) / CHUNK_SLOTS)
+static struct rhea_tstate *chunks[NCHUNKS]; /* atomic */
+static int registry_ready;
 struct rhea_salvage_pend *rhea_pends; /* one per slot, in the salvage region */
-static uint32_t max_slots;   /* slots mapped: MAX_THREADS, fewer under RLIMIT_AS */
+static uint32_t max_slots;   /* slots there may be: MAX_THREADS, fewer under RLIMIT_AS */
 static uint32_t nslots_used; /* atomic: high-water mark */
+
+/* Slot i, of a chunk that exists (i below nslots_used, or claimed). */
+static inline struct rhea_tstate *slot_at(uint32_t i)
+{
+	return &__atomic_load_n(&chunks[i / CHUNK_SLOTS], __ATOMIC_ACQUIRE)[i % CHUNK_SLOTS];
+}
+
+/* Slot i's chunk, mapped if it is not yet; NULL when that fails. */
+static struct rhea_tstate *chunk_of(uint32_t i)
+{
+	struct rhea_tstate **c = &chunks[i / CHUNK_SLOTS], *have = __atomic_load_n(c, __ATOMIC_ACQUIRE);
+	if (have)
+		return have;
+	size_t len = CHUNK_SLOTS * sizeof(struct rhea_tstate);
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (!__atomic_compare_exchange_n(c, &have, (struct rhea_tstate *)m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		munmap(m, len); /* another thread mapped it first */
+		return have;
+	}
+	return m;
+}
 
 /* tid -> slot index + 1, 0 none, TID_PENDING while someone claims a slot
  * for that tid (the others leave it alone: the sampler retries at its next
@@ -71,32 +105,24 @@ static void on_thread_exit(void *arg)
 
 void thread_registry_init(void)
 {
-	if (slots)
+	if (registry_ready)
 		return;
-	/* 46 KB a slot, 376 MB of address space for all of them, touched
-	 * only as threads come.  A process under an address-space limit
-	 * (ulimit -v) has no room for that: then a sixty-fourth of the
-	 * limit, at least 64 threads, and fewer if even that fails. */
+	/* 46 KB a slot, mapped 64 at a time as threads come.  A process
+	 * under an address-space limit (ulimit -v) may not have room for all
+	 * 8192: then a sixty-fourth of the limit, at least 64 threads. */
 	uint32_t n = MAX_THREADS;
 	struct rlimit as;
 	if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
 		uint64_t fit = as.rlim_cur / 64 / sizeof(struct rhea_tstate);
 		n = fit < 64 ? 64 : fit < MAX_THREADS ? (uint32_t)fit : MAX_THREADS;
 	}
-	void *m = MAP_FAILED;
-	for (; n >= 8; n /= 2) {
-		m = mmap(NULL, (size_t)n * sizeof(struct rhea_tstate), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m != MAP_FAILED)
-			break;
-	}
-	if (m == MAP_FAILED) {
+	if (!chunk_of(0)) {
 		agent_disable("cannot map the thread registry", errno);
 		return;
 	}
-	slots = m;
+	registry_ready = 1;
 	max_slots = n;
-	m = mmap(NULL, (size_t)TID_MAP_SIZE * sizeof(*tid_map), PROT_READ | PROT_WRITE,
+	void *m = mmap(NULL, (size_t)TID_MAP_SIZE * sizeof(*tid_map), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	tid_map = m == MAP_FAILED ? NULL : m; /* without it: scans, as a fallback */
 	key_ok = pthread_key_create(&exit_key, on_thread_exit) == 0;
@@ -291,10 +317,14 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 {
 	struct rhea_tstate *t = NULL;
 	for (uint32_t i = 0; i < max_slots; i++) {
+		struct rhea_tstate *c = chunk_of(i);
+		if (!c)
+			break; /* no memory for more */
 		uint32_t expected = TS_FREE;
-		if (__atomic_compare_exchange_n(&slots[i].state, &expected, TS_INIT, 0,
+		if (__atomic_compare_exchange_n(&c[i % CHUNK_SLOTS].state, &expected, TS_INIT, 0,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			t = &slots[i];
+			t = &c[i % CHUNK_SLOTS];
+			t->index = i;
 			uint32_t hw = __atomic_load_n(&nslots_used, __ATOMIC_RELAXED);
 			while (hw < i + 1 && !__atomic_compare_exchange_n(&nslots_used, &hw, i + 1, 0,
 									  __ATOMIC_RELEASE, __ATOMIC_RELAXED))
@@ -310,7 +340,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	populate(t);
 	memset((char *)t + sizeof(t->state), 0,
 	       offsetof(struct rhea_tstate, cache_addrs) - sizeof(t->state));
-	t->pend = rhea_pends ? &rhea_pends[t - slots] : &t->own_pend; /* max_slots <= RHEA_MAX_THREADS */
+	t->pend = rhea_pends ? &rhea_pends[t->index] : &t->own_pend; /* max_slots <= RHEA_MAX_THREADS */
 	t->pend->busy = 0;
 	t->pend->valid = 0;
 	clear_sites(t);
@@ -346,7 +376,7 @@ static struct rhea_tstate *map_slot(uint32_t tid, uint16_t v)
 {
 	if (v == 0 || v == TID_PENDING)
 		return NULL;
-	struct rhea_tstate *t = &slots[v - 1];
+	struct rhea_tstate *t = slot_at(v - 1u);
 	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TS_LIVE && t->tid == tid)
 		return t;
 	return NULL;
@@ -357,7 +387,7 @@ static void map_forget(struct rhea_tstate *t)
 {
 	if (!mapped(t->tid))
 		return;
-	uint16_t v = (uint16_t)(t - slots + 1);
+	uint16_t v = (uint16_t)(t->index + 1);
 	__atomic_compare_exchange_n(&tid_map[t->tid], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
@@ -365,14 +395,14 @@ static struct rhea_tstate *scan_find(uint32_t tid)
 {
 	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE && slots[i].tid == tid)
-			return &slots[i];
+		if (__atomic_load_n(&slot_at(i)->state, __ATOMIC_ACQUIRE) == TS_LIVE && slot_at(i)->tid == tid)
+			return slot_at(i);
 	return NULL;
 }
 
 struct rhea_tstate *thread_find(uint32_t tid)
 {
-	if (!slots)
+	if (!registry_ready)
 		return NULL;
 	if (!mapped(tid))
 		return scan_find(tid);
@@ -406,25 +436,27 @@ static struct rhea_tstate *slot_of(uint32_t tid, int *busy)
 			break;
 	}
 	struct rhea_tstate *t = claim_slot(tid);
-	__atomic_store_n(&tid_map[tid], t ? (uint16_t)(t - slots + 1) : 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&tid_map[tid], t ? (uint16_t)(t->index + 1) : 0, __ATOMIC_RELEASE);
 	return t;
 }
 
 uint32_t thread_find_releasing(uint64_t obj, uint32_t self)
 {
-	if (!slots)
+	if (!registry_ready)
 		return 0;
 	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n; i++)
-		if (__atomic_load_n(&slots[i].releasing, __ATOMIC_ACQUIRE) == obj &&
-		    __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE && slots[i].tid != self)
-			return slots[i].tid;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rhea_tstate *t = slot_at(i);
+		if (__atomic_load_n(&t->releasing, __ATOMIC_ACQUIRE) == obj &&
+		    __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TS_LIVE && t->tid != self)
+			return t->tid;
+	}
 	return 0;
 }
 
 struct rhea_tstate *thread_register(void)
 {
-	if (!slots || tls_dead || !rhea_g.active)
+	if (!registry_ready || tls_dead || !rhea_g.active)
 		return NULL;
 	rhea_guard++;
 	uint32_t tid = thread_gettid();
@@ -461,7 +493,7 @@ struct rhea_tstate *thread_register(void)
 
 struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 {
-	if (!slots || !rhea_g.active || (self && tls_dead))
+	if (!registry_ready || !rhea_g.active || (self && tls_dead))
 		return NULL;
 	int busy;
 	struct rhea_tstate *t = slot_of(tid, &busy);
@@ -534,26 +566,28 @@ void thread_exit_current(void)
 
 void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg)
 {
-	if (!slots)
+	if (!registry_ready)
 		return;
 	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == TS_LIVE)
-			fn(&slots[i], arg);
+		if (__atomic_load_n(&slot_at(i)->state, __ATOMIC_ACQUIRE) == TS_LIVE)
+			fn(slot_at(i), arg);
 }
 
 void thread_after_fork(void)
 {
 	/* Only the forking thread survives; it starts a new life. */
-	if (!slots)
+	if (!registry_ready)
 		return;
 	struct rhea_tstate *self = rhea_hot.self;
 	uint32_t n = nslots_used;
-	for (uint32_t i = 0; i < n; i++)
-		if (&slots[i] != self && slots[i].state != TS_FREE) {
-			map_forget(&slots[i]);
-			slots[i].state = TS_FREE;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rhea_tstate *t = slot_at(i);
+		if (t != self && t->state != TS_FREE) {
+			map_forget(t);
+			t->state = TS_FREE;
 		}
+	}
 	/* A tid the parent's other threads were claiming a slot for at the
 	 * fork stays TID_PENDING here: should the child get a thread with that
 	 * tid, it goes untraced (the window is a few microseconds). */
@@ -561,7 +595,7 @@ void thread_after_fork(void)
 		map_forget(self);
 		self->tid = thread_gettid();
 		if (mapped(self->tid))
-			tid_map[self->tid] = (uint16_t)(self - slots + 1);
+			tid_map[self->tid] = (uint16_t)(self->index + 1);
 		self->timer_id = -1; /* timers are not inherited */
 		/* the child's own counters start from zero */
 		memset(&self->last_c, 0, sizeof(self->last_c));

@@ -3024,6 +3024,45 @@ def t_attach_stopped(c, variant):
     c.done()
 
 
+RLIMIT_AS_SRC = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+static void *work(void *arg) { for (int i = 0; i < 20000; i++) free(malloc(128)); return arg; }
+int main(void) {
+    /* 256 MB of address space: it maps 3 MB, its threads' stacks 32 */
+    struct rlimit rl = {256u << 20, 256u << 20};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) return 2;
+    pthread_t t[4]; int ok = 0;
+    for (int i = 0; i < 4; i++) if (pthread_create(&t[i], NULL, work, NULL) == 0) ok++, pthread_join(t[i], NULL);
+    int mb = 0; for (; mb < 64; mb++) { char *p = malloc(1 << 20); if (!p) break; memset(p, 1, 1 << 20); }
+    printf("threads %d, %d MB\n", ok, mb);
+    return 0;
+}
+"""
+
+
+def t_rlimit_as(c):
+    """A program that lowers its own address-space limit to 256 MB once it
+    runs, then starts 4 threads and takes 64 MB.  The agent's thread
+    registry, 376 MB of address space reserved at start, left it no room:
+    no thread, no memory.  Now mapped as threads come (the agent maps
+    about 60 MB), it leaves the program what it would have untraced."""
+    src = c.path("rlimas.c")
+    with open(src, "w") as f:
+        f.write(RLIMIT_AS_SRC)
+    exe = c.path("rlimas")
+    rc, _, err = c.run(["cc", "-O2", "-pthread", "-o", exe, src], timeout=60)
+    if rc != 0:
+        raise Fail("cannot build: %s" % one_line(err))
+    rc, out, err = c.record([exe])
+    expect_status(c, rc, 0, err)
+    c.check(out == "threads 4, 64 MB\n", "the program said %r (untraced: 'threads 4, 64 MB')" % out)
+    c.done()
+
+
 def t_vdso(c):
     """A program that spends its time in clock_gettime, which runs in the
     vDSO: reported on the machine that recorded it, its frames are named
@@ -3806,6 +3845,7 @@ def all_tests():
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("vdso", t_vdso))
+    t.append(Test("rlimit-as", t_rlimit_as))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
