@@ -32,6 +32,7 @@
 #include "agent.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1560,6 +1561,134 @@ SETID_HOOK(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
 SETID_HOOK(setgroups, (size_t n, const gid_t *list), (n, list))
 SETID_HOOK(initgroups, (const char *user, gid_t g), (user, g))
 
+/*
+ * A program the agent cannot be loaded into: one for another dynamic
+ * loader than glibc's x86-64 one (musl's stops at the agent's glibc
+ * symbols, "Error relocating", and the program never ran: exit 127), or a
+ * 32-bit one (glibc's i386 loader skips it with an error line).  A traced
+ * process that execs one passes an environment without librhea.so in
+ * LD_PRELOAD: that program runs untraced, as it would without rhea.
+ * Static programs ignore LD_PRELOAD anyway; scripts are left to their
+ * interpreter.  Read with raw system calls: the hook may run in a vfork
+ * child, on its parent's stack.
+ */
+static int foreign_elf(int fd)
+{
+	unsigned char h[64];
+	if (syscall(SYS_pread64, fd, h, sizeof(h), 0) != (long)sizeof(h) || memcmp(h, ELFMAG, SELFMAG) != 0)
+		return 0;
+	if (h[EI_CLASS] != ELFCLASS64)
+		return 1;
+	Elf64_Ehdr eh;
+	memcpy(&eh, h, sizeof(eh));
+	if (eh.e_machine != EM_X86_64)
+		return 1;
+	for (unsigned i = 0; i < eh.e_phnum && i < 64; i++) {
+		Elf64_Phdr ph;
+		if (syscall(SYS_pread64, fd, &ph, sizeof(ph), (long)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) !=
+		    (long)sizeof(ph))
+			return 0;
+		if (ph.p_type != PT_INTERP)
+			continue;
+		char interp[256] = "";
+		size_t n = ph.p_filesz < sizeof(interp) - 1 ? ph.p_filesz : sizeof(interp) - 1;
+		if (syscall(SYS_pread64, fd, interp, n, (long)ph.p_offset) != (long)n)
+			return 0;
+		interp[n] = 0;
+		const char *base = strrchr(interp, '/');
+		return strncmp(base ? base + 1 : interp, "ld-linux-x86-64.so", 18) != 0;
+	}
+	return 0; /* static */
+}
+
+static int foreign_path(const char *path)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int r = foreign_elf(fd);
+	syscall(SYS_close, fd);
+	return r;
+}
+
+/* What execvp would run for file: the first executable in PATH. */
+static int foreign_search(const char *file)
+{
+	if (strchr(file, '/'))
+		return foreign_path(file);
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	char cand[4096];
+	size_t fl = strlen(file);
+	for (const char *p = path;; p++) {
+		const char *e = strchr(p, ':');
+		size_t dl = e ? (size_t)(e - p) : strlen(p);
+		if (dl + fl + 2 < sizeof(cand)) {
+			memcpy(cand, dl ? p : ".", dl ? dl : 1);
+			size_t at = dl ? dl : 1;
+			cand[at] = '/';
+			memcpy(cand + at + 1, file, fl + 1);
+			if (syscall(SYS_faccessat, AT_FDCWD, cand, X_OK, 0) == 0)
+				return foreign_path(cand);
+		}
+		if (!e)
+			return 0;
+		p = e;
+	}
+}
+
+static size_t env_count(char *const envp[])
+{
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
+/* envp with librhea.so taken out of LD_PRELOAD (the variable gone when
+ * nothing else is in it), in out (env_count + 1 pointers) and buf; envp
+ * itself when it holds no librhea.so. */
+static char *const *env_without_agent(char *const envp[], char **out, char *buf, size_t cap)
+{
+	size_t j = 0;
+	int changed = 0;
+	for (size_t i = 0; envp && envp[i]; i++) {
+		const char *v = envp[i];
+		if (strncmp(v, "LD_PRELOAD=", 11) != 0) {
+			out[j++] = (char *)v;
+			continue;
+		}
+		size_t len = 11;
+		memcpy(buf, v, 11);
+		for (const char *p = v + 11; *p;) {
+			size_t n = strcspn(p, ": ");
+			const char *slash = memrchr(p, '/', n);
+			const char *base = slash ? slash + 1 : p;
+			size_t bl = (size_t)(p + n - base);
+			int ours = bl == sizeof("librhea.so") - 1 && memcmp(base, "librhea.so", bl) == 0;
+			if (ours)
+				changed = 1;
+			else if (n && len + n + 2 < cap) {
+				if (len > 11)
+					buf[len++] = ':';
+				memcpy(buf + len, p, n);
+				len += n;
+			}
+			p += n;
+			while (*p == ':' || *p == ' ')
+				p++;
+		}
+		buf[len] = 0;
+		if (len > 11)
+			out[j++] = buf;
+		else if (!changed)
+			out[j++] = (char *)v;
+	}
+	out[j] = NULL;
+	return changed ? out : envp;
+}
+
 /* (the execl* and execv hooks call these, not the exported names: in a
  * library rhea attach loaded, those would bind to libc's, past the hooks) */
 static int exec_path(const char *path, char *const argv[], char *const envp[])
@@ -1567,15 +1696,29 @@ static int exec_path(const char *path, char *const argv[], char *const envp[])
 	if (unlikely(!resolved))
 		resolve();
 	agent_before_exec();
+	if (foreign_path(path)) {
+		char *out[env_count(envp) + 1], buf[4096];
+		return real_execve(path, argv, env_without_agent(envp, out, buf, sizeof(buf)));
+	}
 	return real_execve(path, argv, envp);
 }
 
-static int exec_search(const char *file, char *const argv[])
+static int exec_search_env(const char *file, char *const argv[], char *const envp[])
 {
 	if (unlikely(!resolved))
 		resolve();
 	agent_before_exec();
-	return real_execvp(file, argv);
+	if (foreign_search(file)) {
+		char *out[env_count(envp) + 1], buf[4096];
+		return real_execvpe(file, argv, env_without_agent(envp, out, buf, sizeof(buf)));
+	}
+	return real_execvpe(file, argv, envp);
+}
+
+static int exec_search(const char *file, char *const argv[])
+{
+	extern char **environ;
+	return exec_search_env(file, argv, environ);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -1591,11 +1734,7 @@ EXPORT int execv(const char *path, char *const argv[])
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	if (unlikely(!resolved))
-		resolve();
-	agent_before_exec();
-	int r = real_execvpe(file, argv, envp);
-	return r;
+	return exec_search_env(file, argv, envp);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
@@ -1608,8 +1747,11 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (unlikely(!resolved))
 		resolve();
 	agent_before_exec();
-	int r = real_fexecve(fd, argv, envp);
-	return r;
+	if (foreign_elf(fd)) {
+		char *out[env_count(envp) + 1], buf[4096];
+		return real_fexecve(fd, argv, env_without_agent(envp, out, buf, sizeof(buf)));
+	}
+	return real_fexecve(fd, argv, envp);
 }
 
 /* execl* build an argv on the stack and go through the hooks above. */

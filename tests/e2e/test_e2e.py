@@ -3063,6 +3063,40 @@ def t_rlimit_as(c):
     c.done()
 
 
+def t_exec_foreign(c):
+    """A traced shell runs a program of another loader than glibc's (a copy
+    of /usr/bin/env whose PT_INTERP names a loader of another name, a link
+    to glibc's here, as a musl program names musl's): the agent is taken
+    out of its LD_PRELOAD (musl's loader stopped at the agent, "Error
+    relocating", exit 127), the rest of LD_PRELOAD kept; a glibc program
+    run next still gets it."""
+    loader = "/lib64/ld-linux-x86-64.so.2"
+    with open("/usr/bin/env", "rb") as f:
+        img = f.read()
+    glibc = loader.encode() + b"\0"
+    if not os.path.exists(loader) or glibc not in img:
+        raise Skip("no %s in /usr/bin/env" % loader)
+    fake = "/tmp/rhea-ldm-%06d.so" % (os.getpid() % 1000000)  # (no longer than glibc's path)
+    try:
+        os.symlink(loader, fake)
+        env_copy = c.path("fenv")
+        with open(env_copy, "wb") as f:
+            f.write(img.replace(glibc, fake.encode().ljust(len(glibc), b"\0"), 1))
+        os.chmod(env_copy, 0o755)
+        script = "%s | grep ^LD_PRELOAD=; echo ---; /usr/bin/env | grep ^LD_PRELOAD=" % env_copy
+        p = subprocess.run([c.rhea, "record", "-q", "-o", c.path("out.rhea"), "--", "sh", "-c", script],
+                           capture_output=True, text=True, timeout=60, cwd=c.work,
+                           env=dict(clean_env(), LD_PRELOAD="libz.so.1"))
+    finally:
+        os.unlink(fake)
+    c.check(p.returncode == 0, "rhea record exited %d: %s" % (p.returncode, one_line(p.stderr)))
+    foreign, _, glibc_run = p.stdout.partition("---\n")
+    c.check(foreign == "LD_PRELOAD=libz.so.1\n", "the foreign program's LD_PRELOAD: %r" % foreign)
+    c.check(re.fullmatch(r"LD_PRELOAD=\S*librhea\.so:libz\.so\.1\n", glibc_run) is not None,
+            "the glibc program's LD_PRELOAD: %r" % glibc_run)
+    c.done()
+
+
 def t_vdso(c):
     """A program that spends its time in clock_gettime, which runs in the
     vDSO: reported on the machine that recorded it, its frames are named
@@ -3846,6 +3880,7 @@ def all_tests():
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
+    t.append(Test("exec-foreign", t_exec_foreign))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
     t.append(Test("attach/fork-child", t_attach_fork_child, timeout=90))
