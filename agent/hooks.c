@@ -1241,32 +1241,21 @@ EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
 /* Code made at run time (a JIT's mmap or mprotect with PROT_EXEC): what
  * the unwinder knew of which pages hold code is out of date
  * (modules_pc_executable). */
-EXPORT void *mmap(void *a, size_t n, int p, int f, int fd, off_t o)
-{
-	if (unlikely(!resolved))
-		resolve();
-	void *r = real_mmap(a, n, p, f, fd, o);
-	if (p & PROT_EXEC)
-		modules_exec_changed();
-	struct rhea_tstate *t = enter(RHEA_C_MMAP);
-	if (t)
-		tick(t, RHEA_FN_MMAP);
-	return r;
-}
-
-EXPORT int mprotect(void *a, size_t n, int p)
-{
-	if (unlikely(!resolved))
-		resolve();
-	int r = real_mprotect(a, n, p);
-	if (p & PROT_EXEC)
-		modules_exec_changed();
-	struct rhea_tstate *t = enter(RHEA_C_MMAP);
-	if (t)
-		tick(t, RHEA_FN_MPROTECT);
-	return r;
-}
-
+#define PROT_HOOK(ret, name, FN, params, args, prot)                             \
+	EXPORT ret name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		ret r = real_##name args;                                        \
+		if ((prot) & PROT_EXEC)                                          \
+			modules_exec_changed();                                  \
+		struct rhea_tstate *t = enter(RHEA_C_MMAP);                      \
+		if (t)                                                           \
+			tick(t, FN);                                             \
+		return r;                                                        \
+	}
+PROT_HOOK(void *, mmap, RHEA_FN_MMAP, (void *a, size_t n, int p, int f, int fd, off_t o), (a, n, p, f, fd, o), p)
+PROT_HOOK(int, mprotect, RHEA_FN_MPROTECT, (void *a, size_t n, int p), (a, n, p), p)
 PLAIN_HOOK(int, munmap, RHEA_C_MMAP, RHEA_FN_MUNMAP, (void *a, size_t n), (a, n))
 PLAIN_HOOK(int, madvise, RHEA_C_MMAP, RHEA_FN_MADVISE, (void *a, size_t n, int adv), (a, n, adv))
 EXPORT void *mmap64(void *a, size_t n, int p, int f, int fd, off_t o) __attribute__((alias("mmap")));
@@ -1441,9 +1430,9 @@ long syscall_hook(long nr, ...)
 	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
 	va_end(ap);
 	if (likely(nr != SYS_seccomp && nr != SYS_prctl))
-		return rhea_syscall(nr, a1, a2, a3, a4, a5, a6);
+		return rhea_syscall6(nr, a1, a2, a3, a4, a5, a6);
 	int sealed = seccomp_before(seccomp_scope(nr, a1, a2, a3));
-	long r = rhea_syscall(nr, a1, a2, a3, a4, a5, a6);
+	long r = rhea_syscall6(nr, a1, a2, a3, a4, a5, a6);
 	seccomp_after(sealed, r);
 	return r;
 }

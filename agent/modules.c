@@ -194,19 +194,28 @@ void modules_exec_changed(void)
 	__atomic_fetch_add(&exec_gen, 1, __ATOMIC_RELEASE);
 }
 
+/* A maps line's range: where its permissions start (" rwxp"), NULL when
+ * addr is not in it. */
+static const char *line_holds(const char *line, uint64_t addr)
+{
+	char *e;
+	uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
+	return addr >= lo && addr < hi ? e : NULL;
+}
+
 struct exec_query {
 	uint64_t pc;
-	int x;
+	int lines, x;
 };
 
 static int exec_line(const char *line, void *arg)
 {
 	struct exec_query *q = arg;
-	char *e;
-	uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
-	if (q->pc < lo || q->pc >= hi)
+	q->lines++;
+	const char *perms = line_holds(line, q->pc);
+	if (!perms)
 		return 0;
-	q->x = e[0] == ' ' && e[3] == 'x'; /* " rwxp" */
+	q->x = perms[0] == ' ' && perms[3] == 'x';
 	return 1;
 }
 
@@ -219,9 +228,10 @@ int modules_pc_executable(uint64_t pc)
 	if (v >> 20 == page && ((v >> 1) & 0x7ffff) == gen)
 		return (int)(v & 1);
 	char buf[1536];
-	struct exec_query q = {pc, 0};
-	if (maps_each_in(buf, sizeof(buf), exec_line, &q) != 1)
+	struct exec_query q = {pc, 0, 0};
+	if (maps_each_in(buf, sizeof(buf), exec_line, &q) != 1 && q.lines == 0)
 		return 1; /* cannot tell: keep the frame */
+	/* (in no mapping: not code) */
 	__atomic_store_n(slot, page << 20 | (uint64_t)gen << 1 | (uint64_t)q.x, __ATOMIC_RELAXED);
 	return q.x;
 }
@@ -245,11 +255,10 @@ static int mapped_line(const char *line, void *arg)
 {
 	struct mapped_query *q = arg;
 	/* "lo-hi perms offset dev inode   path" */
-	char *e;
-	uint64_t lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, &e, 16) : 0;
-	const char *f = strchr(e, '/');
-	if (q->addr < lo || q->addr >= hi)
+	const char *perms = line_holds(line, q->addr);
+	if (!perms)
 		return 0;
+	const char *f = strchr(perms, '/');
 	if (!f || strlen(f) >= q->cap)
 		return -1;
 	memcpy(q->path, f, strlen(f) + 1);

@@ -18,6 +18,11 @@ long rhea_syscall(long nr, ...)
 	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
 	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
 	va_end(ap);
+	return rhea_syscall6(nr, a1, a2, a3, a4, a5, a6);
+}
+
+long rhea_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
 	long r = rhea_raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
 	if ((unsigned long)r > -4096ul) {
 		errno = (int)-r;

@@ -30,6 +30,9 @@ static inline long rhea_raw_syscall6(long nr, long a1, long a2, long a3, long a4
  * words are passed whatever the call takes, as glibc's syscall() does. */
 long rhea_syscall(long nr, ...);
 
+/* The same with its six words given (the syscall() hook's way through). */
+long rhea_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
 /* fd moved up out of the program's way (or fd itself): see sys.c. */
 int rhea_fd_high(int fd);
 

@@ -343,17 +343,10 @@ static void show_warnings(const char *dir, pid_t pid)
 /* A kernel thread (PF_KTHREAD in its stat's flags, field 9)? */
 static int kernel_thread(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')'); /* past the name, which may hold anything */
+	char buf[1024];
+	const char *f = inject_task_stat(pid, pid, buf, sizeof(buf));
 	unsigned long flags = 0;
-	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x00200000ul);
+	return f && sscanf(f, "%*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x00200000ul);
 }
 
 /* May user uid (group gid) do `want` (the S_I?USR bits) to st? */

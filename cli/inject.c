@@ -135,6 +135,14 @@ static int interrupted(long long rax)
  * EINTR: waiting again would start the whole time anew, at every round of
  * the search.
  */
+/* The system call instruction before r's rip runs again, as call nr (the
+ * kernel's own restart: rip back over the 2-byte `syscall`). */
+static void run_again(struct user_regs_struct *r, long nr)
+{
+	r->rax = (unsigned long long)nr;
+	r->rip -= 2;
+}
+
 static int wait_again(struct user_regs_struct *r)
 {
 	if ((long long)r->orig_rax < 0 || (long long)r->rax != -EINTR)
@@ -162,8 +170,7 @@ static int wait_again(struct user_regs_struct *r)
 	}
 	if (!forever)
 		return 0;
-	r->rax = r->orig_rax;
-	r->rip -= 2;
+	run_again(r, (long)r->orig_rax);
 	return 1;
 }
 
@@ -348,18 +355,40 @@ static uint64_t stack_room(pid_t pid, uint64_t sp, int *main_stack)
 
 /* The task's state letter from /proc (R, S, D, T, t, Z, X...), 0 when it
  * is gone. */
-char inject_task_state(pid_t pid, pid_t tid)
+const char *inject_task_stat(pid_t pid, pid_t tid, char *buf, size_t len)
 {
-	char path[64], buf[512];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	size_t n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	const char *rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' ? rp[2] : 0;
+	return rp && rp[1] == ' ' ? rp + 2 : NULL;
+}
+
+char inject_task_state(pid_t pid, pid_t tid)
+{
+	char buf[512];
+	const char *f = inject_task_stat(pid, tid, buf, sizeof(buf));
+	return f ? f[0] : 0;
+}
+
+long inject_status_number(pid_t tid, const char *key, long def)
+{
+	char path[64], line[256];
+	long v = def;
+	size_t klen = strlen(key);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+			v = strtol(line + klen + 1, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
 }
 
 /* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
@@ -478,12 +507,16 @@ static int remote_call(pid_t tid, const struct user_regs_struct *saved, uint64_t
  * XSAVE image 64-byte aligned at STUB_XSAVE.
  */
 #define STUB_SIZE 16384
-#define STUB_REGS 512      /* r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi */
-#define STUB_RSP (512 + 120) /* the stack pointer below the flags and the return address */
+#define STUB_REGS 512     /* r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi */
+#define STUB_RSP 632      /* the stack pointer below the flags and the return address */
 #define STUB_ERRNO_AT 640
 #define STUB_ERRNO 648
 #define STUB_HAVE_X 656
 #define STUB_XSAVE 1024
+#define STUB_STR_(x) #x
+#define STUB_STR(x) STUB_STR_(x)
+#define STUB_AT(off) "rhea_stub_start+" STUB_STR(off) "(%rip)"
+#define STUB_REG(k, reg) "	mov rhea_stub_start+" STUB_STR(STUB_REGS) "+8*" #k "(%rip), %" #reg "\n"
 __asm__(".pushsection .text\n"
 	".p2align 6\n"
 	".globl rhea_stub_start, rhea_stub_syscalled, rhea_stub_end\n"
@@ -493,36 +526,25 @@ __asm__(".pushsection .text\n"
 	"	mov $39, %eax\n" /* getpid */
 	"	syscall\n"
 	"rhea_stub_syscalled:\n"
-	"	cmpq $0, rhea_stub_start+656(%rip)\n"
+	"	cmpq $0, " STUB_AT(STUB_HAVE_X) "\n"
 	"	je 1f\n"
 	"	mov $-1, %eax\n"
 	"	mov $-1, %edx\n"
-	"	xrstor64 rhea_stub_start+1024(%rip)\n"
-	"1:	mov rhea_stub_start+640(%rip), %rcx\n"
+	"	xrstor64 " STUB_AT(STUB_XSAVE) "\n"
+	"1:	mov " STUB_AT(STUB_ERRNO_AT) ", %rcx\n"
 	"	test %rcx, %rcx\n"
 	"	je 2f\n"
-	"	mov rhea_stub_start+648(%rip), %edx\n"
+	"	mov " STUB_AT(STUB_ERRNO) ", %edx\n"
 	"	mov %edx, (%rcx)\n"
-	"2:	mov rhea_stub_start+632(%rip), %rsp\n"
+	"2:	mov " STUB_AT(STUB_RSP) ", %rsp\n"
 	"	popfq\n"
-	"	mov rhea_stub_start+512(%rip), %r15\n"
-	"	mov rhea_stub_start+520(%rip), %r14\n"
-	"	mov rhea_stub_start+528(%rip), %r13\n"
-	"	mov rhea_stub_start+536(%rip), %r12\n"
-	"	mov rhea_stub_start+544(%rip), %rbp\n"
-	"	mov rhea_stub_start+552(%rip), %rbx\n"
-	"	mov rhea_stub_start+560(%rip), %r11\n"
-	"	mov rhea_stub_start+568(%rip), %r10\n"
-	"	mov rhea_stub_start+576(%rip), %r9\n"
-	"	mov rhea_stub_start+584(%rip), %r8\n"
-	"	mov rhea_stub_start+592(%rip), %rax\n"
-	"	mov rhea_stub_start+600(%rip), %rcx\n"
-	"	mov rhea_stub_start+608(%rip), %rdx\n"
-	"	mov rhea_stub_start+616(%rip), %rsi\n"
-	"	mov rhea_stub_start+624(%rip), %rdi\n"
+	STUB_REG(0, r15) STUB_REG(1, r14) STUB_REG(2, r13) STUB_REG(3, r12) STUB_REG(4, rbp)
+	STUB_REG(5, rbx) STUB_REG(6, r11) STUB_REG(7, r10) STUB_REG(8, r9) STUB_REG(9, r8)
+	STUB_REG(10, rax) STUB_REG(11, rcx) STUB_REG(12, rdx) STUB_REG(13, rsi) STUB_REG(14, rdi)
 	"	ret $128\n" /* the return address at rsp - 136, then rsp */
 	"rhea_stub_end:\n"
 	".popsection\n");
+_Static_assert(STUB_RSP == STUB_REGS + 15 * 8, "the stack pointer follows the 15 registers");
 /* The stub in tid's process for a thread to go on with regs f (xstate:
  * its XSAVE image, len bytes, or none; errno at eloc, 0 none): its
  * address, or 0 (then dlopen returns to 0, as before). */
@@ -568,13 +590,10 @@ static struct user_regs_struct resumed(const struct user_regs_struct *r)
 {
 	struct user_regs_struct f = *r;
 	long long rax = (long long)f.rax;
-	if ((long long)f.orig_rax >= 0 && (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND)) {
-		f.rax = f.orig_rax;
-		f.rip -= 2;
-	} else if ((long long)f.orig_rax >= 0 && rax == -ERESTART_RESTARTBLOCK) {
-		f.rax = SYS_restart_syscall;
-		f.rip -= 2;
-	}
+	if ((long long)f.orig_rax >= 0 && (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND))
+		run_again(&f, (long)f.orig_rax);
+	else if ((long long)f.orig_rax >= 0 && rax == -ERESTART_RESTARTBLOCK)
+		run_again(&f, SYS_restart_syscall);
 	f.orig_rax = (unsigned long long)-1;
 	return f;
 }
@@ -678,21 +697,6 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 	return rc;
 }
 
-/* The TracerPid of pid's status: 0 none, -1 unknown. */
-static long status_tracer(pid_t pid)
-{
-	char path[64], line[256];
-	long t = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, "TracerPid:", 10) == 0)
-			t = strtol(line + 10, NULL, 10);
-	if (f)
-		fclose(f);
-	return t;
-}
-
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
  * not at a safe point (why, when its stack said so, in seen), -1 error. */
 static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const char *lib, struct safepoint *spt,
@@ -703,7 +707,7 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 		if (errno == ESRCH || inject_task_gone(pid, tid))
 			return TRY_AGAIN; /* gone meanwhile */
 		int e = errno;
-		long tracer = e == EPERM ? status_tracer(pid) : 0;
+		long tracer = e == EPERM ? inject_status_number(pid, "TracerPid", -1) : 0;
 		if (tracer > 0) {
 			char comm[64] = "?", path[64];
 			snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);

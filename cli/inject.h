@@ -25,6 +25,12 @@ int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 int inject_task_gone(pid_t pid, pid_t tid);
 /* The task's state letter from /proc/PID/task/TID/stat, 0 when gone. */
 char inject_task_state(pid_t pid, pid_t tid);
+/* Its stat's fields from the state on (past the name, which may hold
+ * anything), read into buf (len bytes); NULL when gone. */
+const char *inject_task_stat(pid_t pid, pid_t tid, char *buf, size_t len);
+/* A number field ("TracerPid", "Seccomp"...) of /proc/TID/status; def
+ * when it has none or cannot be read. */
+long inject_status_number(pid_t tid, const char *key, long def);
 /* A thread other than the main one is alive (the main one may have
  * called pthread_exit). */
 int inject_other_task_alive(pid_t pid);

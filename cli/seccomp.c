@@ -17,6 +17,7 @@
  * on the common case.
  */
 #include "seccomp.h"
+#include "inject.h"
 
 #include <errno.h>
 #include <linux/audit.h>
@@ -151,31 +152,15 @@ static int harmful(uint32_t ret)
 	       action == SECCOMP_RET_TRAP || action == SECCOMP_RET_USER_NOTIF;
 }
 
-/* A number field of the thread's /proc status; def when it has none. */
-static long status_number(pid_t tid, const char *key, long def)
-{
-	char path[64], line[256];
-	long v = def;
-	size_t klen = strlen(key);
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, key, klen) == 0 && line[klen] == ':')
-			v = strtol(line + klen + 1, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
-}
-
 /* 0 none, 1 strict, 2 filters. */
 static long seccomp_mode(pid_t tid)
 {
-	return status_number(tid, "Seccomp", 0);
+	return inject_status_number(tid, "Seccomp", 0);
 }
 
 long seccomp_filters(pid_t tid)
 {
-	return status_number(tid, "Seccomp_filters", -1);
+	return inject_status_number(tid, "Seccomp_filters", -1);
 }
 
 int seccomp_check(pid_t tid, char *why, size_t len)
