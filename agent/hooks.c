@@ -830,18 +830,21 @@ RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) 
 RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
 RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
 
-/* Calls that are quick or never block: call, then maybe capture. */
-#define PLAIN_HOOK(ret, name, cls, FN, params, args)                             \
+/* Calls that are quick or never block: call, then AFTER, then maybe
+ * capture. */
+#define PLAIN_HOOK_AFTER(ret, name, cls, FN, params, args, AFTER)               \
 	EXPORT ret name params                                                   \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
 			resolve();                                               \
 		ret r = real_##name args;                                        \
+		AFTER;                                                           \
 		struct rhea_tstate *t = enter(cls);                              \
 		if (t)                                                           \
 			tick(t, FN);                                             \
 		return r;                                                        \
 	}
+#define PLAIN_HOOK(ret, name, cls, FN, params, args) PLAIN_HOOK_AFTER(ret, name, cls, FN, params, args, (void)0)
 
 /* Calls that may block: timed. */
 #define TIMED_HOOK(ret, name, cls, FN, obj, params, args)                       \
@@ -1241,21 +1244,10 @@ EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *ip, int o)
 /* Code made at run time (a JIT's mmap or mprotect with PROT_EXEC): what
  * the unwinder knew of which pages hold code is out of date
  * (modules_pc_executable). */
-#define PROT_HOOK(ret, name, FN, params, args, prot)                             \
-	EXPORT ret name params                                                   \
-	{                                                                        \
-		if (unlikely(!resolved))                                         \
-			resolve();                                               \
-		ret r = real_##name args;                                        \
-		if ((prot) & PROT_EXEC)                                          \
-			modules_exec_changed();                                  \
-		struct rhea_tstate *t = enter(RHEA_C_MMAP);                      \
-		if (t)                                                           \
-			tick(t, FN);                                             \
-		return r;                                                        \
-	}
-PROT_HOOK(void *, mmap, RHEA_FN_MMAP, (void *a, size_t n, int p, int f, int fd, off_t o), (a, n, p, f, fd, o), p)
-PROT_HOOK(int, mprotect, RHEA_FN_MPROTECT, (void *a, size_t n, int p), (a, n, p), p)
+#define EXEC_CHANGED(p) ((p) & PROT_EXEC ? modules_exec_changed() : (void)0)
+PLAIN_HOOK_AFTER(void *, mmap, RHEA_C_MMAP, RHEA_FN_MMAP, (void *a, size_t n, int p, int f, int fd, off_t o),
+		 (a, n, p, f, fd, o), EXEC_CHANGED(p))
+PLAIN_HOOK_AFTER(int, mprotect, RHEA_C_MMAP, RHEA_FN_MPROTECT, (void *a, size_t n, int p), (a, n, p), EXEC_CHANGED(p))
 PLAIN_HOOK(int, munmap, RHEA_C_MMAP, RHEA_FN_MUNMAP, (void *a, size_t n), (a, n))
 PLAIN_HOOK(int, madvise, RHEA_C_MMAP, RHEA_FN_MADVISE, (void *a, size_t n, int adv), (a, n, adv))
 EXPORT void *mmap64(void *a, size_t n, int p, int f, int fd, off_t o) __attribute__((alias("mmap")));
