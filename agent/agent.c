@@ -564,7 +564,11 @@ static void spare_drop(void)
 	rhea_g.spare_fd = -1;
 }
 
-/* The file at path, new: the spare named so, else opened; -1 and errno. */
+/* The file at path, new: the spare named so, else opened; -1 and errno.
+ * The spare, named, stays rhea_g.spare_fd until open_output hands it to
+ * rhea_g.fd (spare_handed): a daemon closing every descriptor while the
+ * writer named its file closed it in between (its recording left empty,
+ * 1 run in 15 under make test). */
 static int create_output(const char *path)
 {
 	int fd = rhea_g.spare_fd;
@@ -577,15 +581,21 @@ static int create_output(const char *path)
 		char proc[40] = "/proc/self/fd/";
 		u64_to_str((uint64_t)fd, proc + strlen(proc));
 		if (syscall(SYS_linkat, AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ||
-		    (errno != EEXIST && syscall(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0)) {
-			rhea_g.spare_fd = -1;
+		    (errno != EEXIST && syscall(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0))
 			return fd;
-		}
 		if (errno == EEXIST)
 			return -1;
 		spare_drop(); /* no /proc, no right to name it: opened late */
 	}
 	return (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+}
+
+/* The file open_output could not set up: closed, the spare it was too. */
+static void output_abandon(int fd)
+{
+	if (fd == rhea_g.spare_fd)
+		rhea_g.spare_fd = -1;
+	syscall(SYS_close, fd);
 }
 
 static int open_output(void)
@@ -604,7 +614,8 @@ static int open_output(void)
 		if (fd < 0 && errno != EEXIST)
 			break;
 	}
-	spare_drop(); /* (one that could not be named) */
+	if (fd < 0 || fd != rhea_g.spare_fd)
+		spare_drop(); /* (one that could not be named) */
 	if (fd < 0) {
 		int e = errno;
 		/* strerror(e), and for a refusal who asks and what to do; no
@@ -634,7 +645,8 @@ static int open_output(void)
 		agent_disable("", e); /* said above, with the path */
 		return -e;
 	}
-	fd = rhea_fd_high(fd);
+	if (fd != rhea_g.spare_fd) /* (the spare was put high when made) */
+		fd = rhea_fd_high(fd);
 	struct stat st;
 	if (fstat(fd, &st) == 0) {
 		out_dev = st.st_dev;
@@ -642,7 +654,7 @@ static int open_output(void)
 	}
 	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
 	if (r < 0) {
-		syscall(SYS_close, fd);
+		output_abandon(fd);
 		agent_disable("cannot set up the writer", -r);
 		return r;
 	}
@@ -663,11 +675,14 @@ static int open_output(void)
 	h.max_depth = rhea_g.cfg.max_depth;
 	r = rfile_write_header(&writer, &h);
 	if (r < 0) {
-		syscall(SYS_close, fd);
+		output_abandon(fd);
 		agent_disable("cannot write the recording", -r);
 		return r;
 	}
-	rhea_g.fd = fd;
+	/* in this order: agent_owns_fd looks at spare_fd first */
+	__atomic_store_n(&rhea_g.fd, fd, __ATOMIC_RELEASE);
+	if (rhea_g.spare_fd == fd)
+		__atomic_store_n(&rhea_g.spare_fd, -1, __ATOMIC_RELEASE);
 	/* from now on rhea record can finish this file from our memory */
 	salvage_publish(&rhea_g.buf, rhea_g.path, rhea_g.cfg.max_nodes);
 	return 0;

@@ -535,7 +535,11 @@ void agent_finish(unsigned reason, int status);
  * replace (hooks.c, "the agent's own descriptors"). */
 static inline int agent_owns_fd(int fd)
 {
-	return fd >= 0 && (fd == rhea_g.fd || fd == rhea_g.control_fd || fd == rhea_g.spare_fd);
+	/* the spare before the recording: open_output hands the one to the
+	 * other in the opposite order, so that a look from another thread
+	 * while it does sees the descriptor in one of them */
+	return fd >= 0 && (fd == __atomic_load_n(&rhea_g.spare_fd, __ATOMIC_ACQUIRE) ||
+			   fd == __atomic_load_n(&rhea_g.fd, __ATOMIC_ACQUIRE) || fd == rhea_g.control_fd);
 }
 /* Before the program makes fd (one of the agent's) name something else:
  * the agent's moves to another number.  0, or -errno (then the agent has

@@ -1000,7 +1000,8 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 	}
 	unsigned own[3];
 	int n = 0;
-	int fds[3] = {rhea_g.fd, rhea_g.control_fd, rhea_g.spare_fd};
+	int fds[3] = {__atomic_load_n(&rhea_g.spare_fd, __ATOMIC_ACQUIRE), __atomic_load_n(&rhea_g.fd, __ATOMIC_ACQUIRE),
+		      rhea_g.control_fd}; /* in agent_owns_fd's order */
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0 && (unsigned)fds[i] >= first && (unsigned)fds[i] <= last)
 			own[n++] = (unsigned)fds[i];

@@ -2,7 +2,7 @@
  * daemonize - the classic daemon start: fork, setsid, fork again, close
  * every descriptor, open /dev/null as 0 and dup it to 1 and 2.
  *
- *   daemonize RESULT
+ *   daemonize RESULT [N]
  *
  * The daemon then makes 2000 allocations of 56 bytes in daemon_work() and
  * checks that descriptors 0, 1 and 2 are /dev/null; it writes "fds ok"
@@ -10,6 +10,13 @@
  * two processes exit 0 at once.  A tracer that opens a descriptor of its
  * own in the daemon while it runs can take 0 from under it (its stdin,
  * and the stderr dup'ed from it, become the tracer's file).
+ *
+ * With N > 1 the daemon then forks N - 1 more, and each of the N closes
+ * every descriptor from 3 up, over and over, for 300 ms, with 100
+ * allocations of 24 bytes in storm_work() between two rounds; each
+ * appends "PID COUNT" (its allocations there) to RESULT.  A tracer that
+ * opens its file while the program runs, and leaves it unprotected for a
+ * moment, loses it to one of these rounds.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -18,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void *volatile sink;
@@ -30,10 +38,46 @@ __attribute__((noinline)) void daemon_work(void)
 	}
 }
 
+__attribute__((noinline)) void storm_work(void)
+{
+	for (int i = 0; i < 100; i++) {
+		sink = malloc(24);
+		free(sink);
+	}
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int storm(const char *result, int n, int limit)
+{
+	for (int i = 1; i < n; i++)
+		if (fork() == 0)
+			break;
+	long count = 0;
+	for (double t0 = now_ms(); now_ms() - t0 < 300;) {
+		storm_work();
+		count += 100;
+		for (int fd = 3; fd < limit; fd++)
+			close(fd);
+	}
+	FILE *f = fopen(result, "a");
+	if (!f)
+		return 1;
+	fprintf(f, "%d %ld\n", (int)getpid(), count);
+	fclose(f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2)
+	if (argc != 2 && argc != 3)
 		return 2;
+	int procs = argc == 3 ? atoi(argv[2]) : 1;
 	fflush(stdout);
 	if (fork() != 0)
 		_exit(0);
@@ -62,5 +106,5 @@ int main(int argc, char **argv)
 		return 1;
 	fprintf(f, "%s\n", n ? what + 1 : "fds ok");
 	fclose(f);
-	return 0;
+	return procs > 1 ? storm(argv[1], procs, (int)(rl.rlim_cur < 65536 ? rl.rlim_cur : 65536)) : 0;
 }
