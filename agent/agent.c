@@ -78,7 +78,7 @@ static char output_base[4096];
 
 /* ---- small helpers that stay async-signal-safe --------------------------- */
 
-static size_t u64_to_str(uint64_t v, char *out)
+size_t u64_to_str(uint64_t v, char *out)
 {
 	char tmp[24];
 	size_t n = 0, i = 0;
@@ -1870,25 +1870,31 @@ static void write_meta(void)
  * have let it load.  Without RHEA_SECCOMP_BASE (attach, or a hand-set
  * LD_PRELOAD) nothing is known, and nothing checked.
  */
+/* The calling thread's /proc status in st (NUL-terminated); its
+ * Seccomp_filters, or -1 when it cannot be read or the kernel does not
+ * say (before Linux 5.9). */
+static long thread_filters(char *st, size_t cap)
+{
+	size_t len = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	for (long n; len < cap - 1 && (n = syscall(SYS_read, fd, st + len, cap - 1 - len)) > 0;)
+		len += (size_t)n;
+	syscall(SYS_close, fd);
+	st[len] = 0;
+	const char *f = strstr(st, "\nSeccomp_filters:");
+	return f ? strtol(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10) : -1;
+}
+
 static int born_sandboxed(void)
 {
 	const char *b = getenv("RHEA_SECCOMP_BASE");
 	if (!b || !*b)
 		return 0;
-	unsigned long base = strtoul(b, NULL, 10);
+	long base = strtol(b, NULL, 10);
 	char st[8192];
-	size_t len = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	for (long n; len < sizeof(st) - 1 && (n = syscall(SYS_read, fd, st + len, sizeof(st) - 1 - len)) > 0;)
-		len += (size_t)n;
-	syscall(SYS_close, fd);
-	st[len] = 0;
-	const char *f = strstr(st, "\nSeccomp_filters:");
-	if (!f)
-		return 0;
-	unsigned long filters = strtoul(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10);
+	long filters = thread_filters(st, sizeof(st));
 	if (filters <= base)
 		return 0;
 	const char *quiet = getenv("RHEA_QUIET"), *pid = strstr(st, "\nPid:");
@@ -1896,7 +1902,7 @@ static int born_sandboxed(void)
 		char msg[256];
 		int n = snprintf(msg, sizeof(msg),
 				 "rhea: pid %d (%s) not traced: it starts inside a seccomp sandbox made after rhea "
-				 "started (filters: %lu, rhea's: %lu), which a system call of the agent's could "
+				 "started (filters: %ld, rhea's: %ld), which a system call of the agent's could "
 				 "break\n",
 				 pid ? (int)strtol(pid + sizeof("\nPid:") - 1, NULL, 10) : 0, program_invocation_short_name,
 				 filters, base);
@@ -1904,6 +1910,25 @@ static int born_sandboxed(void)
 			syscall(SYS_write, 2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 	}
 	return 1;
+}
+
+/*
+ * A filter the agent judged harmless (hooks.c) is no sandbox for the
+ * agent of an image this process execs, which starts under it: the image
+ * gets the thread's count of filters as its RHEA_SECCOMP_BASE, so that
+ * born_sandboxed lets it trace.  Only from an image whose agent runs (it
+ * judged every filter since its own start, or it would be off) and a
+ * thread not sealed (no harmful filter on it).
+ */
+int agent_harmless_filter_seen;
+
+long agent_exec_seccomp_base(void)
+{
+	if (!__atomic_load_n(&agent_harmless_filter_seen, __ATOMIC_RELAXED) || !rhea_g.active || rhea_g.finished ||
+	    rhea_sealed || process_sealed)
+		return -1;
+	char st[4096];
+	return thread_filters(st, sizeof(st));
 }
 
 __attribute__((constructor)) static void agent_init(void)

@@ -528,6 +528,8 @@ void salvage_nodes_in_file(uint32_t written);
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced);
 
 /* agent.c */
+/* v in decimal at out, NUL-terminated; its length (async-signal-safe). */
+size_t u64_to_str(uint64_t v, char *out);
 void agent_warn(const char *msg, long value);
 void agent_disable(const char *why, int err);
 void agent_finish(unsigned reason, int status);
@@ -547,6 +549,11 @@ static inline int agent_owns_fd(int fd)
 int agent_move_fd(int fd);
 int agent_in_vfork_child(void);
 void agent_before_exec(void);
+/* A harmless seccomp filter went in (hooks.c): 1. */
+extern int agent_harmless_filter_seen;
+/* The RHEA_SECCOMP_BASE an image this thread execs gets (agent.c), or -1:
+ * its own. */
+long agent_exec_seccomp_base(void);
 /* A process about to change its user or groups: its recording is created
  * now, while it still may (agent.c). */
 void agent_before_setid(void);

@@ -30,6 +30,7 @@
  * with -D_FILE_OFFSET_BITS=64 calls the 64 names.
  */
 #include "agent.h"
+#include "seccompbpf.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -1344,28 +1345,61 @@ static void named_self(const char *name)
  * A seccomp filter (or strict mode) the program installs on itself:
  * through prctl(PR_SET_SECCOMP), as sshd's sandbox does, or through
  * syscall(SYS_seccomp), glibc having no wrapper: libseccomp's seccomp_load
- * (man-db's helpers, tor, qemu -sandbox).  Before it is in force the agent
- * stops making system calls where it will apply (agent.c): on this thread,
- * or everywhere for a filter synchronized to every thread (TSYNC), which
+ * (man-db's helpers, tor, qemu -sandbox).  The filter is run first on
+ * every system call the agent makes (core/seccompbpf.c): one that lets
+ * them all through or only makes some fail (a deny list returning EPERM)
+ * changes nothing.  Else, before it is in force, the agent stops making
+ * system calls where it will apply (agent.c): on this thread, or
+ * everywhere for a filter synchronized to every thread (TSYNC), which
  * ends the recording.  A filter the kernel refuses unseals the thread.
  * libseccomp probes the kernel's flags with a NULL filter (EFAULT): no
  * filter, nothing to do.
  */
 enum { SECCOMP_NONE, SECCOMP_THREAD, SECCOMP_PROCESS };
 
+/* Would the filter at prog (a struct sock_fprog of the program's) let
+ * every call of the agent's through, or only make it fail?  Read with
+ * process_vm_readv (a bad pointer is the kernel's EFAULT to give, not a
+ * fault of ours); one that cannot be read is taken as harmful. */
+static int filter_harmless(long prog)
+{
+	struct sock_fprog fp;
+	if (rhea_read_own((uint64_t)prog, &fp, sizeof(fp)) != 0 || fp.len == 0 || fp.len > BPF_MAXINSNS)
+		return 0;
+	size_t size = (size_t)fp.len * sizeof(struct sock_filter);
+	void *mem = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return 0;
+	int harmless = 0;
+	if (rhea_read_own((uint64_t)(uintptr_t)fp.filter, mem, size) == 0) {
+		uint32_t worst[SECCOMP_AGENT_CALLS_MAX];
+		for (size_t c = 0; c < seccomp_agent_ncalls; c++)
+			worst[c] = SECCOMP_RET_ALLOW;
+		seccomp_bpf_fold(mem, fp.len, worst);
+		harmless = seccomp_bpf_first_harmful(worst) < 0;
+		if (harmless)
+			__atomic_store_n(&agent_harmless_filter_seen, 1, __ATOMIC_RELAXED);
+	}
+	syscall(SYS_munmap, mem, size);
+	return harmless;
+}
+
 static int seccomp_scope(long nr, long a1, long a2, long a3)
 {
+	if (rhea_sealed || agent_in_vfork_child())
+		return SECCOMP_NONE; /* (no system call of ours here) */
 	if (nr == SYS_prctl) {
 		if (a1 != PR_SET_SECCOMP)
 			return SECCOMP_NONE;
-		return a2 == SECCOMP_MODE_STRICT || (a2 == SECCOMP_MODE_FILTER && a3) ? SECCOMP_THREAD
-										    : SECCOMP_NONE;
+		if (a2 == SECCOMP_MODE_STRICT)
+			return SECCOMP_THREAD;
+		return a2 == SECCOMP_MODE_FILTER && a3 && !filter_harmless(a3) ? SECCOMP_THREAD : SECCOMP_NONE;
 	}
 	if (nr != SYS_seccomp)
 		return SECCOMP_NONE;
 	if (a1 == SECCOMP_SET_MODE_STRICT)
 		return SECCOMP_THREAD;
-	if (a1 != SECCOMP_SET_MODE_FILTER || !a3)
+	if (a1 != SECCOMP_SET_MODE_FILTER || !a3 || filter_harmless(a3))
 		return SECCOMP_NONE;
 	return (a2 & SECCOMP_FILTER_FLAG_TSYNC) ? SECCOMP_PROCESS : SECCOMP_THREAD;
 }
@@ -1373,7 +1407,7 @@ static int seccomp_scope(long nr, long a1, long a2, long a3)
 /* Before the call: what the after needs to know (0: nothing done). */
 static int seccomp_before(int scope)
 {
-	if (scope == SECCOMP_NONE || rhea_sealed || agent_in_vfork_child())
+	if (scope == SECCOMP_NONE)
 		return SECCOMP_NONE;
 	if (scope == SECCOMP_PROCESS)
 		agent_seal_process();
@@ -1671,30 +1705,58 @@ static char *const *env_without_agent(char *const envp[], char **out, char *buf,
 	return changed ? out : envp;
 }
 
+/* envp with RHEA_SECCOMP_BASE raised to base (agent_exec_seccomp_base),
+ * in out (env_count + 1 pointers) and buf; envp itself when it has no
+ * lower one. */
+static char *const *env_with_base(char *const envp[], char **out, char *buf, size_t cap, long base)
+{
+	static const char key[] = "RHEA_SECCOMP_BASE=";
+	size_t j = 0;
+	int changed = 0;
+	for (size_t i = 0; envp && envp[i]; i++) {
+		out[j++] = envp[i];
+		if (strncmp(envp[i], key, sizeof(key) - 1) != 0 || strtol(envp[i] + sizeof(key) - 1, NULL, 10) >= base ||
+		    cap < sizeof(key) + 24)
+			continue;
+		memcpy(buf, key, sizeof(key) - 1);
+		u64_to_str((uint64_t)base, buf + sizeof(key) - 1);
+		out[j - 1] = buf;
+		changed = 1;
+	}
+	out[j] = NULL;
+	return changed ? out : envp;
+}
+
+/* The environment an exec'ed image gets: without librhea.so for a
+ * foreign one (foreign_elf), else with the seccomp filters this thread
+ * runs under, all judged harmless, as its base (base >= 0). */
+static char *const *exec_env(char *const envp[], char **out, char *buf, size_t cap, int foreign, long base)
+{
+	if (foreign)
+		return env_without_agent(envp, out, buf, cap);
+	return base >= 0 ? env_with_base(envp, out, buf, cap, base) : envp;
+}
+
 /* (the execl* and execv hooks call these, not the exported names: in a
  * library rhea attach loaded, those would bind to libc's, past the hooks) */
 static int exec_path(const char *path, char *const argv[], char *const envp[])
 {
 	if (unlikely(!resolved))
 		resolve();
+	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	if (foreign_path(path)) {
-		char *out[env_count(envp) + 1], buf[4096];
-		return real_execve(path, argv, env_without_agent(envp, out, buf, sizeof(buf)));
-	}
-	return real_execve(path, argv, envp);
+	char *out[env_count(envp) + 1], buf[4096];
+	return real_execve(path, argv, exec_env(envp, out, buf, sizeof(buf), foreign_path(path), base));
 }
 
 static int exec_search_env(const char *file, char *const argv[], char *const envp[])
 {
 	if (unlikely(!resolved))
 		resolve();
+	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	if (foreign_search(file)) {
-		char *out[env_count(envp) + 1], buf[4096];
-		return real_execvpe(file, argv, env_without_agent(envp, out, buf, sizeof(buf)));
-	}
-	return real_execvpe(file, argv, envp);
+	char *out[env_count(envp) + 1], buf[4096];
+	return real_execvpe(file, argv, exec_env(envp, out, buf, sizeof(buf), foreign_search(file), base));
 }
 
 static int exec_search(const char *file, char *const argv[])
@@ -1728,12 +1790,10 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	if (unlikely(!resolved))
 		resolve();
+	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	if (foreign_elf(fd)) {
-		char *out[env_count(envp) + 1], buf[4096];
-		return real_fexecve(fd, argv, env_without_agent(envp, out, buf, sizeof(buf)));
-	}
-	return real_fexecve(fd, argv, envp);
+	char *out[env_count(envp) + 1], buf[4096];
+	return real_fexecve(fd, argv, exec_env(envp, out, buf, sizeof(buf), foreign_elf(fd), base));
 }
 
 /* execl* build an argv on the stack and go through the hooks above. */

@@ -12,6 +12,9 @@
 #ifndef RHEA_SYS_H
 #define RHEA_SYS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 static inline long rhea_raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
 	register long r10 __asm__("r10") = a4;
@@ -32,6 +35,10 @@ long rhea_syscall(long nr, ...);
 
 /* The same with its six words given (the syscall() hook's way through). */
 long rhea_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
+/* Copies len bytes at addr of our own address space (process_vm_readv:
+ * an unmapped byte fails, no fault); -1 if any is unmapped. */
+int rhea_read_own(uint64_t addr, void *buf, size_t len);
 
 /* fd moved up out of the program's way (or fd itself): see sys.c. */
 int rhea_fd_high(int fd);

@@ -86,25 +86,13 @@ struct frame {
 	int bp_reg; /* bp is the starting register's value (not read from the stack) */
 };
 
-/* Copy len bytes at addr of our own address space; -1 if any is unmapped. */
-static int guarded_read(uint64_t addr, void *buf, size_t len)
-{
-	if (addr < 4096 || addr + len < addr)
-		return -1;
-	struct iovec local = {buf, len};
-	struct iovec remote = {(void *)(uintptr_t)addr, len};
-	long pid = rhea_raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
-	long n = rhea_raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
-	return n == (long)len ? 0 : -1;
-}
-
 /* Does ra follow a call instruction (the code bytes before it): call
  * rel32 (E8), or call through a register or memory (FF /2, 2 to 7 bytes
  * with its ModRM, SIB, displacement)?  0 also when they cannot be read. */
 static int after_call(uint64_t ra)
 {
 	uint8_t b[8];
-	if (ra < 8 || guarded_read(ra - 8, b, sizeof(b)) != 0)
+	if (ra < 8 || rhea_read_own(ra - 8, b, sizeof(b)) != 0)
 		return 0;
 	if (b[3] == 0xe8)
 		return 1;
@@ -141,7 +129,7 @@ UNWIND_NOSAN int unwind_read(const struct unwind_stack *st, uint64_t addr, uint6
 	}
 	if (t)
 		t->outside = 1;
-	return guarded_read(addr, val, 8);
+	return rhea_read_own(addr, val, 8);
 }
 
 UNWIND_NOSAN int unwind_trace_holds(const struct unwind_trace *t)
@@ -199,7 +187,7 @@ static int is_sigreturn(uint64_t pc)
 
 	if (pc == __atomic_load_n(&known_sigreturn, __ATOMIC_RELAXED) && pc)
 		return 1;
-	if (guarded_read(pc, code, sizeof(code)) < 0)
+	if (rhea_read_own(pc, code, sizeof(code)) < 0)
 		return 0;
 	for (size_t i = 0; i < sizeof(code); i++)
 		if (code[i] != sigreturn_code[i])

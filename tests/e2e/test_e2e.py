@@ -637,6 +637,64 @@ def t_sandboxed_all(c, variant, fork):
     c.done()
 
 
+def t_sandboxed_lenient(c, variant, how):
+    """sandboxed.c lenient: a deny list (kill at mount, ptrace and
+    kexec_load, EPERM at personality; the rest goes through), installed
+    with prctl, syscall(SYS_seccomp) (libseccomp's way) or with TSYNC on
+    every thread.  None of the agent's calls is denied: the agent traces
+    on (it stopped at any filter: the thread's 20000 allocations were in no
+    sample, a TSYNC filter ended the recording "sandboxed").  The
+    recording ends with the exit, written by the agent, and counts them."""
+    rc, out, err = c.record([c.prog(variant, "sandboxed"), "lenient"] + ([how] if how else []), timeout=30)
+    expect_status(c, rc, 0, err)
+    c.check(out == "lenient done\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(rec["recording"]["end_seen_by"] == "agent", "end seen by %r" % rec["recording"]["end_seen_by"])
+    check_site(c, rec, "lenient_work", 20000, 20000 * 40)
+    check_thread_allocs(c, rec, "after the filter: ")
+    c.done()
+
+
+def t_sandboxed_lenient_exec(c, variant):
+    """sandboxed.c lenient raw exec: the program execs itself under its
+    deny list.  The filter was judged harmless, so the new image's agent
+    traces (it stayed off: "starts inside a seccomp sandbox made after
+    rhea started"), its recording with its own 20000 allocations."""
+    rc, out, err = c.record([c.prog(variant, "sandboxed"), "lenient", "raw", "exec"], timeout=30)
+    expect_status(c, rc, 0, err)
+    c.check(out == "lenient done\nafter done\n", "stdout %r" % out)
+    c.check("not traced" not in err, "the exec'd image was not traced: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exec", 0)
+    check_site(c, rec, "lenient_work", 20000, 20000 * 40)
+    others = [f for f in os.listdir(c.work) if f.endswith(".rhea") and f != "out.rhea"]
+    if c.check(len(others) == 1, "recordings besides out.rhea: %s, want the exec'd image's" % others):
+        rec = c.report(c.path(others[0]))
+        check_end(c, rec, "exit", 0)
+        check_site(c, rec, "lenient_work", 20000, 20000 * 40)
+    c.done()
+
+
+def t_sandboxed_stdio_only(c, variant, how):
+    """sandboxed.c stdio-only: write() kills the process unless to
+    descriptor 0 to 2.  Judged with every argument 0 the filter lets the
+    agent's writes through, but the agent's descriptors are high: it must
+    take the filter as harmful (the program's thread sealed; with TSYNC
+    the recording ended "sandboxed"), and the program run as it would."""
+    rc, out, err = c.record([c.prog(variant, "sandboxed"), "stdio-only"] + ([how] if how else []), timeout=30)
+    expect_status(c, rc, 0, err)
+    c.check(out == "work done\n", "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    if how == "tsync":
+        r = rec["recording"]
+        c.check(r["end_reason"] == "sandboxed" and r["end_seen_by"] == "agent",
+                "end %r seen by %r, want sandboxed, by the agent" % (r["end_reason"], r["end_seen_by"]))
+    else:
+        check_sealed_end(c, rec, False)
+    c.done()
+
+
 def t_sandboxed_exec(c, variant, fork):
     """sandboxed.c kill-process [fork] raw exec: the sandboxed program
     execs itself, and the new image starts under a filter that kills at
@@ -3906,6 +3964,11 @@ def all_tests():
     t.append(Test("sandboxed/kill-thread/fork/raw", t_sandboxed, ("gcc-O2", "kill-thread", True, "raw")))
     t.append(Test("sandboxed/tsync", t_sandboxed_all, ("gcc-O2", False)))
     t.append(Test("sandboxed/tsync/fork", t_sandboxed_all, ("gcc-O2", True)))
+    for how in (None, "raw", "tsync"):
+        t.append(Test("sandboxed/lenient%s" % ("/" + how if how else ""), t_sandboxed_lenient, ("gcc-O2", how)))
+        t.append(Test("sandboxed/stdio-only%s" % ("/" + how if how else ""), t_sandboxed_stdio_only,
+                      ("gcc-O2", how)))
+    t.append(Test("sandboxed/lenient/exec", t_sandboxed_lenient_exec, ("gcc-O2",)))
     t.append(Test("sandboxed/exec", t_sandboxed_exec, ("gcc-O2", False)))
     t.append(Test("sandboxed/exec/fork", t_sandboxed_exec, ("gcc-O2", True)))
     for mode in ("handler _exit", "handler exit", "thread"):

@@ -8,6 +8,7 @@
  *   sandboxed rawexit
  *   sandboxed groupexit
  *   sandboxed refused
+ *   sandboxed lenient|stdio-only [raw|tsync] [exec]
  *
  * kill-thread / kill-process: the process (or, with "fork", a child it
  * forks and waits for) installs a filter with prctl(PR_SET_SECCOMP) that
@@ -36,11 +37,25 @@
  * 7), as Go's runtime leaves: the process ends with status 7, long before
  * a tracer's writer thread would have written anything.
  *
+ * lenient [raw|tsync] [exec]: a deny list (kill at mount, ptrace,
+ * kexec_load; EPERM at personality), then lenient_work() makes 20000
+ * allocations of 40 bytes, personality must fail with EPERM, and "lenient
+ * done" is printed: a tracer whose calls the filter lets through goes on
+ * tracing.  exec: then the program execs itself as "sandboxed
+ * lenient-after", which starts under the filter, runs lenient_work()
+ * again and prints "after done".
+ *
+ * stdio-only [raw|tsync]: write() kills the process unless to descriptor
+ * 0, 1 or 2, then the work: a tracer that writes its recording from this
+ * thread (its end, at exit) kills it.
+ *
  * refused: a filter the kernel refuses (no instruction: EINVAL), then
  * refused_work() makes 20000 allocations of 48 bytes and "refused done"
  * is printed: the thread is not sandboxed, and a tracer goes on seeing it.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -56,17 +71,9 @@ void *volatile sink;
 
 enum how { BY_PRCTL, BY_SYSCALL, BY_SYSCALL_TSYNC };
 
-static int sandbox(unsigned action, enum how how)
+static int install(struct sock_filter *f, unsigned short n, enum how how)
 {
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrusage, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_nanosleep, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K, action),
-	};
-	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	struct sock_fprog prog = {n, f};
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		perror("no_new_privs");
 		return -1;
@@ -79,6 +86,64 @@ static int sandbox(unsigned action, enum how how)
 		return -1;
 	}
 	return 0;
+}
+
+static int sandbox(unsigned action, enum how how)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrusage, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_nanosleep, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, action),
+	};
+	return install(f, sizeof(f) / sizeof(f[0]), how);
+}
+
+/* A deny list: kills at mount, ptrace or kexec_load, EPERM at personality,
+ * lets the rest through. */
+static int lenient(enum how how)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mount, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ptrace, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kexec_load, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_personality, 2, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	return install(f, sizeof(f) / sizeof(f[0]), how);
+}
+
+/* write() to descriptors 0 to 2 only (the first argument's low word):
+ * a write elsewhere kills the process; the rest goes through.  Judged
+ * with the arguments 0, it would look harmless. */
+static int stdio_only(enum how how)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	return install(f, sizeof(f) / sizeof(f[0]), how);
+}
+
+__attribute__((noinline)) void lenient_work(void)
+{
+	for (int i = 0; i < 20000; i++) {
+		sink = malloc(40);
+		free(sink);
+	}
 }
 
 static void work(void)
@@ -134,6 +199,44 @@ int main(int argc, char **argv)
 			return 1; /* accepted: not what this mode is for */
 		refused_work();
 		printf("refused done\n");
+		return 0;
+	}
+	if (strcmp(argv[1], "lenient-after") == 0) {
+		lenient_work();
+		printf("after done\n");
+		return 0;
+	}
+	if (strcmp(argv[1], "lenient") == 0 || strcmp(argv[1], "stdio-only") == 0) {
+		enum how how = BY_PRCTL;
+		int exec_after = 0;
+		for (int i = 2; i < argc; i++)
+			if (strcmp(argv[i], "tsync") == 0)
+				how = BY_SYSCALL_TSYNC;
+			else if (strcmp(argv[i], "raw") == 0)
+				how = BY_SYSCALL;
+			else if (strcmp(argv[i], "exec") == 0)
+				exec_after = 1;
+			else
+				return 2;
+		if (argv[1][0] == 's') {
+			if (stdio_only(how) != 0)
+				return 1;
+			work();
+			return 0;
+		}
+		if (lenient(how) != 0)
+			return 1;
+		lenient_work();
+		if (syscall(SYS_personality, 0xffffffffUL) != -1 || errno != EPERM)
+			return 1;
+		printf("lenient done\n");
+		if (exec_after) {
+			fflush(stdout);
+			char *args[] = {argv[0], "lenient-after", NULL};
+			execv("/proc/self/exe", args);
+			perror("exec");
+			return 1;
+		}
 		return 0;
 	}
 	unsigned action = strcmp(argv[1], "kill-process") == 0 ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_KILL_THREAD;

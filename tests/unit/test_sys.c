@@ -54,3 +54,20 @@ Test(sys, three_and_six_arguments_arrive)
 	munmap((void *)m, (size_t)pg);
 	close(fd);
 }
+
+Test(sys, read_own_copies_mapped_memory_and_fails_on_a_hole)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	memcpy(m + page - 2, "rhea", 4);
+	char b[4];
+	cr_expect_eq(rhea_read_own((uint64_t)(uintptr_t)(m + page - 2), b, 4), 0);
+	cr_expect_eq(memcmp(b, "rhea", 4), 0);
+	/* the second page gone: a read across the hole fails, no fault */
+	cr_assert_eq(munmap(m + page, (size_t)page), 0);
+	cr_expect_eq(rhea_read_own((uint64_t)(uintptr_t)(m + page - 2), b, 4), -1);
+	cr_expect_eq(rhea_read_own(0, b, 4), -1);
+	cr_expect_eq(rhea_read_own(~(uint64_t)0 - 1, b, 4), -1);
+	munmap(m, (size_t)page);
+}
