@@ -111,7 +111,13 @@ uint32_t seccomp_bpf_run(const struct sock_filter *f, int n, int nr, uint64_t ar
 		case BPF_JMP: {
 			int taken;
 			switch (BPF_OP(i->code)) {
-			case BPF_JA: pc += (int)i->k; continue;
+			case BPF_JA:
+				/* forward only, as the kernel checks (later: a
+				 * program not yet checked could loop forever) */
+				if (i->k >= (uint32_t)(n - pc - 1))
+					return SECCOMP_RET_KILL_PROCESS;
+				pc += (int)i->k;
+				continue;
 			case BPF_JEQ: taken = a == src; break;
 			case BPF_JGT: taken = a > src; break;
 			case BPF_JGE: taken = a >= src; break;

@@ -151,3 +151,15 @@ Test(seccomp, what_cannot_be_run_counts_as_a_kill)
 	cr_expect_eq(seccomp_bpf_run(no_ret, N(no_ret), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
 	cr_expect_eq(judge(no_ret, N(no_ret), NULL, 0), 0);
 }
+
+Test(seccomp, a_jump_backwards_or_past_the_end_ends_the_run, .timeout = 10)
+{
+	/* the agent judges a filter before the kernel checks it: a jump of
+	 * -1 (0xffffffff) looped forever on its own instruction */
+	struct sock_filter back[] = {BPF_STMT(BPF_JMP | BPF_JA, 0xffffffffu), RET(SECCOMP_RET_ALLOW)};
+	struct sock_filter far[] = {BPF_STMT(BPF_JMP | BPF_JA, 1), RET(SECCOMP_RET_ALLOW)};
+	struct sock_filter skip[] = {BPF_STMT(BPF_JMP | BPF_JA, 1), RET(SECCOMP_RET_KILL_THREAD), RET(SECCOMP_RET_ALLOW)};
+	cr_expect_eq(seccomp_bpf_run(back, N(back), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
+	cr_expect_eq(seccomp_bpf_run(far, N(far), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
+	cr_expect_eq(seccomp_bpf_run(skip, N(skip), SYS_read, 0), SECCOMP_RET_ALLOW);
+}
