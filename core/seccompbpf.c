@@ -70,7 +70,7 @@ uint32_t seccomp_bpf_run(const struct sock_filter *f, int n, int nr, uint64_t ar
 		case BPF_LDX: {
 			uint32_t v;
 			if (BPF_MODE(i->code) == BPF_ABS && BPF_SIZE(i->code) == BPF_W && i->k % 4 == 0 &&
-			    i->k + 4 <= sizeof(d))
+			    i->k <= sizeof(d) - 4) /* (not k + 4: it wraps) */
 				memcpy(&v, (const char *)&d + i->k, 4);
 			else if (BPF_MODE(i->code) == BPF_IMM)
 				v = i->k;

@@ -152,6 +152,23 @@ Test(seccomp, what_cannot_be_run_counts_as_a_kill)
 	cr_expect_eq(judge(no_ret, N(no_ret), NULL, 0), 0);
 }
 
+Test(seccomp, a_load_past_seccomp_data_counts_as_a_kill)
+{
+	/* the agent judges a filter before the kernel checks it: offset
+	 * 0xfffffffc passed a test of k + 4 <= the size (it wrapped to 0),
+	 * and the load read 4 GB away (libFuzzer: SEGV) */
+	struct sock_filter wrap[] = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0xfffffffcu), RET(SECCOMP_RET_ALLOW)};
+	struct sock_filter past[] = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, sizeof(struct seccomp_data)),
+				     RET(SECCOMP_RET_ALLOW)};
+	struct sock_filter last[] = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, sizeof(struct seccomp_data) - 4),
+				     BPF_STMT(BPF_RET | BPF_A, 0)};
+	cr_expect_eq(seccomp_bpf_run(wrap, N(wrap), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
+	cr_expect_eq(seccomp_bpf_run(past, N(past), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
+	/* the high word of the sixth argument */
+	cr_expect_eq(seccomp_bpf_run(last, N(last), SYS_read, ~(uint64_t)0), 0xffffffffu);
+	cr_expect_eq(seccomp_bpf_run(last, N(last), SYS_read, 0), 0);
+}
+
 Test(seccomp, a_jump_backwards_or_past_the_end_ends_the_run, .timeout = 10)
 {
 	/* the agent judges a filter before the kernel checks it: a jump of
