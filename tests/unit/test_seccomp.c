@@ -9,6 +9,10 @@
 #include <sys/syscall.h>
 
 #include "seccompbpf.h"
+#include "xorshift.h"
+
+/* The fuzz entry point, run below on random programs. */
+#include "../fuzz/fuzz_seccomp.c"
 
 #define N(f) ((int)(sizeof(f) / sizeof((f)[0])))
 #define LD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
@@ -179,4 +183,30 @@ Test(seccomp, a_jump_backwards_or_past_the_end_ends_the_run, .timeout = 10)
 	cr_expect_eq(seccomp_bpf_run(back, N(back), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
 	cr_expect_eq(seccomp_bpf_run(far, N(far), SYS_read, 0), SECCOMP_RET_KILL_PROCESS);
 	cr_expect_eq(seccomp_bpf_run(skip, N(skip), SYS_read, 0), SECCOMP_RET_ALLOW);
+}
+
+/* Random programs through the fuzz entry point: every instruction class,
+ * jump offsets and constants drawn from the edges (offsets that wrap, the
+ * last word of seccomp_data, -1) as often as at random.  It must return:
+ * a crash or a hang fails the test. */
+Test(seccomp, fuzz_entry_on_random_programs, .timeout = 60)
+{
+	static const uint32_t edges[] = {0, 1, 2, 3, 4, 0x3c, 0x40, 0xfffffffcu, 0xfffffffeu, 0xffffffffu,
+					  SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ALLOW, BPF_MEMWORDS, 0x7fffffff};
+	struct sock_filter f[64];
+	int returned = 0;
+	for (int round = 0; round < 20000; round++) {
+		int n = 1 + (int)(rng() % 64);
+		for (int i = 0; i < n; i++) {
+			uint64_t r = rng();
+			f[i].code = (uint16_t)(r & 0xffff);
+			f[i].jt = (uint8_t)(r >> 16);
+			f[i].jf = (uint8_t)(r >> 24);
+			f[i].k = (r >> 32) & 1 ? edges[(r >> 33) % (sizeof(edges) / sizeof(edges[0]))] : (uint32_t)rng();
+		}
+		int r = seccomp_fuzz_one((const uint8_t *)f, (size_t)n * sizeof(f[0]));
+		cr_assert(r >= -1 && r < (int)seccomp_agent_ncalls, "round %d: %d", round, r);
+		returned++;
+	}
+	cr_expect_eq(returned, 20000);
 }
