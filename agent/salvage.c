@@ -35,7 +35,10 @@ static int salvage_fd = -1;        /* the memfd, -1: the region is private */
 static dev_t memfd_dev;            /* what salvage_fd was opened on */
 static ino_t memfd_ino;
 static size_t region_size;
-static int region_shared;          /* the region maps the memfd */
+static int region_shared;          /* rhea record holds the memfd the region maps */
+static int region_mapped;          /* the region maps a memfd (MAP_SHARED): a
+				      forked child must map a copy of its own,
+				      whether rhea record holds it or not */
 static int send_pending;           /* salvage_fd goes to rhea record once the
 				      process has a recording of its own */
 static size_t off_nodes;           /* where the nodes begin in it */
@@ -146,9 +149,18 @@ static int send_to_record(const void *data, size_t len, int fd)
 	a.sun_family = AF_UNIX;
 	memcpy(a.sun_path + 1, sock_name, n); /* abstract: a leading NUL */
 	int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int ok = -1;
-	if (s >= 0 && syscall(SYS_connect, s, (struct sockaddr *)&a,
-			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0) {
+	int ok = -1, connected = -1;
+	/* The keeper's backlog full (many processes starting at once on a
+	 * loaded machine): EAGAIN, tried again for up to 20 ms. */
+	for (int tries = 0; s >= 0 && tries < 20; tries++) {
+		connected = (int)syscall(SYS_connect, s, (struct sockaddr *)&a,
+					 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
+		if (connected == 0 || errno != EAGAIN)
+			break;
+		struct timespec ts = {0, 1000000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	if (connected == 0) {
 		struct iovec iov = {(void *)data, len};
 		union {
 			struct cmsghdr h;
@@ -177,10 +189,18 @@ static int send_to_record(const void *data, size_t len, int fd)
  * (forked children, what they exec) keep their buffers in memfds of their
  * own, and rhea record holds on to them so that one killed with SIGKILL is
  * recovered too. */
+/* RHEA_TEST_SEND_FAILS=1 (tests only): rhea record never gets a memfd,
+ * as when its socket's backlog stays full. */
+static int test_send_fails = -1;
+
 static int send_memfd(int fd)
 {
 	char byte = 'm';
-	return send_to_record(&byte, 1, fd);
+	if (test_send_fails < 0) {
+		const char *v = getenv("RHEA_TEST_SEND_FAILS");
+		test_send_fails = v && *v == '1';
+	}
+	return test_send_fails ? -1 : send_to_record(&byte, 1, fd);
 }
 
 void salvage_note_reaped(pid_t pid, int wstatus)
@@ -256,7 +276,7 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	char *m = map_region(&fd, size);
 	if (!m)
 		return NULL;
-	region_shared = fd >= 0;
+	region_shared = region_mapped = fd >= 0;
 	send_pending = region_shared && own && mode == SALVAGE_INHERITED;
 	keep_fd(fd, own); /* rhea record's own memfd is mapped: not needed */
 	region_size = size;
@@ -363,7 +383,12 @@ void salvage_nodes_in_file(uint32_t written)
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 {
 	struct rhea_salvage *h = rhea_salvage;
-	if (!region_shared || !h)
+	/* Not region_shared: a process whose memfd rhea record did not take
+	 * (its socket's backlog full, on a loaded machine) still maps it
+	 * shared, and its children wrote into its buffers, and it and its
+	 * siblings into theirs: every recording held some of the others'
+	 * samples (e2e daemonize/storm, two at once: 2 runs in 10). */
+	if (!region_mapped || !h)
 		return 0; /* private already */
 	if (fd_still_ours())
 		syscall(SYS_close, salvage_fd);
@@ -397,7 +422,7 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 	h->pid = getpid();
 	h->nodes_in_file = 1;
 	h->in_round = 0;
-	region_shared = send_pending = fd >= 0;
+	region_shared = region_mapped = send_pending = fd >= 0;
 	keep_fd(fd, 1); /* close-on-exec: a child that only execs never sends it */
 	return 0;
 }

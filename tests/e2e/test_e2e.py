@@ -137,7 +137,7 @@ class Ctx:
     def path(self, name):
         return os.path.join(self.work, name)
 
-    def run(self, argv, timeout=60, stdin=None, stdout=None):
+    def run(self, argv, timeout=60, stdin=None, stdout=None, env=None):
         """Run argv in the work directory in its own process group; return
         (status, stdout, stderr) with text decoded leniently.  A negative
         status means killed by that signal."""
@@ -148,7 +148,7 @@ class Ctx:
             kw["preexec_fn"] = os.setpgrp
         p = subprocess.Popen(argv, cwd=self.work, stdin=stdin if stdin is not None else subprocess.DEVNULL,
                              stdout=stdout if stdout is not None else subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=clean_env(), **kw)
+                             stderr=subprocess.PIPE, env=env if env is not None else clean_env(), **kw)
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -161,9 +161,9 @@ class Ctx:
         dec = lambda b: b.decode("utf-8", "replace") if b is not None else ""
         return p.returncode, dec(out), dec(err)
 
-    def record(self, argv, out="out.rhea", opts=(), timeout=60, stdin=None, stdout=None):
+    def record(self, argv, out="out.rhea", opts=(), timeout=60, stdin=None, stdout=None, env=None):
         cmd = [self.rhea, "record", "-o", self.path(out)] + list(opts) + ["--"] + list(argv)
-        return self.run(cmd, timeout=timeout, stdin=stdin, stdout=stdout)
+        return self.run(cmd, timeout=timeout, stdin=stdin, stdout=stdout, env=env)
 
     def report(self, path, salvage=False, extra=()):
         """rhea report --json; also checks that the text report works."""
@@ -767,7 +767,7 @@ def t_daemonize(c, variant):
     c.done()
 
 
-def t_daemonize_storm(c, variant):
+def t_daemonize_storm(c, variant, send_fails=False):
     """daemonize.c with 16 processes: the daemon and 15 forks of it close
     every descriptor from 3 up, over and over, for 300 ms, allocating in
     between.  Each names its recording on the writer thread while they
@@ -775,9 +775,15 @@ def t_daemonize_storm(c, variant):
     moment (from its linkat until the header was written), and a close
     then took it: the recording left empty (the daemon's, 1 run in 15 of
     make test), or none.  Each of the 16 must have its recording, with its
-    allocations in storm_work counted exactly."""
+    allocations in storm_work counted exactly, and no thread but its own.
+    send_fails: no process's memory reaches rhea record (its socket's
+    backlog full, on a loaded machine; RHEA_TEST_SEND_FAILS=1): each one's
+    buffers stayed mapped shared, a forked child did not copy them, and
+    every recording held samples of the others (2 runs in 10 with two of
+    these tests at once)."""
     result = c.path("result.txt")
-    rc, out, err = c.record([c.prog(variant, "daemonize"), result, "16"], timeout=60)
+    env = dict(clean_env(), RHEA_TEST_SEND_FAILS="1") if send_fails else None
+    rc, out, err = c.record([c.prog(variant, "daemonize"), result, "16"], timeout=60, env=env)
     expect_status(c, rc, 0, err)
     lines = open(result).read().split("\n") if os.path.exists(result) else []
     c.check(lines[:1] == ["fds ok"], "the daemon found: %s" % lines[:1])
@@ -792,6 +798,8 @@ def t_daemonize_storm(c, variant):
         rec = c.report(path)
         check_end(c, rec, "exit", 0)
         check_site(c, rec, "storm_work", n, n * 24)
+        others = sorted(t["tid"] for t in rec["threads"] if t["tid"] != pid)
+        c.check(not others, "pid %d's recording has threads of other processes: %s" % (pid, others[:8]))
     c.done()
 
 
@@ -3976,6 +3984,7 @@ def all_tests():
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("daemonize/storm", t_daemonize_storm, ("gcc-O2",)))
+    t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
     t.append(Test("exec-foreign", t_exec_foreign))
