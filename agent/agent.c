@@ -566,7 +566,7 @@ static void spare_drop(void)
 
 /* The file at path, new: the spare named so, else opened; -1 and errno.
  * The spare, named, stays rhea_g.spare_fd until open_output hands it to
- * rhea_g.fd (spare_handed): a daemon closing every descriptor while the
+ * rhea_g.fd, after its header: a daemon closing every descriptor while the
  * writer named its file closed it in between (its recording left empty,
  * 1 run in 15 under make test). */
 static int create_output(const char *path)
@@ -1856,20 +1856,6 @@ static void write_meta(void)
 	stage_meta("agent", "librhea " RHEA_VERSION_STRING);
 }
 
-/*
- * A process that starts inside a seccomp filter its own family installed
- * after rhea started: man-db runs col, groff and their helpers so, behind
- * a filter that fails every call it does not list.  The agent's first
- * calls such a filter forbids (memfd_create, timer_create) fail at best;
- * under a filter that kills, they would kill the program.  rhea record
- * says how many filters it ran under itself (RHEA_SECCOMP_BASE: a
- * container's, which every process there runs under alike and the agent
- * has always worked in); with more, the agent stays off and says so.
- * /proc/self/status is read with the calls the loader made to load
- * librhea.so (openat, read, close): a filter that forbade those would not
- * have let it load.  Without RHEA_SECCOMP_BASE (attach, or a hand-set
- * LD_PRELOAD) nothing is known, and nothing checked.
- */
 /* The calling thread's /proc status in st (NUL-terminated); its
  * Seccomp_filters, or -1 when it cannot be read or the kernel does not
  * say (before Linux 5.9). */
@@ -1887,6 +1873,21 @@ static long thread_filters(char *st, size_t cap)
 	return f ? strtol(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10) : -1;
 }
 
+/*
+ * A process that starts inside a seccomp filter its own family installed
+ * after rhea started: man-db runs col, groff and their helpers so, behind
+ * a filter that fails every call it does not list.  The agent's first
+ * calls such a filter forbids (memfd_create, timer_create) fail at best;
+ * under a filter that kills, they would kill the program.  rhea record
+ * says how many filters it ran under itself (RHEA_SECCOMP_BASE: a
+ * container's, which every process there runs under alike and the agent
+ * has always worked in, and those an agent before it judged harmless:
+ * agent_exec_seccomp_base); with more, the agent stays off and says so.
+ * /proc/thread-self/status is read with the calls the loader made to load
+ * librhea.so (openat, read, close): a filter that forbade those would not
+ * have let it load.  Without RHEA_SECCOMP_BASE (attach, or a hand-set
+ * LD_PRELOAD) nothing is known, and nothing checked.
+ */
 static int born_sandboxed(void)
 {
 	const char *b = getenv("RHEA_SECCOMP_BASE");
