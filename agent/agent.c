@@ -1861,14 +1861,8 @@ static void write_meta(void)
  * say (before Linux 5.9). */
 static long thread_filters(char *st, size_t cap)
 {
-	size_t len = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (thread_read_task_file(thread_gettid(), "status", st, cap) < 0)
 		return -1;
-	for (long n; len < cap - 1 && (n = syscall(SYS_read, fd, st + len, cap - 1 - len)) > 0;)
-		len += (size_t)n;
-	syscall(SYS_close, fd);
-	st[len] = 0;
 	const char *f = strstr(st, "\nSeccomp_filters:");
 	return f ? strtol(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10) : -1;
 }
@@ -1883,7 +1877,7 @@ static long thread_filters(char *st, size_t cap)
  * container's, which every process there runs under alike and the agent
  * has always worked in, and those an agent before it judged harmless:
  * agent_exec_seccomp_base); with more, the agent stays off and says so.
- * /proc/thread-self/status is read with the calls the loader made to load
+ * The thread's /proc status is read with the calls the loader made to load
  * librhea.so (openat, read, close): a filter that forbade those would not
  * have let it load.  Without RHEA_SECCOMP_BASE (attach, or a hand-set
  * LD_PRELOAD) nothing is known, and nothing checked.
