@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/resource.h>
-#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,17 +38,6 @@ long rhea_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6
  * (a shell's `exec 3>file`, a daemon's sockets from 3 up).  fd itself when
  * nothing higher is free.
  */
-int rhea_read_own(uint64_t addr, void *buf, size_t len)
-{
-	if (addr < 4096 || addr + len < addr)
-		return -1;
-	struct iovec local = {buf, len};
-	struct iovec remote = {(void *)(uintptr_t)addr, len};
-	long pid = rhea_raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
-	long n = rhea_raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
-	return n == (long)len ? 0 : -1;
-}
-
 int rhea_fd_high(int fd)
 {
 	struct rlimit rl;

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 
 static inline long rhea_raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
@@ -37,8 +39,18 @@ long rhea_syscall(long nr, ...);
 long rhea_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 
 /* Copies len bytes at addr of our own address space (process_vm_readv:
- * an unmapped byte fails, no fault); -1 if any is unmapped. */
-int rhea_read_own(uint64_t addr, void *buf, size_t len);
+ * an unmapped byte fails, no fault); -1 if any is unmapped.  Inline: the
+ * unwinder reads stack words past its stack's bounds with it. */
+static inline int rhea_read_own(uint64_t addr, void *buf, size_t len)
+{
+	if (addr < 4096 || addr + len < addr)
+		return -1;
+	struct iovec local = {buf, len};
+	struct iovec remote = {(void *)(uintptr_t)addr, len};
+	long pid = rhea_raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	long n = rhea_raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
+	return n == (long)len ? 0 : -1;
+}
 
 /* fd moved up out of the program's way (or fd itself): see sys.c. */
 int rhea_fd_high(int fd);
