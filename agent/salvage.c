@@ -138,7 +138,7 @@ static void sock_name_read(void)
  * system calls: connect and sendmsg are hooks.  Async-signal-safe; errno
  * is left alone.  0, or -1.
  */
-static int send_to_record(const void *data, size_t len, int fd)
+static int send_to_record(const void *data, size_t len, int fd, int tries)
 {
 	size_t n = strlen(sock_name);
 	struct sockaddr_un a;
@@ -151,11 +151,13 @@ static int send_to_record(const void *data, size_t len, int fd)
 	int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int ok = -1, connected = -1;
 	/* The keeper's backlog full (many processes starting at once on a
-	 * loaded machine): EAGAIN, tried again for up to 20 ms. */
-	for (int tries = 0; s >= 0 && tries < 20; tries++) {
+	 * loaded machine): EAGAIN, tried again each millisecond, tries times
+	 * in all (the memfd: 20, on the writer thread; a reaped child's note,
+	 * in the program's wait: once). */
+	for (int i = 0; s >= 0 && i < tries; i++) {
 		connected = (int)syscall(SYS_connect, s, (struct sockaddr *)&a,
 					 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
-		if (connected == 0 || errno != EAGAIN)
+		if (connected == 0 || errno != EAGAIN || i + 1 == tries)
 			break;
 		struct timespec ts = {0, 1000000};
 		syscall(SYS_nanosleep, &ts, NULL);
@@ -200,14 +202,14 @@ static int send_memfd(int fd)
 		const char *v = getenv("RHEA_TEST_SEND_FAILS");
 		test_send_fails = v && *v == '1';
 	}
-	return test_send_fails ? -1 : send_to_record(&byte, 1, fd);
+	return test_send_fails ? -1 : send_to_record(&byte, 1, fd, 20);
 }
 
 void salvage_note_reaped(pid_t pid, int wstatus)
 {
 	struct rhea_salvage_reaped m = {.magic = RHEA_SALVAGE_REAPED_MAGIC, .pid = pid, .status = wstatus};
 	if (pid > 0 && (WIFEXITED(wstatus) || WIFSIGNALED(wstatus)))
-		send_to_record(&m, sizeof(m), -1);
+		send_to_record(&m, sizeof(m), -1, 1);
 }
 
 /* A memfd of this process's own for rhea record, sized, or -1. */
