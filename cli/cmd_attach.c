@@ -175,6 +175,26 @@ static int agent_line(const char *line, void *arg)
 	return 0;
 }
 
+/* A line of this attach's agent (or an earlier one's), wherever it is. */
+static int attach_agent_line(const char *line, void *arg)
+{
+	(void)arg;
+	const char *path = strchr(line, '/');
+	return path && strstr(path, "/" RHEA_ATTACH_AGENT) &&
+	       strncmp(path, RHEA_ATTACH_DIR_PREFIX, sizeof(RHEA_ATTACH_DIR_PREFIX) - 1) == 0;
+}
+
+/* The agent says "exec" before the system call, not after it: the kernel
+ * may still be loading the new image, whose name /proc then does not yet
+ * show ("now attachwaits" for a process that exec'ed sleep).  The exec is
+ * done once the agent is gone from its maps (or the process is: a failed
+ * exec's _exit).  At most a second. */
+static void wait_exec_done(pid_t pid)
+{
+	for (int t = 0; t < 50 && inject_maps_each(pid, attach_agent_line, NULL) == 1; t++)
+		nap_ms(20);
+}
+
 static enum agent_state agent_in(pid_t pid)
 {
 	enum agent_state st = AGENT_NONE;
@@ -635,6 +655,7 @@ int cmd_attach(int argc, char **argv)
 		}
 	}
 	if (execed) {
+		wait_exec_done(pid);
 		read_comm(pid, comm, sizeof(comm));
 		if (!quiet)
 			fprintf(stderr, "rhea: process %d exec'ed another program (now %s): the recording ends there\n",
