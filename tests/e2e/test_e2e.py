@@ -1218,19 +1218,22 @@ def t_sigkill(c, variant, threads=0):
     # how far each thread really got (sigkill.c writes it down as it goes,
     # into a file that outlives the kill): the recording must show it, up to
     # the last capture before that, at most an interval or a sleep earlier
+    # (or, on a machine so loaded that the thread waited long for a core
+    # after its last capture, at most 10 ms of its own CPU time earlier)
     got = {}
     if os.path.exists(c.path("progress.bin")):
         data = open(c.path("progress.bin"), "rb").read()
-        for i in range(0, len(data) - 15, 16):
-            tid, ns = struct.unpack_from("<QQ", data, i)
+        for i in range(0, len(data) - 23, 24):
+            tid, ns, cpu = struct.unpack_from("<QQQ", data, i)
             if tid:
-                got[tid] = ns - r["start_monotonic_ns"]
+                got[tid] = (ns - r["start_monotonic_ns"], cpu)
         c.check(len(got) == threads + 1, "progress.bin names %d threads, want %d" % (len(got), threads + 1))
     for t in main + workers:
         if t["tid"] in got:
-            c.check(t["end_ns"] >= got[t["tid"]] - 20 * MS,
-                    "thread %d: recorded up to %s, but it ran up to %s (the agent's last records lost)"
-                    % (t["tid"], ms(t["end_ns"]), ms(got[t["tid"]])))
+            ran, cpu = got[t["tid"]]
+            c.check(t["end_ns"] >= ran - 20 * MS or t["cpu_ns"] >= cpu - 10 * MS,
+                    "thread %d: recorded up to %s and %s of CPU, but it ran up to %s, %s of CPU (the agent's "
+                    "last records lost)" % (t["tid"], ms(t["end_ns"]), ms(t["cpu_ns"]), ms(ran), ms(cpu)))
     if rec["stats"]["stacks"]:
         check_roots(c, rec, ROOT_MIN_SCENARIO)
     if threads:

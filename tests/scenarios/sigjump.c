@@ -15,7 +15,7 @@
  *    sleeps NESTED_MS with usleep (a hooked, blocking call) and returns:
  *    the read goes on.  So at the end the reader is still in its read,
  *    begun at its start, about JUMP_MS + AFTER_MS before the end.
- *    Before that, while it waits, it gets SIGUSR2 three times, 3 ms apart:
+ *    Before that, while it waits, it gets SIGUSR2 three times, each once the last was handled:
  *    a handler that only counts, on an alternate signal stack of 4 KB
  *    (SA_ONSTACK), with 4 KB of canary below it.  The kernel's signal frame
  *    fills most of it: a tracer that did more there overflowed below it
@@ -147,8 +147,11 @@ int main(void)
 		usleep(1000);
 	usleep(5000); /* in its read by now */
 	for (int i = 0; i < 3; i++) {
+		/* one at a time: two sent before the reader ran would be one */
+		int before = usr2s;
 		pthread_kill(th, SIGUSR2);
-		usleep(3000);
+		for (int w = 0; usr2s == before && w < 2000; w++)
+			usleep(1000);
 	}
 
 	if (sigsetjmp(env, 1) == 0) {

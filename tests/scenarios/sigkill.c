@@ -38,11 +38,14 @@
 volatile uint64_t sink;
 
 /* progress.bin in the working directory, when it can be made: for each
- * thread (main first, then the workers), its tid and the monotonic time it
- * last came round its loop.  The file outlives the kill: it tells the test
- * how far each thread really got. */
+ * thread (main first, then the workers), its tid, the monotonic time it
+ * last came round its loop and the CPU time it had used by then since its
+ * first round (read once a millisecond: it is a system call).  The file
+ * outlives the kill: it tells the test how far each thread really got, in
+ * wall time and, for a machine so loaded that a thread waited long for a
+ * core, in its own CPU time. */
 static struct progress {
-	uint64_t tid, ns;
+	uint64_t tid, ns, cpu_ns;
 } *progress;
 static int next_slot = 1;
 
@@ -58,12 +61,28 @@ static void progress_open(int threads)
 }
 
 static __thread int my_slot = -1;
+static __thread uint64_t cpu_base, cpu_read_at;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void progress_note(void)
 {
 	if (progress && my_slot >= 0) {
+		uint64_t now = now_ns();
+		if (!cpu_read_at) {
+			cpu_base = thread_cpu_ns();
+			cpu_read_at = now;
+		} else if (now - cpu_read_at >= 1000000u) {
+			__atomic_store_n(&progress[my_slot].cpu_ns, thread_cpu_ns() - cpu_base, __ATOMIC_RELAXED);
+			cpu_read_at = now;
+		}
 		progress[my_slot].tid = (uint64_t)gettid();
-		__atomic_store_n(&progress[my_slot].ns, now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&progress[my_slot].ns, now, __ATOMIC_RELAXED);
 	}
 }
 
