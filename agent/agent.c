@@ -93,14 +93,47 @@ size_t u64_to_str(uint64_t v, char *out)
 
 /* One line from the agent: on stderr, or under rhea attach to the CLI
  * (attach_note). */
+__thread int rhea_fds_private;
+
+/* A line said on a thread without stderr, for the writer to write: one at
+ * a time (0 free, 1 being filled, 2 to write). */
+static char deferred[256];
+static size_t deferred_len;
+static int deferred_state;
+
+static void defer(const char *const *parts, size_t n)
+{
+	int free_ = 0;
+	if (!__atomic_compare_exchange_n(&deferred_state, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return; /* (one waits already: this one is lost) */
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		for (const char *p = parts[i]; p && *p && len < sizeof(deferred) - 1; p++)
+			deferred[len++] = *p;
+	deferred[len++] = '\n';
+	deferred_len = len;
+	__atomic_store_n(&deferred_state, 2, __ATOMIC_RELEASE);
+}
+
+void agent_say_deferred(void)
+{
+	if (rhea_fds_private || __atomic_load_n(&deferred_state, __ATOMIC_ACQUIRE) != 2)
+		return;
+	syscall(SYS_write, 2, deferred, deferred_len);
+	__atomic_store_n(&deferred_state, 0, __ATOMIC_RELEASE);
+}
+
 static void say(const char *a, const char *b, const char *c, const char *d)
 {
-	const char *parts[] = {a, b, c, d};
+	const char *parts[] = {"rhea: ", a, b, c, d};
 	if (rhea_attached) {
-		attach_note(parts, 4);
+		attach_note(parts + 1, 4);
 		return;
 	}
-	syscall(SYS_write, 2, "rhea: ", 6);
+	if (rhea_fds_private) {
+		defer(parts, 5);
+		return;
+	}
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
 		if (parts[i])
 			syscall(SYS_write, 2, parts[i], strlen(parts[i]));
@@ -830,10 +863,14 @@ static void *writer_main(void *arg)
 			 * then ends the recording. */
 			exit(0);
 		}
-		/* (once a second: a read of the main thread's stat) */
-		if (!rhea_g.leader_gone && ++leader_rounds % 10 == 0 && !rhea_attached &&
-		    thread_task_state((uint32_t)rhea_g.pid) == 0 && !thread_program_left())
+		/* (once a second: a read of the main thread's stat, by the
+		 * sampler when it can: sampler.c, check_leader) */
+		int dead = sampler_leader_dead();
+		if (dead < 0 && !rhea_g.leader_gone && ++leader_rounds % 10 == 0 && !rhea_attached)
+			dead = thread_task_state((uint32_t)rhea_g.pid) == 0 && !thread_program_left();
+		if (dead > 0)
 			end_as_leader();
+		agent_say_deferred();
 		if (rhea_attached && attach_should_stop())
 			break;
 		if (rhea_attached && attach_rescan())
@@ -1375,6 +1412,7 @@ static void finish_call_claimed(void *arg)
 
 void agent_finish(unsigned reason, int status)
 {
+	agent_say_deferred();
 	if (finish_claim()) {
 		struct finish_call f = {reason, status};
 		on_finish_stack(finish_call_claimed, &f);

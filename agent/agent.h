@@ -367,6 +367,10 @@ extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
 /* This thread installed a seccomp filter: the agent makes no system call
  * on it any more (agent.c, agent_seal_thread). */
 extern __thread int rhea_sealed;
+/* This thread's descriptor table is its own, without the program's stderr
+ * (the sampler's: sampler.c): what the agent says waits for the writer. */
+extern __thread int rhea_fds_private;
+void agent_say_deferred(void);
 void agent_seal_thread(void);
 void agent_unseal_thread(void);
 /* ... a filter on every thread: tracing ends first (agent_seal_process) */
@@ -440,6 +444,8 @@ enum { RHEA_NOT_ASLEEP, RHEA_ASLEEP, RHEA_ASLEEP_AT };
 int sampler_blocked(uint32_t tid, uint64_t *pc, uint64_t *sp, long *nr);
 void sampler_stop(void);
 void sampler_after_fork(void);
+void sampler_fds_settle(void);
+int sampler_leader_dead(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 const sigset_t *sampler_filter_set(const sigset_t *set, sigset_t *copy);
 void sampler_unblock_self(void);

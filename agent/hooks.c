@@ -1397,6 +1397,8 @@ static int seccomp_scope(long nr, long a1, long a2, long a3)
 	}
 	if (nr != SYS_seccomp)
 		return SECCOMP_NONE;
+	if (a1 == SECCOMP_SET_MODE_FILTER && (a2 & SECCOMP_FILTER_FLAG_TSYNC))
+		sampler_fds_settle(); /* (its close_range comes first: sampler.c) */
 	if (a1 == SECCOMP_SET_MODE_STRICT)
 		return SECCOMP_THREAD;
 	if (a1 != SECCOMP_SET_MODE_FILTER || !a3 || filter_harmless(a3))

@@ -30,6 +30,16 @@
  * SIGRTMAX-1 down), or --signal.  If the program later installs a handler
  * for it, the sigaction hook moves rhea to another free signal first.
  *
+ * The sampler thread reads /proc often (the task list, each blocked
+ * thread's syscall file, TracerPid, the names of threads it registers),
+ * and an open takes the lowest free descriptor: a program that closed its
+ * stdout to open a log file in its place, or a daemon reopening 0-2 on
+ * /dev/null, got 3 instead now and then, the sampler's file in the slot it
+ * counted on.  So the sampler gives itself a descriptor table of its own,
+ * empty (close_range with CLOSE_RANGE_UNSHARE: nothing of the program's
+ * is copied, so it holds none of its files open), before anything else
+ * (sampler_own_fds).  Its opens then touch nothing of the program's.
+ *
  * What the signal handler does is async-signal-safe: it unwinds with the
  * prepared CFI tables, interns in the lock-free stack table, emits into the
  * try-locked buffers.  It never runs while the thread is inside the agent
@@ -45,6 +55,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,6 +86,7 @@ static uint32_t ntimed;
 static int sample_sig;
 static pthread_t sampler_th;
 static int sampler_running;
+static volatile int sampler_fds_private; /* the sampler's table is its own */
 static volatile int stop;
 static volatile int rearm; /* the signal changed: re-create the timers */
 static uint32_t sampler_wake; /* futex: rearm or stop, do it now */
@@ -476,10 +489,71 @@ static void force_blocked(void)
 	}
 }
 
+/*
+ * The sampler's own, empty descriptor table.  Not under a seccomp filter
+ * already (close_range is not among the calls the agent judges filters
+ * by, so a filter may forbid it): one inherited leaves the table shared.
+ * A filter for every thread (TSYNC) that comes later waits for this first
+ * (sampler_fds_settle).  Under a private table this thread has no stderr:
+ * what the agent says from here waits for the writer (agent.c, say).
+ */
+static uint32_t fds_settled; /* futex: 1 once sampler_own_fds is done */
+
+static void sampler_own_fds(void)
+{
+	if (syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 0 &&
+	    syscall(SYS_close_range, 0u, ~0u, CLOSE_RANGE_UNSHARE) == 0)
+		rhea_fds_private = 1;
+	__atomic_store_n(&fds_settled, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &fds_settled, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* A filter for the whole process is about to come (hooks.c): the sampler
+ * thread must have its table (or have given up on it) before, or its
+ * close_range would come under the filter.  At most a second. */
+void sampler_fds_settle(void)
+{
+	if (!sampler_running || rhea_fds_private)
+		return;
+	for (int i = 0; i < 100 && !__atomic_load_n(&fds_settled, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = {0, 10000000};
+		syscall(SYS_futex, &fds_settled, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+	}
+}
+
+/*
+ * The main thread died without pthread_exit (a raw exit system call, a
+ * seccomp filter's SECCOMP_RET_KILL_THREAD), and no thread of the
+ * program's is left: the writer ends the process (agent.c,
+ * end_as_leader).  Asked here once a second, where /proc is read without
+ * touching the program's descriptors; by the writer itself when this
+ * thread has no table of its own.
+ */
+static volatile int leader_dead;
+static uint64_t leader_checked_ns;
+
+static void check_leader(void)
+{
+	uint64_t now = rhea_now();
+	if (now - leader_checked_ns < 1000000000ull || rhea_g.leader_gone || rhea_attached)
+		return;
+	leader_checked_ns = now;
+	if (thread_task_state((uint32_t)rhea_g.pid) == 0 && !thread_program_left())
+		leader_dead = 1;
+}
+
+/* 1, 0: whether the leader died so; -1: the sampler does not watch. */
+int sampler_leader_dead(void)
+{
+	return sampler_running && sampler_fds_private ? leader_dead : -1;
+}
+
 static void *sampler_main(void *arg)
 {
 	(void)arg;
 	rhea_guard = 1;
+	sampler_own_fds();
+	sampler_fds_private = rhea_fds_private;
 	rhea_agent_tids[2] = thread_gettid();
 	/* The ticker and the writer must be known before the first scan, or
 	 * it would take them for the program's (and record them).  Waited
@@ -504,6 +578,7 @@ static void *sampler_main(void *arg)
 			}
 		}
 		follow_tracer();
+		check_leader();
 		if (scan(++gen))
 			period = SCAN_MIN_NS;
 		else if ((period *= 2) > SCAN_MAX_NS)
@@ -532,6 +607,10 @@ int sampler_start(void)
 	ntimed = 0;
 	stop = 0;
 	paused = 0;
+	fds_settled = 0;
+	sampler_fds_private = 0;
+	leader_dead = 0;
+	leader_checked_ns = 0;
 	const char *at = rhea_attached ? attach_getenv("RHEA_ATTACH_TRACER") : NULL;
 	attach_tracer = at ? (uint32_t)strtoul(at, NULL, 10) : 0;
 	follow_tracer(); /* gdb's program is traced from its exec */

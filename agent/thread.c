@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <dirent.h>
@@ -165,9 +166,17 @@ ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t 
 	return r;
 }
 
+/* A thread's name.  Its own is asked of the kernel (prctl): a program
+ * thread opening its comm file would take the lowest free descriptor for a
+ * moment, one the program may be about to count on (sampler.c). */
 static void read_comm(uint32_t tid, char name[16])
 {
 	char buf[32];
+	if (tid == thread_gettid() && syscall(SYS_prctl, PR_GET_NAME, buf, 0, 0, 0) == 0) {
+		buf[15] = 0;
+		memcpy(name, buf, strlen(buf) + 1);
+		return;
+	}
 	ssize_t r = thread_read_task_file(tid, "comm", buf, sizeof(buf));
 	if (r <= 0)
 		return;

@@ -29,7 +29,7 @@ struct fstat {
 
 struct tstat {
 	uint64_t captures, first_ns, last_ns, cpu_ns, alloc_count, alloc_bytes;
-	uint64_t sampled, forced, blocks;
+	uint64_t sampled, sampled_periods, forced, blocks;
 };
 
 struct site_row {
@@ -160,9 +160,10 @@ static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 	for (size_t i = 0; i < t->nsamples; i++) {
 		const struct rhea_sample *s = &t->samples[i];
 		ts->captures += 1u + s->merged;
-		if (s->trigger == RHEA_FN_SAMPLER)
+		if (s->trigger == RHEA_FN_SAMPLER) {
 			ts->sampled += 1u + s->merged;
-		else if (s->trigger == RHEA_FN_FORCED)
+			ts->sampled_periods += s->object; /* (with the timer's overruns) */
+		} else if (s->trigger == RHEA_FN_FORCED)
 			ts->forced += 1u + s->merged;
 		if (s->h.flags & RHEA_S_BLOCK)
 			ts->blocks++;
@@ -1152,6 +1153,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_u64(&j, "samples", t->nsamples);
 			json_u64(&j, "captures", ts.captures);
 			json_u64(&j, "sampled", ts.sampled);
+			json_u64(&j, "sampled_periods", ts.sampled_periods);
 			json_u64(&j, "forced", ts.forced);
 			json_u64(&j, "waits", ts.blocks);
 			json_u64(&j, "alloc_count", ts.alloc_count);
