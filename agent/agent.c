@@ -226,7 +226,9 @@ int agent_move_fd(int fd)
 
 static int write_staging(void)
 {
-	if (staging_used == 0 || rhea_g.fd < 0)
+	/* (not from a thread with a table of its own, where rhea_g.fd is
+	 * nothing: the staged bytes wait for the writer) */
+	if (staging_used == 0 || rhea_g.fd < 0 || rhea_fds_private)
 		return 0;
 	if (!fd_is_recording(rhea_g.fd)) {
 		staging_used = 0;
