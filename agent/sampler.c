@@ -513,7 +513,7 @@ static void sampler_own_fds(void)
  * close_range would come under the filter.  At most a second. */
 void sampler_fds_settle(void)
 {
-	if (!sampler_running || rhea_fds_private)
+	if (!sampler_running)
 		return;
 	for (int i = 0; i < 100 && !__atomic_load_n(&fds_settled, __ATOMIC_ACQUIRE); i++) {
 		struct timespec ts = {0, 10000000};

@@ -38,12 +38,14 @@
  * a tracer's writer thread would have written anything.
  *
  * lenient [raw|tsync] [exec]: a deny list (kill at mount, ptrace,
- * kexec_load; EPERM at personality), then lenient_work() makes 20000
+ * kexec_load, close_range, which the agent's sampler must then never call;
+ * EPERM at personality), then lenient_work() makes 20000
  * allocations of 40 bytes, personality must fail with EPERM, and "lenient
  * done" is printed: a tracer whose calls the filter lets through goes on
  * tracing.  exec: then the program execs itself as "sandboxed
  * lenient-after", which starts under the filter, runs lenient_work()
- * again and prints "after done".
+ * again, sleeps 100 ms (the agent's threads start meanwhile, under the
+ * filter) and prints "after done".
  *
  * stdio-only [raw|tsync]: write() kills the process unless to descriptor
  * 0, 1 or 2, then the work: a tracer that writes its recording from this
@@ -110,9 +112,10 @@ static int lenient(enum how how)
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mount, 4, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ptrace, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kexec_load, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mount, 5, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ptrace, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kexec_load, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 2, 0),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_personality, 2, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "lenient-after") == 0) {
 		lenient_work();
+		usleep(100000); /* the agent's threads run, under the filter */
 		printf("after done\n");
 		return 0;
 	}
