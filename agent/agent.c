@@ -518,14 +518,52 @@ static void stage_meta(const char *key, const char *value)
  */
 static char cmdline_staged[4096];
 
+/*
+ * The file is read once, at the start; then the memory it shows, with
+ * the kernel's rules (get_mm_cmdline): the arguments' area, or, when the
+ * NUL that ended it was written over (setproctitle), from there into the
+ * environment's up to the first NUL.  An open each second took the
+ * lowest free descriptor for a moment, one the program may have counted
+ * on (sampler.c).  Bounds from stat (fields 48-51: arg_start, arg_end,
+ * env_start, env_end); a process that moves them (prctl PR_SET_MM) is
+ * shown where they were.
+ */
+static uint64_t args_at[4];
+
+static void cmdline_bounds(void)
+{
+	if (thread_stat_fields((uint32_t)syscall(SYS_getpid), 48, 4, args_at) != 0 || args_at[1] <= args_at[0])
+		memset(args_at, 0, sizeof(args_at));
+	else if (args_at[2] != args_at[1] || args_at[3] < args_at[2])
+		args_at[2] = args_at[3] = args_at[1];
+}
+
+static ssize_t read_cmdline(char *buf, size_t cap)
+{
+	if (args_at[1] > args_at[0]) {
+		uint64_t lo = args_at[0], hi = args_at[1];
+		char last = 0;
+		if (rhea_read_own(hi - 1, &last, 1) == 0) {
+			int retitled = last != 0;
+			if (retitled)
+				hi = args_at[3];
+			size_t n = hi - lo < cap - 1 ? (size_t)(hi - lo) : cap - 1;
+			if (rhea_read_own(lo, buf, n) == 0)
+				return retitled ? (ssize_t)strnlen(buf, n) : (ssize_t)n;
+		}
+	}
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = syscall(SYS_read, fd, buf, cap - 1);
+	syscall(SYS_close, fd);
+	return n;
+}
+
 static void stage_cmdline(int always)
 {
 	char buf[sizeof(cmdline_staged)];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
+	ssize_t n = read_cmdline(buf, sizeof(buf));
 	while (n > 0 && (buf[n - 1] == 0 || buf[n - 1] == ' '))
 		n--;
 	if (n <= 0)
@@ -2006,6 +2044,7 @@ __attribute__((constructor)) static void agent_init(void)
 	 * first hook of every thread captures, even before the first tick. */
 	rhea_g.epoch = 1;
 	main_stack_bounds();
+	cmdline_bounds();
 	int r;
 	staging = mmap(NULL, STAGING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (staging == MAP_FAILED) {

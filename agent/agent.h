@@ -469,6 +469,7 @@ void thread_task_path(char path[64], uint32_t tid, const char *leaf);
  * their number, or -1. */
 ssize_t thread_read_task_file(uint32_t tid, const char *leaf, char *buf, size_t cap);
 int thread_task_state(uint32_t tid);
+int thread_stat_fields(uint32_t tid, int first, int n, uint64_t *out);
 char thread_task_state_letter(uint32_t tid);
 int thread_task_exit_code(uint32_t tid); /* a dead task's, waitpid's form; 0 unknown */
 int thread_program_left(void);

@@ -221,6 +221,26 @@ int thread_task_exit_code(uint32_t tid)
 	return f && *f >= '0' && *f <= '9' ? (int)strtol(f, NULL, 10) : 0;
 }
 
+/* Fields first .. first + n - 1 of the task's stat line into out:
+ * 0, -1 when the line has not as many. */
+int thread_stat_fields(uint32_t tid, int first, int n, uint64_t *out)
+{
+	char st[1024];
+	if (thread_read_task_file(tid, "stat", st, sizeof(st)) <= 0)
+		return -1;
+	const char *f = stat_field(st, first);
+	for (int i = 0; i < n; i++) {
+		if (!f || *f < '0' || *f > '9')
+			return -1;
+		char *end;
+		out[i] = strtoull(f, &end, 10);
+		f = *end == ' ' ? end + 1 : NULL;
+		if (!f && i + 1 < n)
+			return -1;
+	}
+	return 0;
+}
+
 /* 1: the task is alive, 0: a zombie, -1: gone. */
 int thread_task_state(uint32_t tid)
 {

@@ -22,10 +22,15 @@
 #include <unistd.h>
 
 static int gate[2];
+static int ready;
 
 static void *blocked(void *arg)
 {
 	char c;
+	/* its first allocation makes glibc's arena for the thread, which
+	 * opens a /sys file of its own (the number of CPUs): before the loop */
+	free(malloc(16));
+	__atomic_add_fetch(&ready, 1, __ATOMIC_RELEASE);
 	while (read(gate[0], &c, 1) < 0)
 		;
 	return arg;
@@ -48,6 +53,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++)
 		if (pthread_create(&th[i], NULL, blocked, NULL) != 0)
 			return 2;
+	while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < threads)
+		usleep(1000);
 	usleep(50000); /* all in their read by now */
 	long opens = 0, not_lowest = 0;
 	long end = now_ms() + ms;
