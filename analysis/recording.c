@@ -285,14 +285,22 @@ static int in_order(const struct rhea_sample *s, size_t n)
 /*
  * A wait so far (BLOCK and ASYNC: taken from outside while a thread was
  * blocked in a hooked call, by the sampler's forced capture or at the end
- * of the recording) is superseded by the next sample that covers the same
- * wait: another one taken later, or the call's own BLOCK sample written at
- * its return.  Same trigger and object, begins within a millisecond (the
+ * of the recording) is superseded by a sample that covers the same wait:
+ * another one taken later, or the call's own BLOCK sample written at its
+ * return.  Same trigger and object, begins within a millisecond (the
  * agent converts the begin from the TSC with the calibration of the
- * moment), ends no earlier.  Sorted by begin, the two are neighbours.
- * Returns the samples kept, in place.
+ * moment), ends no earlier.
+ *
+ * Sorted by begin, the two are near, not always neighbours: a thread
+ * blocked for a second under --force-after 2ms left 270 so-fars, their
+ * begins 1 us apart in two groups, and the call's own sample between the
+ * groups; the last so-far of the later group was kept, the wait counted
+ * twice (fdlowest on a loaded machine).  So a so-far looks for its cover
+ * among up to COVER_WINDOW samples on either side.  Returns the samples
+ * kept, in place.
  */
 #define SAME_WAIT_NS 1000000ull
+#define COVER_WINDOW 64
 static int covers(const struct rhea_sample *w, const struct rhea_sample *p)
 {
 	uint64_t d = w->begin_ns > p->begin_ns ? w->begin_ns - p->begin_ns : p->begin_ns - w->begin_ns;
@@ -305,16 +313,27 @@ static int wait_so_far(const struct rhea_sample *s)
 	return (s->h.flags & (RHEA_S_BLOCK | RHEA_S_ASYNC)) == (RHEA_S_BLOCK | RHEA_S_ASYNC);
 }
 
+/* Whether s[i], a so-far, is covered by one of s[i + 1 ..] (as they came)
+ * or of kept[0 .. k - 1] (those kept so far; of two equal so-fars the
+ * first goes, by the first test). */
+static int superseded(const struct rhea_sample *s, size_t n, size_t i, const struct rhea_sample *kept, size_t k)
+{
+	for (size_t j = i + 1; j < n && j <= i + COVER_WINDOW; j++)
+		if (covers(&s[j], &s[i]))
+			return 1;
+	for (size_t j = k; j > 0 && j + COVER_WINDOW > k; j--) {
+		const struct rhea_sample *p = &kept[j - 1];
+		if (covers(p, &s[i]) && !(wait_so_far(p) && p->end_ns == s[i].end_ns))
+			return 1;
+	}
+	return 0;
+}
+
 static size_t drop_superseded_waits(struct rhea_sample *s, size_t n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct rhea_sample *next = i + 1 < n ? &s[i + 1] : NULL, *prev = i > 0 ? &s[i - 1] : NULL;
-		int drop = wait_so_far(&s[i]) &&
-			   ((next && covers(next, &s[i])) ||
-			    /* (of two equal ones, the first goes: by the test above) */
-			    (prev && covers(prev, &s[i]) && !(wait_so_far(prev) && prev->end_ns == s[i].end_ns)));
-		if (drop)
+		if (wait_so_far(&s[i]) && superseded(s, n, i, s, k))
 			continue;
 		if (k != i)
 			s[k] = s[i];

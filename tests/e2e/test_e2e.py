@@ -1316,9 +1316,11 @@ def t_fdlowest(c, variant):
     pid = rec["recording"]["pid"]
     readers = [t for t in rec["threads"] if t["tid"] != pid and t["waits"] >= 1]
     reads = sum(w["count"] for w in rec["waits"] if w["function"] == "read")
-    c.check(len(readers) == 40 and 40 <= reads <= 41,
-            "%d threads with a wait recorded, %d reads: want the 40 blocked threads' (one run under load "
-            "counted 41 reads)" % (len(readers), reads))
+    # (a wait's so-fars, every few ms, and its own sample: one wait; on a
+    # loaded machine 41 and 42 were counted, analysis/recording.c says why)
+    c.check(len(readers) == 40 and reads == 40,
+            "%d threads with a wait recorded, %d reads: want the 40 blocked threads' one each"
+            % (len(readers), reads))
     c.done()
 
 

@@ -29,9 +29,9 @@ static void thread_entry(struct rhea_thread *e, unsigned event, uint32_t tid, ui
 	snprintf(e->name, sizeof(e->name), "%s", name);
 }
 
-/* Load a recording of chunks, each holding one thread entry, in the
- * order given. */
-static void load_entries(const struct rhea_thread *es, int n, struct recording *r)
+/* Load a recording of chunks, each holding one entry (n of them, size
+ * bytes apart), in the order given. */
+static void load_any(const void *es, size_t size, int n, struct recording *r)
 {
 	char path[64] = "/tmp/rhea-test-recording.XXXXXX";
 	int fd = mkstemp(path);
@@ -47,13 +47,18 @@ static void load_entries(const struct rhea_thread *es, int n, struct recording *
 	cr_assert_eq(rfile_writer_init(&w, fd, 3, 4096), 0);
 	cr_assert_eq(rfile_write_header(&w, &h), 0);
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(rfile_write_chunk(&w, &es[i], sizeof(es[i]), i & 1), 0);
+		cr_assert_eq(rfile_write_chunk(&w, (const char *)es + (size_t)i * size, size, i & 1), 0);
 	rfile_writer_destroy(&w);
 	close(fd);
 	char err[512];
 	int st = recording_load(path, r, 0, err, sizeof(err));
 	unlink(path);
 	cr_assert_eq(st, 0, "recording_load: %s", err);
+}
+
+static void load_entries(const struct rhea_thread *es, int n, struct recording *r)
+{
+	load_any(es, sizeof(*es), n, r);
 }
 
 Test(recording, thread_name_by_time_not_file_order)
@@ -86,5 +91,57 @@ Test(recording, later_rename_wins_in_either_order)
 	struct recording r;
 	load_entries(es, 3, &r);
 	cr_assert_str_eq(recording_thread(&r, 7)->name, "second");
+	recording_free(&r);
+}
+
+static void wait_sample(struct rhea_sample *s, unsigned flags, uint64_t begin, uint64_t end)
+{
+	memset(s, 0, sizeof(*s));
+	s->h.kind = RHEA_E_SAMPLE;
+	s->h.flags = (uint16_t)flags;
+	s->h.size = sizeof(*s);
+	s->tid = 100;
+	s->trigger = 22; /* read */
+	s->object = 3;
+	s->begin_ns = begin;
+	s->end_ns = end;
+}
+
+/* What fdlowest left on a loaded machine (--force-after 2ms, a read of a
+ * second): so-fars every few ms, their begins converted 1 us apart in two
+ * groups, the call's own sample sorted between the groups.  The last
+ * so-far of the later group was kept, its neighbours no cover of it: the
+ * wait counted twice.  One wait; a so-far of a later wait, cut short by
+ * the end, stays. */
+Test(recording, wait_so_far_superseded_across_begin_groups)
+{
+	struct rhea_sample s[12];
+	int n = 0;
+	for (int i = 0; i < 5; i++) /* begin 25.000 ms, ends 100, 200 .. 500 ms */
+		wait_sample(&s[n++], RHEA_S_BLOCK | RHEA_S_ASYNC, 25000000, 100000000ull * (unsigned)(i + 1));
+	wait_sample(&s[n++], RHEA_S_BLOCK, 25000000, 1100000000); /* the call's own */
+	for (int i = 0; i < 5; i++) /* begin 25.001 ms, ends 600 .. 1000 ms */
+		wait_sample(&s[n++], RHEA_S_BLOCK | RHEA_S_ASYNC, 25001000, 100000000ull * (unsigned)(i + 6));
+	wait_sample(&s[n++], RHEA_S_BLOCK | RHEA_S_ASYNC, 1200000000, 1300000000);
+	struct recording r;
+	load_any(s, sizeof(s[0]), n, &r);
+	struct rec_thread *t = recording_thread(&r, 100);
+	cr_assert_not_null(t);
+	cr_assert_eq(t->nsamples, 2, "%zu samples kept, want the call's own and the last wait's", t->nsamples);
+	cr_assert_eq(t->samples[0].h.flags, RHEA_S_BLOCK);
+	cr_assert_eq(t->samples[0].end_ns, 1100000000);
+	cr_assert_eq(t->samples[1].begin_ns, 1200000000);
+	recording_free(&r);
+}
+
+/* A so-far 2 ms from any cover is another wait: kept. */
+Test(recording, wait_so_far_kept_when_far)
+{
+	struct rhea_sample s[2];
+	wait_sample(&s[0], RHEA_S_BLOCK, 25000000, 1100000000);
+	wait_sample(&s[1], RHEA_S_BLOCK | RHEA_S_ASYNC, 27000000, 1068000000);
+	struct recording r;
+	load_any(s, sizeof(s[0]), 2, &r);
+	cr_assert_eq(recording_thread(&r, 100)->nsamples, 2);
 	recording_free(&r);
 }
