@@ -431,8 +431,12 @@ def t_ratio(c, variant, unwind="dwarf"):
 # estimate counts a thread that did not switch as running all the time,
 # up to 10 ms past the kernel's count (capture.c, cpu_estimate), which
 # time the hypervisor took unseen by the guest can fill.)
+# A loaded fresh-clone run then gave 41.1 ms in 35.1 ms (1.17), a visit
+# cut short: so a visit also passes within STALE_MAX (10 ms) of its wall
+# time, the most the estimate may be ahead at a visit's edge.
 CPUSPLIT_OWN_MIN = 0.95
 CPUSPLIT_LO, CPUSPLIT_HI = 0.8, 1.15
+CPUSPLIT_SLACK = 10 * MS
 
 
 def t_cpusplit(c, variant):
@@ -446,9 +450,10 @@ def t_cpusplit(c, variant):
             wall = sum(f["self_ns"] for f in funcs_named(rec, n))
             fcpu = sum(f["self_cpu_ns"] for f in funcs_named(rec, n))
             if c.check(wall > 20 * MS, "%s: %s has %s of self time, want ~50 ms" % (who, n, ms(wall))):
-                c.check(CPUSPLIT_LO <= fcpu / wall <= CPUSPLIT_HI,
-                        "%s: %s self CPU/wall = %s/%s = %.2f, want [%.2f, %.2f]"
-                        % (who, n, ms(fcpu), ms(wall), fcpu / wall, CPUSPLIT_LO, CPUSPLIT_HI))
+                c.check(CPUSPLIT_LO <= fcpu / wall <= CPUSPLIT_HI or abs(fcpu - wall) <= CPUSPLIT_SLACK,
+                        "%s: %s self CPU/wall = %s/%s = %.2f, want [%.2f, %.2f] or within %s"
+                        % (who, n, ms(fcpu), ms(wall), fcpu / wall, CPUSPLIT_LO, CPUSPLIT_HI,
+                           ms(CPUSPLIT_SLACK)))
 
     def attempt(c, i):
         rc, out, err = c.record([c.prog(variant, "cpusplit")], out="out%d.rhea" % i)
