@@ -91,8 +91,6 @@ size_t u64_to_str(uint64_t v, char *out)
 	return i;
 }
 
-/* One line from the agent: on stderr, or under rhea attach to the CLI
- * (attach_note). */
 __thread int rhea_fds_private;
 
 /* A line said on a thread without stderr, for the writer to write: one at
@@ -123,6 +121,8 @@ void agent_say_deferred(void)
 	__atomic_store_n(&deferred_state, 0, __ATOMIC_RELEASE);
 }
 
+/* One line from the agent: on stderr, or under rhea attach to the CLI
+ * (attach_note), or from a thread without stderr to the writer (defer). */
 static void say(const char *a, const char *b, const char *c, const char *d)
 {
 	const char *parts[] = {"rhea: ", a, b, c, d};
