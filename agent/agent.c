@@ -897,7 +897,7 @@ static void *writer_main(void *arg)
 		if (!rhea_g.finished)
 			flush_round(0);
 		unlock_drain();
-		if (rhea_g.leader_gone && !thread_program_left()) {
+		if (rhea_g.leader_gone && sampler_program_gone() != 0 && !thread_program_left()) {
 			/* What glibc does when a process's last thread exits
 			 * (thread.c, thread_program_left); our on_exit handler
 			 * then ends the recording. */

@@ -446,6 +446,7 @@ void sampler_stop(void);
 void sampler_after_fork(void);
 void sampler_fds_settle(void);
 int sampler_leader_dead(void);
+int sampler_program_gone(void);
 int sampler_filter_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *handled);
 const sigset_t *sampler_filter_set(const sigset_t *set, sigset_t *copy);
 void sampler_unblock_self(void);

@@ -525,17 +525,24 @@ void sampler_fds_settle(void)
  * The main thread died without pthread_exit (a raw exit system call, a
  * seccomp filter's SECCOMP_RET_KILL_THREAD), and no thread of the
  * program's is left: the writer ends the process (agent.c,
- * end_as_leader).  Asked here once a second, where /proc is read without
- * touching the program's descriptors; by the writer itself when this
- * thread has no table of its own.
+ * end_as_leader).  Or main called pthread_exit and the program's last
+ * thread is gone: the writer exits as glibc would have.  Asked here (once
+ * a second, and at each scan after a pthread_exit of main, every 100 ms
+ * then), where /proc is read without touching the program's descriptors;
+ * by the writer itself when this thread has no table of its own.
  */
-static volatile int leader_dead;
+static volatile int leader_dead, program_gone;
 static uint64_t leader_checked_ns;
 
 static void check_leader(void)
 {
+	if (rhea_g.leader_gone) {
+		if (!thread_program_left())
+			program_gone = 1;
+		return;
+	}
 	uint64_t now = rhea_now();
-	if (now - leader_checked_ns < 1000000000ull || rhea_g.leader_gone || rhea_attached)
+	if (now - leader_checked_ns < 1000000000ull || rhea_attached)
 		return;
 	leader_checked_ns = now;
 	if (thread_task_state((uint32_t)rhea_g.pid) == 0 && !thread_program_left())
@@ -546,6 +553,13 @@ static void check_leader(void)
 int sampler_leader_dead(void)
 {
 	return sampler_running && sampler_fds_private ? leader_dead : -1;
+}
+
+/* 1, 0: whether main's pthread_exit left no program thread; -1: the
+ * sampler does not watch. */
+int sampler_program_gone(void)
+{
+	return sampler_running && sampler_fds_private ? program_gone : -1;
 }
 
 static void *sampler_main(void *arg)
@@ -579,7 +593,7 @@ static void *sampler_main(void *arg)
 		}
 		follow_tracer();
 		check_leader();
-		if (scan(++gen))
+		if (scan(++gen) || rhea_g.leader_gone)
 			period = SCAN_MIN_NS;
 		else if ((period *= 2) > SCAN_MAX_NS)
 			period = SCAN_MAX_NS;
@@ -609,7 +623,7 @@ int sampler_start(void)
 	paused = 0;
 	fds_settled = 0;
 	sampler_fds_private = 0;
-	leader_dead = 0;
+	leader_dead = program_gone = 0;
 	leader_checked_ns = 0;
 	const char *at = rhea_attached ? attach_getenv("RHEA_ATTACH_TRACER") : NULL;
 	attach_tracer = at ? (uint32_t)strtoul(at, NULL, 10) : 0;
