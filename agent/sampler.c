@@ -549,17 +549,22 @@ static void check_leader(void)
 		leader_dead = 1;
 }
 
-/* 1, 0: whether the leader died so; -1: the sampler does not watch. */
-int sampler_leader_dead(void)
+/* v, or -1 when the sampler does not watch (the writer asks itself). */
+static int watched(int v)
 {
-	return sampler_running && sampler_fds_private ? leader_dead : -1;
+	return sampler_running && sampler_fds_private ? v : -1;
 }
 
-/* 1, 0: whether main's pthread_exit left no program thread; -1: the
- * sampler does not watch. */
+/* Whether the leader died so. */
+int sampler_leader_dead(void)
+{
+	return watched(leader_dead);
+}
+
+/* Whether main's pthread_exit left no program thread. */
 int sampler_program_gone(void)
 {
-	return sampler_running && sampler_fds_private ? program_gone : -1;
+	return watched(program_gone);
 }
 
 static void *sampler_main(void *arg)

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spin.h"
+
 static int gate[2];
 static int ready;
 
@@ -36,18 +38,11 @@ static void *blocked(void *arg)
 	return arg;
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 40;
 	long ms = argc > 2 ? atol(argv[2]) : 1000;
-	if (threads < 0 || threads > 1000 || pipe(gate) != 0)
+	if (threads < 0 || threads > 1000 || ms < 0 || pipe(gate) != 0)
 		return 2;
 	pthread_t *th = calloc((size_t)threads, sizeof(*th));
 	for (int i = 0; i < threads; i++)
@@ -57,8 +52,8 @@ int main(int argc, char **argv)
 		usleep(1000);
 	usleep(50000); /* all in their read by now */
 	long opens = 0, not_lowest = 0;
-	long end = now_ms() + ms;
-	while (now_ms() < end) {
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+	while (now_ns() < end) {
 		/* the lowest free one now: probed with dup, which takes it too */
 		int lowest = dup(0);
 		if (lowest < 0)

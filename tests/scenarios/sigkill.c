@@ -63,13 +63,6 @@ static void progress_open(int threads)
 static __thread int my_slot = -1;
 static __thread uint64_t cpu_base, cpu_read_at;
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void progress_note(void)
 {
 	if (progress && my_slot >= 0) {

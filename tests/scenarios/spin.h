@@ -1,5 +1,5 @@
 /*
- * spin.h - for scenario programs: a clock and one step of busy work.
+ * spin.h - for scenario programs: clocks and one step of busy work.
  * Static, header-only, always inlined (each scenario is one C file built
  * on its own, and the tests look for the caller's name on the stack).
  */
@@ -16,6 +16,14 @@ static inline uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's CPU time (a system call: not in a tight loop). */
+static inline uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
