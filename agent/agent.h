@@ -6,6 +6,7 @@
 #ifndef RHEA_AGENT_H
 #define RHEA_AGENT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
@@ -658,6 +659,15 @@ static inline uint64_t rhea_stamp_ns(uint64_t stamp)
  * allocations before the real malloc is known (free ignores its blocks). */
 void *hooks_malloc_other(size_t n, uint64_t ret);
 void hooks_free_other(void *p);
+/* glibc's internal mutex kind bits (nptl/pthreadP.h): robust, PI, PP,
+ * shared */
+#define GLIBC_MUTEX_ROBUST 16
+#define GLIBC_MUTEX_PRIO_INHERIT 32
+#define GLIBC_MUTEX_PRIO_PROTECT 64
+#define GLIBC_MUTEX_PSHARED 128
+/* ...and what its pthread_mutex_lock and _unlock leave to it. */
+int hooks_mutex_lock_other(pthread_mutex_t *m);
+int hooks_mutex_unlock_other(pthread_mutex_t *m);
 #define RHEA_BOOT_ARENA (64 * 1024)
 extern char rhea_boot_arena[RHEA_BOOT_ARENA] __attribute__((visibility("hidden")));
 static inline int rhea_is_boot(const void *p)

@@ -55,3 +55,62 @@ EXPORT void free(void *p)
 	}
 	hooks_free_other(p);
 }
+
+/*
+ * pthread_mutex_lock and pthread_mutex_unlock, the same way, while no
+ * thread of the program has ever waited (waits_any: until then no release
+ * has anyone to tell, and the wait table is never looked at): no capture
+ * due, the class on, the thread registered, not a hook in 64 that reads
+ * the TSC (untimed_note), and for the lock a mutex that is free.  In
+ * hooks.c the two hooks saved five registers and made a frame for their
+ * slow paths on every call, and the lock called the real trylock and
+ * came back: an uncontended lock/unlock pair cost 12-13 ns more than bare
+ * on the bench machine of 2026-11-28 (bench/hookloop.c, bare 12.5 ns),
+ * 6-7 ns from here.  Everything else is hooks.c's
+ * (hooks_mutex_lock_other tries the lock first and times the wait when
+ * it is held; hooks_mutex_unlock_other tells the wait table).
+ *
+ * The price: a lock found free here but taken by another thread before
+ * the real lock's own atomic exchange, nanoseconds later, waits untimed
+ * and unregistered.  That race can only come before the program's first
+ * timed wait: the first wait that is seen (a held lock is seen here
+ * unless it is taken in those nanoseconds) ends this fast path for good.
+ */
+extern int (*real_pthread_mutex_lock)(pthread_mutex_t *) __attribute__((visibility("hidden")));
+extern int (*real_pthread_mutex_unlock)(pthread_mutex_t *) __attribute__((visibility("hidden")));
+
+/* The untimed_note count, when this call is not the one that reads the
+ * TSC (that one takes the slow path, which counts it). */
+static inline int untimed_step(void)
+{
+	uint32_t u = rhea_hot.untimed + 1;
+	if ((u & (CLOCK_EVERY - 1)) == 0)
+		return 0;
+	rhea_hot.untimed = u;
+	return 1;
+}
+
+static inline int lock_fast_open(void)
+{
+	return likely(hot_gate_open()) && likely(rhea_hot.self != NULL) && likely(rhea_g.on[RHEA_C_LOCK]) &&
+	       likely(!waits_any());
+}
+
+EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	int (*f)(pthread_mutex_t *) = real_pthread_mutex_lock;
+	if (lock_fast_open() && likely(f != NULL) &&
+	    likely(__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0) && likely(untimed_step()))
+		return f(m);
+	return hooks_mutex_lock_other(m);
+}
+
+EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	int (*f)(pthread_mutex_t *) = real_pthread_mutex_unlock;
+	if (lock_fast_open() && likely(f != NULL) &&
+	    likely(!(__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & GLIBC_MUTEX_PSHARED)) &&
+	    likely(untimed_step()))
+		return f(m);
+	return hooks_mutex_unlock_other(m);
+}

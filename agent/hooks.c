@@ -377,11 +377,6 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 	after_block(t, fn, &b);
 }
 
-/* glibc's internal kind bits (nptl/pthreadP.h): robust, PI, PP, shared */
-#define GLIBC_MUTEX_ROBUST 16
-#define GLIBC_MUTEX_PRIO_INHERIT 32
-#define GLIBC_MUTEX_PRIO_PROTECT 64
-#define GLIBC_MUTEX_PSHARED 128
 
 /*
  * Process-shared objects, as glibc marks them (2.25 on): a mutex by a
@@ -687,7 +682,9 @@ NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow
 
 /* ---- locks --------------------------------------------------------------- */
 
-EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+/* pthread_mutex_lock when fastpath.c's check failed: a capture due, the
+ * thread's first call, some thread has waited, the mutex is held... */
+int hooks_mutex_lock_other(pthread_mutex_t *m)
 {
 	if (unlikely(!resolved))
 		resolve();
@@ -771,8 +768,8 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * woken thread before its look after, is found there by a waiter that
  * finds no record (1 in 15000 contended mutex waits on a loaded machine
  * went unattributed without it). */
-#define RELEASE_HOOK(name, T, FN, MAY_BLOCK, BEFORE, AFTER, E0, LOOK, SHARED)    \
-	EXPORT int name(T *o)                                                    \
+#define RELEASE_HOOK(DECL, name, T, FN, MAY_BLOCK, BEFORE, AFTER, E0, LOOK, SHARED) \
+	DECL(T *o)                                                               \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
 			resolve();                                               \
@@ -799,15 +796,21 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		tick(t, FN);                                                     \
 		return r;                                                        \
 	}
-RELEASE_HOOK(pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
-	     epoch_now(), before_ || epoch_now() != e0_ || rhea_g.ticker_coasting,
+/* (pthread_mutex_unlock when fastpath.c's check failed.)  Each unlock once
+ * the program has waited counts as a timed call in the ticker's cost
+ * model (agent.c): while it coasts, every one of them looks at the table
+ * after the release, and a program that unlocks millions of times a
+ * second has it tick instead (bench/hookloop.c's mutex_waited: the pair
+ * 44-46 ns coasting, 19-36 ticking, bare 13). */
+RELEASE_HOOK(int hooks_mutex_unlock_other, pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
+	     epoch_now(), (rhea_hot.timed++, before_ || epoch_now() != e0_ || rhea_g.ticker_coasting),
 	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
-RELEASE_HOOK(pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 0, 1, o->__data.__shared != 0)
-RELEASE_HOOK(pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_, 0, 1,
+RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 0, 1, o->__data.__shared != 0)
+RELEASE_HOOK(EXPORT int pthread_cond_signal, pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_, 0, 1,
 	     before_ && cond_is_shared(o))
-RELEASE_HOOK(pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_, 0, 1,
+RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_, 0, 1,
 	     before_ && cond_is_shared(o))
-RELEASE_HOOK(sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) && sem_has_waiters(o))
+RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \

@@ -43,8 +43,9 @@ innermost frame outwards: frames in other libraries are skipped; the first
 frame in the executable (any file not named *.so*) or in an unknown place
 makes the sample the program's; the first librhea.so frame that is agent
 code makes it the agent's.  A librhea.so frame that is a hook entry point
-(a function the library exports, e.g. read, malloc) is the hook forwarding
-the call to the real function: the walk goes on past it, so that
+(a function the library exports, e.g. read, malloc, or the slow half a
+fast path jumps to, hooks_*_other) is the hook forwarding the call to the
+real function: the walk goes on past it, so that
 program -> read hook -> libc read -> kernel is the program's, and
 agent_init -> mmap hook -> libc mmap -> kernel is the agent's.  A libc call
 written directly in a hook's body (not through an agent function: errno)
@@ -201,7 +202,8 @@ def main():
             if is_agent(fr):
                 # a hook (or a part GCC split off it: read.part.0, .cold)
                 # forwarding to the real function: its caller decides
-                if fr.sym.split(".")[0] in hooks:
+                base = fr.sym.split(".")[0]
+                if base in hooks or (base.startswith("hooks_") and base.endswith("_other")):
                     continue
                 return "agent", fr.sym
             if fr.dso.startswith("[unknown") or not SHARED.search(fr.dso) and fr.dso != "[vdso]":

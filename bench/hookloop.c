@@ -20,6 +20,9 @@
  *   write_null    write(fd of /dev/null, 1 byte)  1 timed call   (io)
  *   clock_mono    clock_gettime(CLOCK_MONOTONIC)  1 call, class `time`
  *                                                 off by default
+ *   mutex_waited  the mutex loop again, after     2 hooked calls (lock)
+ *                 one wait on a held mutex (run last: rhea's lock hooks
+ *                 take their fast path only until the program first waits)
  *
  * The program starts an idle thread first, bare or not.  Under rhea it has
  * the agent's threads, and glibc's system-call wrappers (write here) take
@@ -92,6 +95,35 @@ static __attribute__((noinline)) void loop_mutex(long n)
 	}
 }
 
+/* One wait on a mutex another thread holds for 20 ms, once. */
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static void *holder_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&held);
+	struct timespec ts = {0, 20000000};
+	nanosleep(&ts, NULL);
+	pthread_mutex_unlock(&held);
+	return NULL;
+}
+
+static __attribute__((noinline)) void loop_mutex_waited(long n)
+{
+	static int waited;
+	if (!waited) {
+		pthread_t h;
+		if (pthread_create(&h, NULL, holder_main, NULL) != 0)
+			abort();
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL); /* (the holder has it by now) */
+		pthread_mutex_lock(&held);
+		pthread_mutex_unlock(&held);
+		pthread_join(h, NULL);
+		waited = 1;
+	}
+	loop_mutex(n);
+}
+
 static __attribute__((noinline)) void loop_cond_signal(long n)
 {
 	for (long i = 0; i < n; i++)
@@ -161,6 +193,7 @@ int main(int argc, char **argv)
 		{"cond_signal", loop_cond_signal, 1, 1},
 		{"write_null", loop_write_null, 1, 20},
 		{"clock_mono", loop_clock, 1, 4},
+		{"mutex_waited", loop_mutex_waited, 2, 1}, /* last: see above */
 	};
 	double *t = calloc((size_t)reps, sizeof(double));
 	if (!t)

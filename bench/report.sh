@@ -362,6 +362,10 @@ target() { # target NAME VALUE OP LIMIT UNIT
 		pass = op == "<" ? v < lim : op == ">" ? v > lim : v <= lim
 		printf "   %-58s %12s   %s (target %s %s%s)\n", n, sprintf("%.2f%s", v, u), pass ? "PASS" : "MISS", op, lim, u }'
 }
+info() { # info NAME VALUE UNIT: a measurement shown beside the targets
+	awk -v n="$1" -v v="$2" -v u="$3" 'BEGIN {
+		printf "   %-58s %12s   information, no target\n", n, v == "" ? "-" : sprintf("%.2f%s", v, u) }'
+}
 sumval() { # sumval WL CFG TOOL FIELD
 	[ -s "$WORK/summary.txt" ] || return 0
 	awk -v w="$1" -v c="$2" -v t="$3" -v f="$4" '$1 == w && $2 == c && $3 == t { print $f; exit }' "$WORK/summary.txt"
@@ -412,6 +416,8 @@ if [ -s "$WORK/hook_deltas.txt" ]; then
 		"$(awk '$1 == "malloc_free" { print $3 }' "$WORK/hook_deltas.txt")" "<" 5 " ns"
 	target "uncontended lock+unlock pair, ns (default)" \
 		"$(awk '$1 == "mutex" { print $3 * 2 }' "$WORK/hook_deltas.txt")" "<" 10 " ns"
+	info "uncontended lock+unlock pair once the program has waited, ns (default)" \
+		"$(awk '$1 == "mutex_waited" { print $3 * 2 }' "$WORK/hook_deltas.txt")" " ns"
 fi
 if [ -s "$WORK/micro.out" ]; then
 	target "30-frame CFI unwind (no-fp code), median us" \

@@ -685,6 +685,25 @@ def t_ticker_coasts_without_tsc():
     check(stackless * 10 <= total, "%d of %d wakers without a stack" % (stackless, total))
 
 
+def t_unlocks_keep_the_ticker_ticking():
+    # Once a program has waited, every unlock tells the wait table, and while
+    # the ticker coasts each looks at it after the release too: a thread
+    # that unlocks millions of times a second makes coasting the dearer,
+    # and the ticker's cost model counts those unlocks, so it ticks (it
+    # used to coast through 400 ms of them: 2.7 s of a 2.8 s loop in
+    # bench/hookloop.c's mutex_waited, the pair 45 ns against 19-36).
+    prog = build("unlockloop")
+    path, out = record("unlockloop", prog, env={"RHEA_NO_TSC": "0"})
+    check(out.startswith("loops ") and int(out.split()[1]) > 0, "unlockloop: %r" % out)
+    rep = report(path)
+    st, span = rep["stats"], rep["recording"]["duration_ns"]
+    # the model's first window and its first looks take ~100-200 ms
+    check(st["ticker_coast_ns"] <= 0.5 * span, "the ticker coasted %.0f ms of %.0f while the program unlocked" %
+          (st["ticker_coast_ns"] / MS, span / MS))
+    waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock"]
+    check(sum(w["count"] for w in waits) == 1, "lock waits: %r (want the one)" % waits)
+
+
 def coast_check(rep):
     loop = max(rep["threads"], key=lambda t: t["alloc_count"])
     caps = loop["captures"] - loop["sampled"]
@@ -777,7 +796,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_lock_wait_and_waker, t_late_releaser, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
