@@ -377,7 +377,6 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 	after_block(t, fn, &b);
 }
 
-
 /*
  * Process-shared objects, as glibc marks them (2.25 on): a mutex by a
  * kind bit, a condition variable in bit 0 of __wrefs, a semaphore by the
@@ -756,9 +755,11 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 	return (__atomic_load_n(&c->__data.__wrefs, __ATOMIC_RELAXED) >> 3) != 0;
 }
 
-/* BEFORE: look before the release; AFTER (may use before_): look after it,
- * if LOOK (may use before_ and e0_, E0 taken when the hook began) still
- * holds after the release.
+/* DECL: what is defined, `EXPORT int name` or the slow half of a fast path
+ * in fastpath.c, which jumps to it (so that CALLER is still the program's
+ * call site).  BEFORE: look before the release; AFTER (may use before_):
+ * look after it, if LOOK (may use before_ and e0_, E0 taken when the hook
+ * began) still holds after the release.
  * Both, when both are on: a waiter that registers between the record made
  * before the release and the release itself is woken by it, but takes that
  * record for an older one (it was there when it registered); the record
