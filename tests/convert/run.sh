@@ -18,10 +18,18 @@ set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/tests/convert"
 # The official schemas (perfetto_trace.proto) sit in shared/ beside the
-# clone, as on CI; RHEA_SCHEMAS points elsewhere.  Without them the protoc
+# clone, as on CI, or beside the checkout a local clone was made from;
+# RHEA_SCHEMAS points elsewhere.  Without them the protoc
 # check is skipped, said on one line; trace_processor, go tool pprof and
 # the structural decoder still check every trace.
 schemas="${RHEA_SCHEMAS:-$root/../shared/schemas}"
+if [ -z "${RHEA_SCHEMAS:-}" ] && [ ! -f "$schemas/perfetto_trace.proto" ]; then
+	# a clone made elsewhere (/tmp) of a checkout that has them beside it
+	origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
+	case "$origin" in
+	/*) [ -f "$origin/../shared/schemas/perfetto_trace.proto" ] && schemas="$origin/../shared/schemas" ;;
+	esac
+fi
 PY=/usr/bin/python3
 CC=${CC:-gcc}
 for f in "$root/rhea" "$root/librhea.so"; do
