@@ -2064,9 +2064,10 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
+	struct rhea_salvage_sites *sm;
 	size_t node_bytes = (size_t)rhea_g.cfg.max_nodes * sizeof(struct stacktab_node);
 	if (!salvage_region(rhea_attached ? SALVAGE_OWN : SALVAGE_INHERITED, buf_bytes(nchunks, chunk), node_bytes,
-			    RHEA_MAX_THREADS, &bm, &nm, &pm)) {
+			    RHEA_MAX_THREADS, RHEA_SALVAGE_SITE_THREADS, &bm, &nm, &pm, &sm)) {
 		agent_disable("cannot map the buffers", errno);
 		goto out;
 	}
@@ -2080,6 +2081,7 @@ __attribute__((constructor)) static void agent_init(void)
 		goto out;
 	}
 	rhea_pends = pm; /* RHEA_MAX_THREADS of them: one per registry slot */
+	rhea_site_tables = sm; /* for the first RHEA_SALVAGE_SITE_THREADS slots */
 	thread_registry_init();
 	if (is_root && open_output() < 0)
 		goto out;

@@ -21,11 +21,7 @@
 #include "unwind.h"
 
 #define RHEA_MAX_DEPTH 1024
-#define RHEA_SITES 512 /* per-thread allocation-site table, power of two */
-
-struct rhea_site_slot {
-	uint64_t pc, count, bytes;
-};
+#define RHEA_SITES RHEA_SALVAGE_SITES /* per-thread allocation-site table (salvage.h) */
 
 /*
  * A recent walk on a thread and what it found (capture.c, take_stack): a
@@ -62,6 +58,10 @@ struct rhea_tstate {
 	 * valid, the sample.  In the salvage region when there is one (a
 	 * SIGKILL leaves it to rhea record, core/salvage.h), else own_pend. */
 	struct rhea_salvage_pend *pend;
+	/* The allocation sites, counted by site_add (capture.c): in the
+	 * salvage region for the first RHEA_SALVAGE_SITE_THREADS slots (a
+	 * SIGKILL leaves them to rhea record too), else own_sites. */
+	struct rhea_salvage_sites *sites;
 	uint64_t stack_lo, stack_hi;
 	uint64_t last_capture_ns; /* any capture: sync, sampled or forced */
 	uint32_t long_waits; /* recent sync waits that lasted >= min_block (decays) */
@@ -96,14 +96,11 @@ struct rhea_tstate {
 		uint32_t stack;
 	} rel[4];
 	uint32_t rel_next;
-	struct rhea_site_slot sites[RHEA_SITES];
-	uint16_t site_used[RHEA_SITES]; /* indexes of the slots in use */
-	uint32_t nsite_used;
-	uint64_t sites_overflow, sites_overflow_bytes; /* found no site slot */
 	uint64_t clock_at; /* the allocation count at the last alloc_clock read */
 	uint32_t populated; /* the slot's pages were made writable (thread.c) */
 	uint32_t index;     /* the slot's number in the registry */
 	struct rhea_salvage_pend own_pend; /* when there is no salvage region */
+	struct rhea_salvage_sites own_sites; /* when the region has none for this slot */
 };
 
 /* Synthetic addresses in the stack table (never code addresses). */
@@ -260,6 +257,7 @@ void thread_exit_current(void);
 void thread_registry_init(void);
 #define RHEA_MAX_THREADS 8192 /* registry slots at most */
 extern struct rhea_salvage_pend *rhea_pends; /* RHEA_MAX_THREADS, one per slot, or NULL */
+extern struct rhea_salvage_sites *rhea_site_tables; /* RHEA_SALVAGE_SITE_THREADS, from slot 0, or NULL */
 /* Claim a slot for a thread that is not the caller (sampler) or from a
  * signal handler: no stack bounds, no exit destructor. */
 struct rhea_tstate *thread_register_tid(uint32_t tid, int self);
@@ -516,13 +514,14 @@ void attach_cleanup(void);
 /* salvage.c: the buffers in memory rhea record can read after a SIGKILL */
 extern struct rhea_salvage *rhea_salvage;
 /* Map the region: header, buffers (buf_bytes), nodes, npend pending
- * samples; *buf, *nodes, *pend point into it.  NULL when nothing maps.
+ * samples, nsites site tables; *buf, *nodes, *pend, *sites point into it.
+ * NULL when nothing maps.
  * mode: SALVAGE_PRIVATE (anonymous memory), SALVAGE_INHERITED (rhea
  * record's memfd when it is ours to take), SALVAGE_OWN (a memfd of our
  * own, which rhea attach opens through /proc). */
 enum { SALVAGE_PRIVATE = 0, SALVAGE_INHERITED = 1, SALVAGE_OWN = 2 };
-void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
-		     struct rhea_salvage_pend **pend);
+void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, uint32_t nsites, void **buf,
+		     void **nodes, struct rhea_salvage_pend **pend, struct rhea_salvage_sites **sites);
 void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
 int salvage_shared(void); /* the region is a memfd */
 int salvage_fd_number(void); /* the memfd's descriptor, -1 none */
@@ -748,6 +747,12 @@ static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 {
 	if (__builtin_expect(rhea_hot.site_pc == pc, 1)) {
 		site_note_same(bytes);
+		/* A long run is folded into the table every CLOCK_RUN
+		 * allocations (malloc's fast path leaves it for this): the
+		 * table, which outlives a SIGKILL (core/salvage.h), is never
+		 * further behind. */
+		if (__builtin_expect((rhea_hot.site_count & (CLOCK_RUN - 1)) == 0, 0))
+			site_fold(t);
 		return;
 	}
 	site_note_switch(t, pc, bytes);

@@ -774,24 +774,31 @@ static inline uint32_t site_home(uint64_t pc)
 	return (uint32_t)((pc >> 4) ^ (pc >> 13)) & (RHEA_SITES - 1);
 }
 
+/* (The table may be read by rhea record after a SIGKILL at any point:
+ * a new slot is listed in used[] only once it holds its site, and the
+ * count is written before the bytes; core/salvage.h.) */
 static void site_add(struct rhea_tstate *t, uint64_t pc, uint64_t count, uint64_t bytes)
 {
+	struct rhea_salvage_sites *st = t->sites;
 	uint32_t i = site_home(pc);
 	for (uint32_t k = 0; k < 16; k++) {
 		uint32_t j = (i + k) & (RHEA_SITES - 1);
-		struct rhea_site_slot *s = &t->sites[j];
+		struct rhea_salvage_site *s = &st->site[j];
 		if (s->pc == 0) {
 			s->pc = pc;
-			t->site_used[t->nsite_used++] = (uint16_t)j;
+			st->used[st->nused] = (uint16_t)j;
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			st->nused++;
 		}
 		if (s->pc == pc) {
 			s->count += count;
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
 			s->bytes += bytes;
 			return;
 		}
 	}
-	t->sites_overflow += count;
-	t->sites_overflow_bytes += bytes;
+	st->overflow += count;
+	st->overflow_bytes += bytes;
 }
 
 /* The call instruction of a site kept as its return address (struct
@@ -820,7 +827,7 @@ void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 	/* This site is folded into its slot when the next one comes: fetch
 	 * the slot now, while the program allocates here (in an allocation
 	 * storm that fold was a cache miss: 85% of its time). */
-	__builtin_prefetch(&t->sites[site_home(site_call(ret))], 1);
+	__builtin_prefetch(&t->sites->site[site_home(site_call(ret))], 1);
 }
 
 void capture_emit_sites(struct rhea_tstate *t)
@@ -841,7 +848,8 @@ void capture_emit_sites(struct rhea_tstate *t)
 		struct rhea_sites h;
 		struct rhea_site s[BATCH];
 	} e;
-	uint32_t n = 0, used = t->nsite_used;
+	const struct rhea_salvage_sites *st = t->sites;
+	uint32_t n = 0, used = st->nused;
 	if (used > RHEA_SITES)
 		used = RHEA_SITES;
 	/* The slots in use, then the latest site if it has no slot, then the
@@ -849,7 +857,7 @@ void capture_emit_sites(struct rhea_tstate *t)
 	for (uint32_t i = 0; i <= used + 1; i++) {
 		uint64_t pc, count, bytes;
 		if (i < used) {
-			const struct rhea_site_slot *s = &t->sites[t->site_used[i]];
+			const struct rhea_salvage_site *s = &st->site[st->used[i] & (RHEA_SITES - 1)];
 			pc = s->pc;
 			count = s->count;
 			bytes = s->bytes;
@@ -864,8 +872,8 @@ void capture_emit_sites(struct rhea_tstate *t)
 			bytes = pbytes;
 		} else {
 			pc = 0;
-			count = t->sites_overflow;
-			bytes = t->sites_overflow_bytes;
+			count = st->overflow;
+			bytes = st->overflow_bytes;
 		}
 		if (count > 0) {
 			e.s[n].pc = pc;

@@ -3,7 +3,7 @@
  * (core/salvage.h says why and what the layout is).
  *
  * One region holds the header, the record buffers' chunks, the call-stack
- * table's nodes and the pending samples.  Under `rhea record` it is a
+ * table's nodes, the pending samples and the threads' allocation sites.  Under `rhea record` it is a
  * shared mapping of rhea record's memfd, opened through the /proc path
  * RHEA_SALVAGE names; under `rhea attach` a memfd of the agent's own, which
  * rhea attach opens through /proc while the process lives; anywhere else
@@ -258,13 +258,14 @@ static void keep_fd(int fd, int keep)
 	}
 }
 
-void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, void **buf, void **nodes,
-		     struct rhea_salvage_pend **pend)
+void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, uint32_t nsites, void **buf,
+		     void **nodes, struct rhea_salvage_pend **pend, struct rhea_salvage_sites **sites)
 {
 	size_t hdr = page_up(sizeof(struct rhea_salvage));
 	size_t off_buf = hdr, nodes_at = off_buf + page_up(buf_bytes);
 	size_t off_pend = nodes_at + page_up(node_bytes);
-	size_t size = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
+	size_t off_sites = off_pend + page_up((size_t)npend * sizeof(struct rhea_salvage_pend));
+	size_t size = off_sites + page_up((size_t)nsites * sizeof(struct rhea_salvage_sites));
 	sock_name_read();
 	int fd = salvage_memfd(mode), own = mode == SALVAGE_OWN;
 	/* zeroed: an exec'ed image finds its predecessor's bytes here */
@@ -292,10 +293,13 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	h->nodes = (uint64_t)(uintptr_t)(m + nodes_at);
 	h->pend = (uint64_t)(uintptr_t)(m + off_pend);
 	h->npend = npend;
+	h->sites = (uint64_t)(uintptr_t)(m + off_sites);
+	h->nsites = nsites;
 	h->nodes_in_file = 1;
 	*buf = m + off_buf;
 	*nodes = m + nodes_at;
 	*pend = (struct rhea_salvage_pend *)(m + off_pend);
+	*sites = (struct rhea_salvage_sites *)(m + off_sites);
 	rhea_salvage = h;
 	return m;
 }
@@ -377,7 +381,8 @@ void salvage_nodes_in_file(uint32_t written)
  * In a forked child, before it writes anything: the shared region becomes
  * the child's own, a memfd for rhea record when it traces (sent once the
  * child has a recording, salvage_publish) or private memory.  The buffers
- * and pending samples are reset by the child anyway; the header, the
+ * and pending samples are reset by the child anyway, and its site tables
+ * start empty (the forking thread's is cleared, thread_after_fork); the header, the
  * chunks' descriptors and the nodes the child keeps (it writes them all to
  * its own file) are copied, nodes up to next_id.  On failure the region
  * is forgotten: it is still the parent's.

@@ -56,6 +56,7 @@ static __thread int tls_dead; /* the thread is past its exit: pass through */
 static struct rhea_tstate *chunks[NCHUNKS]; /* atomic */
 static int registry_ready;
 struct rhea_salvage_pend *rhea_pends; /* one per slot, in the salvage region */
+struct rhea_salvage_sites *rhea_site_tables; /* the first slots', in the salvage region */
 static uint32_t max_slots;   /* slots there may be: MAX_THREADS, fewer under RLIMIT_AS */
 static uint32_t nslots_used; /* atomic: high-water mark */
 
@@ -306,14 +307,29 @@ static void stack_bounds(struct rhea_tstate *t)
 }
 
 
-/* Forget the previous owner's allocation sites: only the slots it used. */
+/* Forget the previous owner's allocation sites: only the slots it used.
+ * The table names no thread meanwhile (a reader after a SIGKILL skips
+ * it), then t's. */
 static void clear_sites(struct rhea_tstate *t)
 {
-	uint32_t used = t->nsite_used < RHEA_SITES ? t->nsite_used : RHEA_SITES;
+	struct rhea_salvage_sites *st = t->sites;
+	__atomic_store_n(&st->tid, 0, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uint32_t used = st->nused < RHEA_SITES ? st->nused : RHEA_SITES;
 	for (uint32_t i = 0; i < used; i++)
-		memset(&t->sites[t->site_used[i]], 0, sizeof(t->sites[0]));
-	t->nsite_used = 0;
-	t->sites_overflow = t->sites_overflow_bytes = 0;
+		memset(&st->site[st->used[i] & (RHEA_SITES - 1)], 0, sizeof(st->site[0]));
+	st->nused = 0;
+	st->overflow = st->overflow_bytes = 0;
+	st->serial = t->serial;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&st->tid, t->tid, __ATOMIC_RELAXED);
+}
+
+/* The thread is gone and its sites are in the recording: its table names
+ * no thread. */
+static void sites_done(struct rhea_tstate *t)
+{
+	__atomic_store_n(&t->sites->tid, 0, __ATOMIC_RELAXED);
 }
 
 /* Claim and initialize a free slot for tid; NULL when the registry is full.
@@ -372,10 +388,12 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	t->pend = rhea_pends ? &rhea_pends[t->index] : &t->own_pend; /* max_slots <= RHEA_MAX_THREADS */
 	t->pend->busy = 0;
 	t->pend->valid = 0;
-	clear_sites(t);
+	t->sites = rhea_site_tables && t->index < RHEA_SALVAGE_SITE_THREADS ? &rhea_site_tables[t->index]
+									   : &t->own_sites;
 	t->tid = tid;
 	t->timer_id = -1;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	clear_sites(t);
 	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
 		t->stack_lo = rhea_main_stack_lo;
@@ -544,6 +562,7 @@ void thread_release(struct rhea_tstate *t)
 		capture_flush_pending(t);
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
+		sites_done(t);
 	}
 	map_forget(t);
 	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
@@ -583,6 +602,7 @@ void thread_exit_current(void)
 		capture_flush_pending(t);
 		capture_emit_sites(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
+		sites_done(t);
 	}
 	if (t->tid == (uint32_t)rhea_g.pid)
 		rhea_g.leader_gone = 1; /* pthread_exit of main: see thread_program_left */

@@ -12,7 +12,8 @@
  *  - every entry of the chunks the writer had not written: FILLING and FULL
  *    ones, and WRITING and DRAINED ones when the writer's round wrote
  *    nothing of them (the file still ends where the round began);
- *  - each thread's pending sample, unless the thread was changing it.
+ *  - each thread's pending sample, unless the thread was changing it;
+ *  - each thread's allocation sites, from the tables the threads count in.
  */
 #include "recover.h"
 #include "cli.h"
@@ -195,6 +196,42 @@ static void pending(const struct recover_view *v, struct out *o)
 	}
 }
 
+/* Each thread's allocation sites as its table held them: newer than the
+ * last snapshot the agent wrote (up to a second older), and what a reader
+ * keeps (the largest count of each site of each thread). */
+static void sites(const struct recover_view *v, struct out *o)
+{
+	const struct rhea_salvage *h = v->h;
+	const struct rhea_salvage_sites *t =
+		h->nsites ? (const void *)at_addr(v, h->sites, (uint64_t)h->nsites * sizeof(*t)) : NULL;
+	size_t cap = sizeof(struct rhea_sites) + (RHEA_SALVAGE_SITES + 1) * sizeof(struct rhea_site);
+	struct rhea_sites *e = t ? malloc(cap) : NULL;
+	if (!e)
+		return;
+	struct rhea_site *d = (struct rhea_site *)(e + 1);
+	for (uint32_t i = 0; i < h->nsites; i++) {
+		uint32_t tid = t[i].tid, serial = t[i].serial, used = t[i].nused, n = 0;
+		if (!tid || used > RHEA_SALVAGE_SITES)
+			continue;
+		for (uint32_t k = 0; k < used; k++) {
+			uint16_t j = t[i].used[k];
+			if (j >= RHEA_SALVAGE_SITES || !t[i].site[j].pc || !t[i].site[j].count)
+				continue;
+			d[n++] = (struct rhea_site){t[i].site[j].pc, t[i].site[j].count, t[i].site[j].bytes, tid, serial};
+		}
+		if (t[i].overflow) /* the bucket of sites that found no slot: pc 0 */
+			d[n++] = (struct rhea_site){0, t[i].overflow, t[i].overflow_bytes, tid, serial};
+		if (!n)
+			continue;
+		memset(e, 0, sizeof(*e));
+		e->h.kind = RHEA_E_SITES;
+		e->h.size = (uint32_t)(sizeof(*e) + n * sizeof(*d));
+		e->count = n;
+		out_entry(o, &e->h);
+	}
+	free(e);
+}
+
 long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64_t at)
 {
 	struct out o = {.w = w, .cap = w->max_chunk};
@@ -206,6 +243,7 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
 	nodes(v, &o);
 	chunks(v, &o, at);
 	pending(v, &o);
+	sites(v, &o);
 	out_flush(&o);
 	free(o.buf);
 	return o.err ? -1 : o.samples;

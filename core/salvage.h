@@ -7,7 +7,7 @@
  * seeing, would be lost with its memory.  So under `rhea record` the
  * buffers that hold them live in a memfd that rhea record created and that
  * the agent maps (opened through /proc/<rhea record's pid>/fd/<n>): the record buffers' chunks, the call-stack table's
- * nodes and every thread's pending (merged) sample.  The memfd's pages
+ * nodes, every thread's pending (merged) sample and allocation sites.  The memfd's pages
  * belong to the memfd, not to the dying process; rhea record, still holding
  * its descriptor, reads them once the program is gone and appends what the
  * file lacks before the end it adds (cli/cmd_record.c).  The processes it
@@ -32,7 +32,7 @@
 #include "format.h"
 
 #define RHEA_SALVAGE_MAGIC 0x766c617361656872ull /* "rheasalv", little-endian */
-#define RHEA_SALVAGE_VERSION 1
+#define RHEA_SALVAGE_VERSION 2 /* 2: the threads' allocation sites */
 #define RHEA_SALVAGE_ENV "RHEA_SALVAGE" /* /proc/<rhea record's pid>/fd/<n> */
 #define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
 /* rhea record's abstract unix socket (the name without its leading NUL):
@@ -85,6 +85,34 @@ struct rhea_salvage_pend {
 	struct rhea_sample s;
 };
 
+/*
+ * A thread slot's allocation sites: the table the thread itself counts in
+ * (agent/capture.c, site_add), kept here for the first
+ * RHEA_SALVAGE_SITE_THREADS slots of the registry (the rest count in
+ * their slot), so that a program killed (the OOM killer above all) leaves
+ * its sites as they were, not as the last snapshot the agent wrote, up to
+ * a second before.  Only the owning thread writes its table, without
+ * marks: a table read after a SIGKILL may have one slot's count ahead of
+ * its bytes, or a slot filled that used[] does not list yet (not read).
+ * A site's latest run of allocations is counted in the thread's TLS until
+ * CLOCK_RUN (128) of them or another site come (agent.h): that much is
+ * not here.  tid 0: the slot has no thread.
+ */
+#define RHEA_SALVAGE_SITES 512 /* slots per table, a power of two */
+#define RHEA_SALVAGE_SITE_THREADS 256
+struct rhea_salvage_site {
+	uint64_t pc, count, bytes; /* pc 0: a free slot */
+};
+struct rhea_salvage_sites {
+	uint32_t tid;    /* the thread counting here, 0 none */
+	uint32_t serial; /* its serial (struct rhea_site's) */
+	uint32_t nused;  /* slots in use: their indexes are used[0..nused) */
+	uint32_t pad;
+	uint64_t overflow, overflow_bytes; /* allocations that found no slot */
+	struct rhea_salvage_site site[RHEA_SALVAGE_SITES];
+	uint16_t used[RHEA_SALVAGE_SITES];
+};
+
 struct rhea_salvage {
 	uint64_t magic;  /* RHEA_SALVAGE_MAGIC, written last at set-up */
 	uint32_t version;
@@ -109,6 +137,11 @@ struct rhea_salvage {
 	 * in the file only if the file grew past round_start. */
 	uint32_t in_round;
 	uint64_t round_start;
+	/* allocation sites: nsites tables at `sites`, one per registry slot
+	 * from slot 0 */
+	uint64_t sites;
+	uint32_t nsites;
+	uint32_t pad;
 	char output[4096]; /* the recording these belong to */
 };
 

@@ -60,7 +60,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -1265,6 +1265,31 @@ def t_sigkill(c, variant, threads=0):
                 c.check(incl(child, fn) == 0, "the child's recording has the parent's %s" % fn)
             c.check([t["tid"] for t in child["threads"]] == [child["recording"]["pid"]],
                     "the child's recording has threads %s" % [t["tid"] for t in child["threads"]])
+    c.done()
+
+
+def t_oomsites(c, variant):
+    """oomsites.c: two threads leak from known sites, then the process is
+    SIGKILLed within milliseconds, before any periodic snapshot of the sites
+    (once a second).  The sites come from the tables the threads counted
+    in, which live in rhea record's memfd (core/salvage.h): leak_a exactly
+    3000 x 1000 B, leak_b 700 x 24 B.  last_a and last_b, each the latest
+    run of its thread (counted in TLS only), have at most their one."""
+    rc, out, err = c.record([c.prog(variant, "oomsites")])
+    expect_status(c, rc, 128 + 9, err)
+    c.check(out == "oomsites: killing myself\n", "stdout %r" % out)
+    c.check("recovered from its memory" in err, "rhea record did not say it recovered anything: %s"
+            % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    r = rec["recording"]
+    c.check(r["end_reason"] == "signal" and r["end_status"] == 9,
+            "end %r %r, want signal 9" % (r["end_reason"], r["end_status"]))
+    check_site(c, rec, "leak_a", 3000, 3000 * 1000)
+    check_site(c, rec, "leak_b", 700, 700 * 24)
+    for fn in ("last_a", "last_b"):
+        n, b, rows = sites_of(rec, fn)
+        c.check(n <= 1 and b == 8 * n, "alloc_sites %s: %d allocations / %d bytes, want at most 1 of 8 B (sites: %s)"
+                % (fn, n, b, site_names(rec)))
     c.done()
 
 
@@ -3934,6 +3959,8 @@ def all_tests():
         t.append(Test("sigkill/%s" % v, t_sigkill, (v,)))
         t.append(Test("segv-recover/%s" % v, t_segv_recover, (v,)))
     t.append(Test("sigkill/gcc-O2/threads", t_sigkill, ("gcc-O2", 3)))
+    for v in ("gcc-O2", "clang-O2-nofp"):
+        t.append(Test("oomsites/%s" % v, t_oomsites, (v,)))
     t.append(Test("sigkill/gcc-O2/exec", t_sigkill_exec, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("fdlowest", t_fdlowest, ("gcc-O2",)))

@@ -33,6 +33,7 @@ struct region {
 	struct buf b;
 	struct stacktab st;
 	struct rhea_salvage_pend *pend;
+	struct rhea_salvage_sites *sites; /* 4 tables */
 	uint64_t at; /* where the file ends */
 };
 
@@ -46,8 +47,8 @@ static void setup(struct region *r)
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), r->memfd);
 	setenv(RHEA_SALVAGE_ENV, path, 1);
 	void *bm, *nm;
-	cr_assert_not_null(salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
-					  &r->pend));
+	cr_assert_not_null(salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, 4,
+					  &bm, &nm, &r->pend, &r->sites));
 	cr_assert(salvage_shared(), "the region is not the memfd");
 	cr_assert_eq(buf_init_at(&r->b, bm, 4, 4096, 1), 0);
 	r->b.keep_drained = 1;
@@ -91,6 +92,9 @@ static void emit_sample(struct region *r, uint32_t tid, uint64_t t, uint32_t sta
 
 struct counts {
 	long samples, nodes, node_entries;
+	long sites;                         /* sites in SITES entries */
+	uint64_t site_count, site_bytes;    /* their sums */
+	uint64_t site_pc_sum, site_tid_sum; /* (tid + serial per site) */
 	uint64_t times; /* sum of begin_ns */
 	uint64_t node_addr_sum;
 };
@@ -130,6 +134,17 @@ static long recover(struct region *r, struct counts *c)
 			if (e->kind == RHEA_E_SAMPLE) {
 				c->samples++;
 				c->times += ((const struct rhea_sample *)e)->begin_ns;
+			} else if (e->kind == RHEA_E_SITES) {
+				const struct rhea_sites *ss = (const void *)e;
+				const struct rhea_site *st = (const void *)(ss + 1);
+				cr_assert_eq(e->size, sizeof(*ss) + ss->count * sizeof(*st));
+				for (uint32_t i = 0; i < ss->count; i++) {
+					c->sites++;
+					c->site_count += st[i].count;
+					c->site_bytes += st[i].bytes;
+					c->site_pc_sum += st[i].pc;
+					c->site_tid_sum += st[i].tid + st[i].serial;
+				}
 			} else if (e->kind == RHEA_E_NODES) {
 				const struct rhea_nodes *ns = (const void *)e;
 				const struct rhea_node *nd = (const void *)(ns + 1);
@@ -169,6 +184,47 @@ Test(recover, buffered_nodes_and_pending_once)
 	cr_assert_eq(c.times, 1 + 2 + 3 + 4 + 5 + 100);
 	cr_assert_eq(c.nodes, 3);
 	cr_assert_eq(c.node_addr_sum, 0x6000);
+	teardown(&r);
+}
+
+/* A site table as a thread fills it (capture.c, site_add). */
+static void put_site(struct rhea_salvage_sites *t, uint16_t slot, uint64_t pc, uint64_t count, uint64_t bytes)
+{
+	t->site[slot] = (struct rhea_salvage_site){pc, count, bytes};
+	t->used[t->nused++] = slot;
+}
+
+Test(recover, allocation_sites_of_the_threads_tables)
+{
+	struct region r;
+	setup(&r);
+	/* table 0: two sites and the overflow bucket */
+	r.sites[0].tid = 100;
+	r.sites[0].serial = 1;
+	put_site(&r.sites[0], 5, 0x4000, 10, 1000);
+	put_site(&r.sites[0], 300, 0x5000, 3, 30);
+	r.sites[0].overflow = 2;
+	r.sites[0].overflow_bytes = 20;
+	/* table 1: no thread (it ended, its sites are in the file) */
+	put_site(&r.sites[1], 7, 0x6000, 99, 99);
+	/* table 2: a slot being filled when the thread died (no count yet), a
+	 * used[] entry a program scribbled on, and a good one */
+	r.sites[2].tid = 200;
+	r.sites[2].serial = 2;
+	put_site(&r.sites[2], 9, 0x7000, 0, 0);
+	put_site(&r.sites[2], 10, 0x7100, 4, 40);
+	r.sites[2].used[r.sites[2].nused++] = 60000;
+	/* table 3: a count past the table's size: all of it ignored */
+	r.sites[3].tid = 300;
+	put_site(&r.sites[3], 1, 0x8000, 1, 1);
+	r.sites[3].nused = RHEA_SALVAGE_SITES + 1;
+	struct counts c;
+	cr_assert_eq(recover(&r, &c), 0);
+	cr_assert_eq(c.sites, 4);
+	cr_assert_eq(c.site_count, 10 + 3 + 2 + 4);
+	cr_assert_eq(c.site_bytes, 1000 + 30 + 20 + 40);
+	cr_assert_eq(c.site_pc_sum, 0x4000 + 0x5000 + 0 + 0x7100);
+	cr_assert_eq(c.site_tid_sum, 3 * 101 + 202);
 	teardown(&r);
 }
 
@@ -261,9 +317,10 @@ static void child_killed_with_sample(const char *path)
 {
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
+	struct rhea_salvage_sites *sm;
 	unsetenv(RHEA_SALVAGE_ENV);
-	if (!salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, &bm, &nm,
-			    &pm))
+	if (!salvage_region(SALVAGE_INHERITED, buf_bytes(4, 4096), 64 * sizeof(struct stacktab_node), 8, 0, &bm, &nm,
+			    &pm, &sm))
 		_exit(3);
 	struct buf b;
 	struct stacktab st;
