@@ -153,7 +153,7 @@ static const char *fit(const char *s, int w, char *buf)
  * one that was running already (the main thread, every thread of a
  * process rhea attach joined) counts from its first sample, so that the
  * time it ran before the recording is left out. */
-static void thread_stats(const struct rec_thread *t, struct tstat *ts)
+static void thread_stats(const struct recording *r, const struct rec_thread *t, struct tstat *ts)
 {
 	memset(ts, 0, sizeof(*ts));
 	uint64_t cpu_base = t->parent_tid ? 0 : UINT64_MAX;
@@ -190,6 +190,24 @@ static void thread_stats(const struct rec_thread *t, struct tstat *ts)
 	 * ended): no span, not a negative one. */
 	if (ts->last_ns < ts->first_ns)
 		ts->last_ns = ts->first_ns;
+	/* After a SIGKILL the sites rhea record recovered (from the tables the
+	 * threads counted in) are newer than the thread's last sample, which
+	 * may be milliseconds older (one capture an interval at most): both
+	 * count at most what the thread allocated, the larger is the nearer.
+	 * (By tid: a tid that came back in the recording would add its two
+	 * lives' sites, which only such an end can show.) */
+	if (!r->have_end && r->end_outside && r->end_recovered) {
+		uint64_t n = 0, bytes = 0;
+		for (size_t i = 0; i < r->nsites; i++)
+			if (r->sites[i].tid == t->tid) {
+				n += r->sites[i].count;
+				bytes += r->sites[i].bytes;
+			}
+		if (n > ts->alloc_count) {
+			ts->alloc_count = n;
+			ts->alloc_bytes = bytes;
+		}
+	}
 }
 
 struct trow {
@@ -1067,7 +1085,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	uint64_t cpu_total = 0;
 	for (size_t i = 0; i < r->nthreads; i++) {
 		rows[i].i = i;
-		thread_stats(&r->threads[i], &rows[i].ts);
+		thread_stats(r, &r->threads[i], &rows[i].ts);
 		cpu_total += rows[i].ts.cpu_ns;
 	}
 	char note[512], cutnote[1024], jitnote[512];
@@ -1746,7 +1764,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		p->end_ns = end_of(r) && end_of(r)->time_ns > r->last_ns ? end_of(r)->time_ns : r->last_ns;
 		for (size_t i = 0; i < r->nthreads; i++) {
 			struct tstat ts;
-			thread_stats(&r->threads[i], &ts);
+			thread_stats(r, &r->threads[i], &ts);
 			p->cpu_ns += ts.cpu_ns;
 			p->captures += ts.captures;
 			p->allocs += ts.alloc_count;

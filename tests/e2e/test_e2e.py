@@ -1274,7 +1274,8 @@ def t_oomsites(c, variant):
     (once a second).  The sites come from the tables the threads counted
     in, which live in rhea record's memfd (core/salvage.h): leak_a exactly
     3000 x 1000 B, leak_b 700 x 24 B.  last_a and last_b, each the latest
-    run of its thread (counted in TLS only), have at most their one."""
+    run of its thread (counted in TLS only), have at most their one.  The
+    threads' counts in the report are the sites', newer than their samples."""
     rc, out, err = c.record([c.prog(variant, "oomsites")])
     expect_status(c, rc, 128 + 9, err)
     c.check(out == "oomsites: killing myself\n", "stdout %r" % out)
@@ -1290,6 +1291,9 @@ def t_oomsites(c, variant):
         n, b, rows = sites_of(rec, fn)
         c.check(n <= 1 and b == 8 * n, "alloc_sites %s: %d allocations / %d bytes, want at most 1 of 8 B (sites: %s)"
                 % (fn, n, b, site_names(rec)))
+    # the threads' counts: their last samples are older than the sites
+    # (one capture each here), the report takes the nearer
+    check_thread_allocs(c, rec)
     c.done()
 
 
