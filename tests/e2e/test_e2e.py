@@ -1879,7 +1879,13 @@ def t_go(c):
     bogus = [f["name"] for f in rec["functions"] if re.fullmatch(r"\?\+0x[0-9a-f]+", f["name"])]
     c.check(not bogus, "outermost frames that are no code: %s" % bogus[:5])
     fib = [f for f in prof["functions"] if f["name"] == "main.fib"]
-    c.check(prof["samples"] >= 5 and fib and fib[0]["self"] >= 0.4 * prof["samples"],
+    # fib on the stack of most periods; its own code the leaf of some.
+    # (Under load Go preempts its goroutines with SIGURG more often, and a
+    # period that lands in that handler has it, on libc's __restore_rt, as
+    # the leaf above fib: a run under ASan on a busy machine had fib in 30
+    # of 30 periods, the leaf of 10.)
+    c.check(prof["samples"] >= 5 and fib and fib[0]["inclusive"] >= 0.6 * prof["samples"]
+            and fib[0]["self"] >= 0.2 * prof["samples"],
             "CPU profile: %d periods, main.fib %s (functions: %s)"
             % (prof["samples"], fib[:1], [f["name"] for f in prof["functions"][:8]]))
     # exec'ed into by a shell: the image's own recording gets the end

@@ -45,11 +45,14 @@ static void mark(void)
 	__atomic_add_fetch(&marked, 1, __ATOMIC_SEQ_CST);
 }
 
-static uint64_t now_ms(void)
+/* (In ns: counted in whole ms, a wait from 12.999 to 412.000 ms passed
+ * for 400 ms, and the test, which wants the recording to last at least
+ * HANG_MS, saw 399.8.) */
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 __attribute__((noinline)) static void *sleeper_thread(void *arg)
@@ -93,8 +96,8 @@ __attribute__((noinline)) static void *waiter_thread(void *arg)
 static void *killer_thread(void *arg)
 {
 	(void)arg;
-	uint64_t t0 = now_ms();
-	while (now_ms() - t0 < HANG_MS)
+	uint64_t t0 = now_ns();
+	while (now_ns() - t0 < HANG_MS * 1000000ull)
 		;
 	pthread_kill(main_th, SIGTERM);
 	return NULL;
@@ -129,8 +132,8 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		return 1; /* not reached: SIGTERM ends the process */
 	}
-	uint64_t t0 = now_ms();
-	while (now_ms() - t0 < HANG_MS)
+	uint64_t t0 = now_ns();
+	while (now_ns() - t0 < HANG_MS * 1000000ull)
 		;
 	if (kill_self)
 		raise(SIGKILL);
