@@ -1297,6 +1297,33 @@ def t_oomsites(c, variant):
     c.done()
 
 
+def t_oomsites_fork(c, variant):
+    """oomsites.c fork: the same in a forked child, after the parent made
+    50 x malloc(100) in leak_p.  The child's sites come from a memfd of its
+    own: leak_a and leak_b exactly, nothing of the parent's leak_p; the
+    parent's recording has leak_p exactly and none of the child's."""
+    rc, out, err = c.record([c.prog(variant, "oomsites"), "fork"])
+    expect_status(c, rc, 0, err)
+    kids = [f for f in os.listdir(c.work) if re.match(r"out\.\d+\.rhea$", f)]
+    if not c.check(len(kids) == 1, "the child's recordings: %s" % kids):
+        c.done()
+        return
+    child = c.report(c.path(kids[0]))
+    r = child["recording"]
+    c.check(r["end_reason"] == "signal" and r["end_status"] == 9,
+            "child: end %r %r, want signal 9" % (r["end_reason"], r["end_status"]))
+    check_site(c, child, "leak_a", 3000, 3000 * 1000)
+    check_site(c, child, "leak_b", 700, 700 * 24)
+    check_site(c, child, "leak_p", 0, 0)
+    check_thread_allocs(c, child, "child: ")
+    parent = c.report(c.path("out.rhea"))
+    check_end(c, parent, "exit", 0)
+    check_site(c, parent, "leak_p", 50, 50 * 100)
+    check_site(c, parent, "leak_a", 0, 0)
+    check_site(c, parent, "leak_b", 0, 0)
+    c.done()
+
+
 def t_sigkill_exec(c, variant):
     """The program rhea record started execs the one that is killed: the
     exec'd image's agent takes over the memory its predecessor shared with
@@ -3971,6 +3998,7 @@ def all_tests():
     t.append(Test("sigkill/gcc-O2/threads", t_sigkill, ("gcc-O2", 3)))
     for v in ("gcc-O2", "clang-O2-nofp"):
         t.append(Test("oomsites/%s" % v, t_oomsites, (v,)))
+    t.append(Test("oomsites/gcc-O2/fork", t_oomsites_fork, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/exec", t_sigkill_exec, ("gcc-O2",)))
     t.append(Test("sigkill/gcc-O2/fdreuse", t_fdreuse, ("gcc-O2",)))
     t.append(Test("fdlowest", t_fdlowest, ("gcc-O2",)))

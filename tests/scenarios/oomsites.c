@@ -1,7 +1,7 @@
 /*
  * oomsites - a program that leaks and is killed, as the OOM killer kills.
  *
- *   oomsites
+ *   oomsites [fork]
  *
  * Ground truth: a second thread runs leak_b(), 700 x malloc(24) kept, then
  * one malloc(8) in last_b() (a site of its own, which ends leak_b's run),
@@ -15,12 +15,21 @@
  * 3,000,000 bytes, leak_b exactly 700 of 16,800.  last_a's and last_b's
  * single allocations were the threads' latest runs, counted in their TLS
  * only: each is there with 1 or missing, never more.
+ *
+ * fork: the process first makes 50 x malloc(100) in leak_p(), then forks
+ * a child that does all of the above (its own recording,
+ * <base>.<pid>.rhea) and exits 0 once it has reaped it.  The child's
+ * sites are its own: leak_a and leak_b as above, no leak_p (its table
+ * starts empty, in a memfd of its own, never the parent's); the parent's
+ * recording, ended normally, has leak_p 50 x 100 B and no leak_a or leak_b.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define N_A 3000
@@ -41,6 +50,12 @@ static __attribute__((noinline)) void leak_b(void)
 {
 	for (int i = 0; i < N_B; i++)
 		keep = malloc(24);
+}
+
+static __attribute__((noinline)) void leak_p(void)
+{
+	for (int i = 0; i < 50; i++)
+		keep = malloc(100);
 }
 
 static __attribute__((noinline)) void last_a(void)
@@ -67,7 +82,27 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int main(void)
+static int leak_and_die(void);
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+		leak_p();
+		pid_t pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0)
+			return leak_and_die();
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+			return 2;
+		printf("oomsites: child %d killed\n", (int)pid);
+		return 0;
+	}
+	return leak_and_die();
+}
+
+static int leak_and_die(void)
 {
 	pthread_t th;
 	if (pthread_create(&th, NULL, worker, NULL) != 0)
