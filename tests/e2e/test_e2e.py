@@ -1285,16 +1285,21 @@ def t_oomsites(c, variant):
     r = rec["recording"]
     c.check(r["end_reason"] == "signal" and r["end_status"] == 9,
             "end %r %r, want signal 9" % (r["end_reason"], r["end_status"]))
+    check_oom_sites(c, rec)
+    c.done()
+
+
+def check_oom_sites(c, rec, what=""):
+    """oomsites.c's leaks in a recording recovered after its SIGKILL."""
     check_site(c, rec, "leak_a", 3000, 3000 * 1000)
     check_site(c, rec, "leak_b", 700, 700 * 24)
     for fn in ("last_a", "last_b"):
         n, b, rows = sites_of(rec, fn)
-        c.check(n <= 1 and b == 8 * n, "alloc_sites %s: %d allocations / %d bytes, want at most 1 of 8 B (sites: %s)"
-                % (fn, n, b, site_names(rec)))
+        c.check(n <= 1 and b == 8 * n, "%salloc_sites %s: %d allocations / %d bytes, want at most 1 of 8 B (sites: %s)"
+                % (what, fn, n, b, site_names(rec)))
     # the threads' counts: their last samples are older than the sites
     # (one capture each here), the report takes the nearer
-    check_thread_allocs(c, rec)
-    c.done()
+    check_thread_allocs(c, rec, what)
 
 
 def t_oomsites_fork(c, variant):
@@ -1312,10 +1317,8 @@ def t_oomsites_fork(c, variant):
     r = child["recording"]
     c.check(r["end_reason"] == "signal" and r["end_status"] == 9,
             "child: end %r %r, want signal 9" % (r["end_reason"], r["end_status"]))
-    check_site(c, child, "leak_a", 3000, 3000 * 1000)
-    check_site(c, child, "leak_b", 700, 700 * 24)
+    check_oom_sites(c, child, "child: ")
     check_site(c, child, "leak_p", 0, 0)
-    check_thread_allocs(c, child, "child: ")
     parent = c.report(c.path("out.rhea"))
     check_end(c, parent, "exit", 0)
     check_site(c, parent, "leak_p", 50, 50 * 100)

@@ -31,6 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* now_ns: HANG_MS is timed in ns (counted in whole ms, a wait from 12.999
+ * to 412.000 ms passed for 400 ms, and the test, which wants the recording
+ * to last at least HANG_MS, saw 399.8) */
+#include "spin.h"
+
 #define HANG_MS 400
 
 static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
@@ -45,15 +50,6 @@ static void mark(void)
 	__atomic_add_fetch(&marked, 1, __ATOMIC_SEQ_CST);
 }
 
-/* (In ns: counted in whole ms, a wait from 12.999 to 412.000 ms passed
- * for 400 ms, and the test, which wants the recording to last at least
- * HANG_MS, saw 399.8.) */
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((noinline)) static void *sleeper_thread(void *arg)
 {
