@@ -52,6 +52,19 @@ int cli_parse_choice(const char *option, const char *s, const char *first, const
 int64_t cli_parse_size(const char *s);
 /* Print "rhea: " + formatted message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* execchain.c: r (loaded from path) ended by exec, and the program the
+ * process became left a recording: its path into next (cap bytes), 1;
+ * else 0. */
+struct recording;
+int cli_exec_next(const char *path, const struct recording *r, char *next, size_t cap);
+/* A recording that ended in an exec: on to the program the process
+ * became, and the one that became, to the last one, which replaces *r; the
+ * ones before it into *before (*n of them, cli_free_images).  A next
+ * recording that cannot be read stops the chain there, said in one line.
+ * 0, or -1 out of memory (said). */
+struct report_image;
+int cli_follow_exec(struct recording *r, struct report_image **before, size_t *n, int salvage);
+void cli_free_images(struct report_image *im, size_t n);
 /* Load a recording or print one line and return EXIT_BADINPUT. */
 struct recording;
 int cli_load(const char *path, struct recording *r, int salvage);

@@ -9,6 +9,7 @@
  * failed write removes the partial output.
  */
 #include "cli.h"
+#include "report.h"
 #include "convert.h"
 #include "symbolize.h"
 
@@ -68,6 +69,8 @@ static void usage(FILE *f)
 		"  --samples all|cpu  perfetto: the flame graph's samples are every capture\n"
 		"                     (default), or the sampler's alone: an unbiased CPU profile\n"
 		"  --salvage          read a damaged recording up to the damage\n"
+		"  --no-follow-exec   FILE itself when its process exec'ed (by default the\n"
+		"                     program the process became: a wrapper's exec)\n"
 		"  --timing           print load, symbolization and conversion times\n"
 		"  -v, --verbose      also print the symbolizer's warnings\n"
 		"  -q, --quiet        no summary line\n");
@@ -292,7 +295,7 @@ static int write_xflows(struct recording *recs, size_t nin, const struct convert
  * relative timestamps mean the same instant in each.
  */
 static int convert_files(char **in, size_t nin, const char *output, const char *ext, const char *fmt_name,
-			 struct convert_opts *o, int salvage, int timing, int verbose, int quiet, int raw)
+			 struct convert_opts *o, int salvage, int timing, int verbose, int quiet, int raw, int follow_exec)
 {
 	char *outpath = output ? strdup(output) : default_output(in[0], ext);
 	if (!outpath) {
@@ -323,6 +326,21 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 	for (; loaded < nin; loaded++)
 		if ((rc = cli_load(in[loaded], &recs[loaded], salvage)) != 0)
 			goto out;
+	if (nin == 1 && follow_exec) { /* the program the process became (execchain.c) */
+		struct report_image *before;
+		size_t nbefore;
+		if (cli_follow_exec(&recs[0], &before, &nbefore, salvage) < 0) {
+			cli_free_images(before, nbefore);
+			rc = 1;
+			goto out;
+		}
+		if (nbefore && !quiet)
+			fprintf(stderr,
+				"rhea: %s exec'ed into %s (%zu program%s later): that is converted (--no-follow-exec: "
+				"%s itself)\n",
+				in[0], recs[0].path, nbefore, nbefore == 1 ? "" : "s", in[0]);
+		cli_free_images(before, nbefore);
+	}
 	double t1 = now_s();
 	if (nin > 1) {
 		/* In the order they started: a process that exec'ed has a
@@ -428,11 +446,11 @@ int cmd_convert(int argc, char **argv)
 		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
 		{"timeline", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"no-follow-exec", no_argument, NULL, 'X'}, {NULL, 0, NULL, 0},
 	};
 	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0, 0, NULL};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
-	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, raw = 0, c;
+	int salvage = 0, timing = 0, verbose = 0, quiet = 0, weight_given = 0, raw = 0, follow_exec = 1, c;
 	char **threads = NULL;
 	size_t nthreads = 0;
 	int rc = EXIT_BADINPUT;
@@ -523,6 +541,7 @@ int cmd_convert(int argc, char **argv)
 				goto out;
 			break;
 		case 's': salvage = 1; break;
+		case 'X': follow_exec = 0; break;
 		case 'S': timing = 1; break;
 		case 'v': verbose = 1; break;
 		case 'q': quiet = 1; break;
@@ -555,7 +574,7 @@ int cmd_convert(int argc, char **argv)
 		goto out;
 	}
 	rc = convert_files(argv + optind, (size_t)nin, output, ext, fmt_name, &o, salvage, timing, verbose, quiet,
-			   raw);
+			   raw, follow_exec);
 out:
 	for (size_t i = 0; i < nthreads; i++)
 		free(threads[i]);

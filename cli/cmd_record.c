@@ -371,6 +371,37 @@ static void append_outside_end(const char *path, int status, const struct recove
 		cli_err("%s: could not add the end of the program to the recording", path);
 }
 
+/* Recordings of the programs rhea record's child exec'ed into, said after
+ * its own (summarize_execs): the children's list leaves them out. */
+#define EXECS_SAID 64
+static char execs_said[EXECS_SAID][PATH_MAX + 64];
+static size_t nexecs_said;
+
+/* The summary line of a loaded recording (counts only), as label says
+ * ("recorded ", "  child ", "  exec'd "); child: how it ended may be told
+ * by rhea record. */
+static void summarize_loaded(const char *path, const struct recording *r, const char *label, int child)
+{
+	uint64_t captures = r->nsamples + r->nmerged;
+	/* how a child ended, when its agent could not say it */
+	char how[64] = "";
+	if (child && !r->have_end && r->end_outside && r->oend.reason == RHEA_END_SIGNAL)
+		snprintf(how, sizeof(how), ", killed by signal %d", (int)r->oend.status);
+	else if (child && !r->have_end && r->end_outside && r->oend.reason == RHEA_END_EXIT)
+		snprintf(how, sizeof(how), ", exited with %d", (int)r->oend.status);
+	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s%s\n",
+		label, path, (unsigned long long)r->nsamples,
+		(unsigned long long)captures, r->nthreads, (unsigned long long)r->stats.dropped, how,
+		r->have_end		? ""
+		: r->end_outside && r->end_recovered ? ", ended by rhea (the agent's unwritten records recovered)"
+		: r->end_outside			   ? ", cut short (the agent did not write the end)"
+						   : ", cut short");
+	if (r->stats.sample_blocked)
+		fprintf(stderr, "rhea: %s%s: %llu thread%s blocked the sampling signal: what %s ran between hooks "
+			"was not sampled\n", child ? label : "", path, (unsigned long long)r->stats.sample_blocked,
+			r->stats.sample_blocked == 1 ? "" : "s", r->stats.sample_blocked == 1 ? "it" : "they");
+}
+
 /* One summary line for a recording. */
 void cli_summarize(const char *path, int child)
 {
@@ -381,25 +412,53 @@ void cli_summarize(const char *path, int child)
 		recording_free(&r);
 		return;
 	}
-	uint64_t captures = r.nsamples + r.nmerged;
-	/* how a child ended, when its agent could not say it */
-	char how[64] = "";
-	if (child && !r.have_end && r.end_outside && r.oend.reason == RHEA_END_SIGNAL)
-		snprintf(how, sizeof(how), ", killed by signal %d", (int)r.oend.status);
-	else if (child && !r.have_end && r.end_outside && r.oend.reason == RHEA_END_EXIT)
-		snprintf(how, sizeof(how), ", exited with %d", (int)r.oend.status);
-	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s%s\n",
-		child ? "  child " : "recorded ", path, (unsigned long long)r.nsamples,
-		(unsigned long long)captures, r.nthreads, (unsigned long long)r.stats.dropped, how,
-		r.have_end		? ""
-		: r.end_outside && r.end_recovered ? ", ended by rhea (the agent's unwritten records recovered)"
-		: r.end_outside			   ? ", cut short (the agent did not write the end)"
-						   : ", cut short");
-	if (r.stats.sample_blocked)
-		fprintf(stderr, "rhea: %s%s: %llu thread%s blocked the sampling signal: what %s ran between hooks "
-			"was not sampled\n", child ? "  child " : "", path, (unsigned long long)r.stats.sample_blocked,
-			r.stats.sample_blocked == 1 ? "" : "s", r.stats.sample_blocked == 1 ? "it" : "they");
+	summarize_loaded(path, &r, child ? "  child " : "recorded ", child);
 	recording_free(&r);
+}
+
+/* path relative to the current directory when it is below it (for the
+ * commands the summary suggests): a pointer into path. */
+static const char *shown_path(const char *path)
+{
+	char cwd[PATH_MAX];
+	size_t cl = getcwd(cwd, sizeof(cwd)) ? strlen(cwd) : 0;
+	if (cl && strncmp(path, cwd, cl) == 0 && path[cl] == '/')
+		return path + cl + 1;
+	return path;
+}
+
+/*
+ * The program rhea record ran exec'ed (a wrapper: env, a shell script's
+ * exec, a version manager's shim): the recordings of the programs the
+ * process became, in order, a line each after its own (execchain.c), and
+ * which one `rhea report` shows.
+ */
+static void summarize_execs(const char *path)
+{
+	struct recording r;
+	char err[512], cur[PATH_MAX + 64], next[PATH_MAX + 64];
+	snprintf(cur, sizeof(cur), "%s", path);
+	if (recording_load_counts(cur, &r, 1, err, sizeof(err)) != 0) {
+		recording_free(&r);
+		return;
+	}
+	size_t n = 0;
+	while (cli_exec_next(cur, &r, next, sizeof(next))) {
+		recording_free(&r);
+		if (recording_load_counts(next, &r, 1, err, sizeof(err)) != 0) {
+			cli_err("%s: %s", next, err);
+			break;
+		}
+		summarize_loaded(next, &r, "  exec'd ", 1);
+		if (nexecs_said < EXECS_SAID)
+			snprintf(execs_said[nexecs_said++], sizeof(execs_said[0]), "%s", next);
+		snprintf(cur, sizeof(cur), "%s", next);
+		n++;
+	}
+	recording_free(&r);
+	if (n)
+		fprintf(stderr, "rhea: the process exec'ed %zu time%s: rhea report %s shows the last program, "
+				"--no-follow-exec the first\n", n, n == 1 ? "" : "s", shown_path(path));
 }
 
 /*
@@ -452,25 +511,38 @@ static int each_child_recording(const char *base_path, struct timespec since, vo
 	return n;
 }
 
+static int exec_said(const char *path)
+{
+	for (size_t k = 0; k < nexecs_said; k++)
+		if (strcmp(execs_said[k], path) == 0)
+			return 1;
+	return 0;
+}
+
+static int children_listed;
+
 static void summarize_child(const char *path, int n)
 {
-	if (n <= 20)
+	(void)n;
+	if (exec_said(path))
+		return;
+	if (children_listed++ <= 20)
 		cli_summarize(path, 1);
 }
 
 static void summarize_children(const char *base_path, struct timespec since)
 {
-	int stale, n = each_child_recording(base_path, since, summarize_child, &stale);
+	children_listed = 0;
+	int stale;
+	each_child_recording(base_path, since, summarize_child, &stale);
+	int n = children_listed;
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
 	if (n == 0)
 		return;
 	/* how to see them all, with paths as short as the current directory allows */
-	char cwd[PATH_MAX], rel[PATH_MAX + 64];
-	const char *shown = base_path;
-	size_t cl = getcwd(cwd, sizeof(cwd)) ? strlen(cwd) : 0;
-	if (cl && strncmp(base_path, cwd, cl) == 0 && base_path[cl] == '/')
-		shown = base_path + cl + 1;
+	char rel[PATH_MAX + 64];
+	const char *shown = shown_path(base_path);
 	snprintf(rel, sizeof(rel), "%s", shown);
 	size_t rl = strlen(rel);
 	if (rl > 5 && strcmp(rel + rl - 5, ".rhea") == 0)
@@ -780,8 +852,11 @@ int cmd_record(int argc, char **argv)
 		if (salvaged_samples > 0)
 			fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n",
 				salvaged_samples);
-		if (access(path, F_OK) == 0)
+		if (access(path, F_OK) == 0) {
 			cli_summarize(path, 0);
+			if (ao.follow)
+				summarize_execs(path);
+		}
 		say_children(children_ended - by_record - by_parent, "gone without an end (SIGKILL?)",
 			     "gone without an end (SIGKILL?)");
 		say_children(by_record, "ended without writing an end (rhea record reaped it)",

@@ -3,10 +3,12 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "recording.h"
 #include "report.h"
 #include "symbolize.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,10 @@ static void usage(FILE *f)
 		"                  corrected (default): a function the hooks' captures find\n"
 		"                  far more often than the sampler does loses their time to\n"
 		"                  its caller (a note names it); raw: as captured\n"
-		"  --salvage       read a damaged recording up to the damage\n");
+		"  --salvage       read a damaged recording up to the damage\n"
+		"  --no-follow-exec\n"
+		"                  FILE itself when its process exec'ed (by default the report\n"
+		"                  is of the program the process became: a wrapper's exec)\n");
 }
 
 /* Several recordings: the processes table (report_processes), every file
@@ -90,16 +95,18 @@ int cmd_report(int argc, char **argv)
 		{"salvage", no_argument, NULL, 's'}, {"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'}, {"blocking", no_argument, NULL, 'b'},
 		{"stalls", no_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
-		{"timeline", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
+		{"timeline", required_argument, NULL, 'L'}, {"no-follow-exec", no_argument, NULL, 'X'},
+		{NULL, 0, NULL, 0},
 	};
 	struct report_opts o = {.top = 15, .width = 80};
-	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, c;
+	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, follow_exec = 1, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': o.json = 1; break;
 		case 't': o.top = atoi(optarg); break;
 		case 's': salvage = 1; break;
+		case 'X': follow_exec = 0; break;
 		case 'b': o.blocking = 1; break;
 		case 'S': o.stalls = 1; break;
 		case 'T': {
@@ -141,6 +148,13 @@ int cmd_report(int argc, char **argv)
 	int rc = cli_load(argv[optind], &r, salvage);
 	if (rc)
 		return rc;
+	struct report_image *before = NULL;
+	if (follow_exec && cli_follow_exec(&r, &before, &o.nbefore, salvage) < 0) {
+		recording_free(&r);
+		cli_free_images(before, o.nbefore);
+		return 1;
+	}
+	o.before = before;
 	struct model m;
 	if (model_build(&m, &r, policy) < 0) {
 		cli_err("out of memory");
@@ -154,6 +168,7 @@ int cmd_report(int argc, char **argv)
 	rc = report_write(&m, stdout, &o);
 	model_free(&m);
 	recording_free(&r);
+	cli_free_images(before, o.nbefore);
 	if (rc < 0 || fflush(stdout) != 0) {
 		cli_err("cannot write the report to standard output");
 		return 1;

@@ -18,6 +18,7 @@
 #include "symbolize.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1021,6 +1022,22 @@ struct blk {
 	uint64_t count, total, max;
 };
 
+/* The programs the process ran before this one (a wrapper's exec), one a
+ * line: which recording has each, and how to see the first alone. */
+static void text_exec_before(FILE *out, const struct report_opts *o, int W)
+{
+	char clean[256];
+	fprintf(out, "  exec'd:   the process ran %zu program%s before this one, each in its own\n"
+		     "            recording (rhea report --no-follow-exec %s: the first alone):\n",
+		o->nbefore, o->nbefore == 1 ? "" : "s", o->before[0].path);
+	for (size_t k = 0; k < o->nbefore; k++) {
+		convert_clean_string(o->before[k].command ? o->before[k].command : "?", clean, sizeof(clean));
+		char line[PATH_MAX + 300], nb[sizeof(line)]; /* (fit writes at most w + 1 < sizeof(line)) */
+		snprintf(line, sizeof(line), "%s: %s", o->before[k].path, clean);
+		fprintf(out, "            %s\n", fit(line, W - 12, nb));
+	}
+}
+
 int report_write(struct model *m, FILE *out, const struct report_opts *o)
 {
 	struct recording *r = m->rec;
@@ -1124,6 +1141,16 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 					    : r->oend.reason == RHEA_END_GONE ? "rhea"
 									: "rhea record");
 		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
+		/* the programs the process ran before this one, when the report
+		 * followed it through its execs */
+		json_arr_begin(&j, "exec_before");
+		for (size_t k = 0; k < o->nbefore; k++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "path", o->before[k].path);
+			json_str(&j, "command", o->before[k].command);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
 		json_u64(&j, "start_monotonic_ns", r->hdr.start_ns); /* the other *_ns count from it */
 		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);
 		json_u64(&j, "duration_ns", duration);
@@ -1324,6 +1351,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_ns(duration, b1), fmt_ns(r->hdr.interval_ns, b2),
 		recording_meta(r, "unwind") ? recording_meta(r, "unwind") : "?");
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
+	if (o->nbefore)
+		text_exec_before(out, o, W);
 	uint64_t before = cpu_before_agent(r);
 	if (before >= 10000000) /* (loading libc and the agent alone: 1-2 ms) */
 		fprintf(out, "  before:   the process had used %s of CPU when rhea's agent started in it (loading\n"

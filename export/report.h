@@ -7,6 +7,13 @@
 
 #include "model.h"
 
+/* A program the process ran before the one reported, when the report
+ * followed it through its execs (cmd_report.c): that program's recording
+ * and command line, oldest first. */
+struct report_image {
+	const char *path, *command;
+};
+
 struct report_opts {
 	int json;
 	int top;      /* rows per table (text); JSON lists every function */
@@ -17,6 +24,8 @@ struct report_opts {
 	const struct model_cut *cuts; /* what model_correct marked (a note says so) */
 	int ncuts;
 	char *const *notes; /* several recordings: notes for the end, NULL-terminated (or NULL) */
+	const struct report_image *before; /* the programs before this one in its process (execs) */
+	size_t nbefore;
 };
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);

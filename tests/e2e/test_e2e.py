@@ -536,14 +536,24 @@ def t_forkexec(c, variant):
     check_end(c, parent, "exit", 0)
     check_roots(c, parent, ROOT_MIN_SCENARIO)
     if c.check(child_file in files, "no recording of the forked child (%s)" % child_file):
-        child = c.report(c.path(child_file))
+        child = c.report(c.path(child_file), extra=["--no-follow-exec"])
         check_end(c, child, "exec", 0)
+        c.check(child["recording"]["exec_before"] == [], "--no-follow-exec: exec_before %r"
+                % child["recording"]["exec_before"])
         c.check(child["recording"]["pid"] == pid, "child recording pid %s" % child["recording"]["pid"])
         check_site(c, child, "child_work", 5000, 5000 * 64)
         check_roots(c, child, ROOT_MIN_SCENARIO)
     if exec_files:
         img = c.report(c.path(exec_files[0]))
         check_end(c, img, "exit", 0)
+        # the forked child's recording, reported as given, is of the
+        # program the child became: the same as its exec'd image's
+        followed = c.report(c.path(child_file))
+        c.check(followed["recording"]["path"].endswith(exec_files[0]) and
+                [os.path.basename(x["path"]) for x in followed["recording"]["exec_before"]] == [child_file],
+                "rhea report %s: %s, exec_before %r, want %s after %s" % (
+                    child_file, followed["recording"]["path"], followed["recording"]["exec_before"],
+                    exec_files[0], child_file))
         c.check(img["recording"]["pid"] == pid, "exec'd image recording pid %s" % img["recording"]["pid"])
         check_site(c, img, "make_allocs", 20000, 20000 * 48)
         c.check(sites_of(img, "child_work")[0] == 0, "the exec'd image's recording has child_work allocations")
@@ -563,6 +573,62 @@ def t_forkexec(c, variant):
     rc, out, err = c.record([c.prog(variant, "allocs")])
     expect_status(c, rc, 0, err)
     c.check("child" not in err, "a run without children listed the last run's: %s" % one_line(err))
+    c.done()
+
+
+def t_execchain(c, variant):
+    """A wrapper's execs: sh -c 'exec env ... allocs'.  The process runs three
+    programs, each recorded in its own file (out.rhea, out.PID.rhea,
+    out.PID.1.rhea).  rhea record names them in order; rhea report and
+    rhea convert of out.rhea are of allocs, the program the process became
+    (its 20000 allocations exactly), and say what ran before it;
+    --no-follow-exec gives out.rhea alone."""
+    prog = c.prog(variant, "allocs")
+    rc, out, err = c.record(["/bin/sh", "-c", "exec env RHEA_TEST_WRAPPED=1 %s" % prog])
+    expect_status(c, rc, 0, err)
+    c.check("allocs done" in out, "stdout %r" % out)
+    files = sorted(f for f in os.listdir(c.work) if f.endswith(".rhea"))
+    first = c.report(c.path("out.rhea"), extra=["--no-follow-exec"])
+    check_end(c, first, "exec", 0)
+    pid = first["recording"]["pid"]
+    chain = ["out.%d.rhea" % pid, "out.%d.1.rhea" % pid]
+    c.check(files == sorted(["out.rhea"] + chain), "recordings %s, want out.rhea and %s" % (files, chain))
+    said = re.findall(r"^rhea:   exec'd \S*/(out\.[0-9.]+\.rhea):", err, re.M)
+    c.check(said == chain, "rhea record named the exec'd recordings %s, want %s in order" % (said, chain))
+    c.check("rhea: the process exec'ed 2 times: rhea report out.rhea shows the last program" in err or
+            re.search(r"rhea: the process exec'ed 2 times: rhea report \S*out\.rhea shows the last", err),
+            "rhea record did not say which program rhea report shows: %s" % one_line(err))
+    c.check(not re.search(r"^rhea:   child ", err, re.M), "the exec'd images listed as children: %s" % one_line(err))
+    rec = c.report(c.path("out.rhea"))
+    r = rec["recording"]
+    check_end(c, rec, "exit", 0)
+    c.check(r["pid"] == pid and os.path.basename(r["path"]) == chain[-1] and prog in (r["command"] or ""),
+            "rhea report out.rhea: %s, command %r, want %s (%s)" % (r["path"], r["command"], chain[-1], prog))
+    before = [(os.path.basename(x["path"]), x["command"]) for x in r["exec_before"]]
+    c.check([b[0] for b in before] == ["out.rhea", chain[0]] and before[0][1].startswith("/bin/sh -c") and
+            (before[1][1] or "").startswith("env RHEA_TEST_WRAPPED=1"),
+            "exec_before %r, want the shell then env" % before)
+    check_site(c, rec, "make_allocs", 20000, 20000 * 48)
+    rc, txt, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check(rc == 0 and "exec'd:   the process ran 2 programs before this one" in txt and
+            "--no-follow-exec" in txt, "the text report does not say what ran before: %r" % txt[:600])
+    for follow, want in ((True, True), (False, False)):
+        outf = c.path("f%d.folded" % follow)
+        rc, _, cerr = c.run([c.rhea, "convert", "-f", "folded", "-o", outf, c.path("out.rhea")] +
+                            ([] if follow else ["--no-follow-exec"]))
+        with open(outf) as fh:
+            has = "make_allocs" in fh.read()
+        c.check(rc == 0 and has == want and ("exec'ed into" in cerr) == follow,
+                "rhea convert%s out.rhea: status %d, make_allocs %s (want %s): %s"
+                % ("" if follow else " --no-follow-exec", rc, has, want, one_line(cerr)))
+    # A file of the same pid that did not start after the exec (an earlier
+    # run's, here a copy of the shell's own) is no program it became.
+    shutil.copy(c.path("out.rhea"), c.path("out.%d.2.rhea" % pid))
+    again = c.report(c.path(chain[0]))
+    c.check(os.path.basename(again["recording"]["path"]) == chain[-1] and
+            [os.path.basename(x["path"]) for x in again["recording"]["exec_before"]] == [chain[0]],
+            "rhea report %s beside a stale out.%d.2.rhea: %s after %r" % (
+                chain[0], pid, again["recording"]["path"], again["recording"]["exec_before"]))
     c.done()
 
 
@@ -677,7 +743,7 @@ def t_sandboxed_lenient_exec(c, variant):
     expect_status(c, rc, 0, err)
     c.check(out == "lenient done\nafter done\n", "stdout %r" % out)
     c.check("not traced" not in err, "the exec'd image was not traced: %s" % one_line(err))
-    rec = c.report(c.path("out.rhea"))
+    rec = c.report(c.path("out.rhea"), extra=["--no-follow-exec"])
     check_end(c, rec, "exec", 0)
     check_site(c, rec, "lenient_work", 20000, 20000 * 40)
     others = [f for f in os.listdir(c.work) if f.endswith(".rhea") and f != "out.rhea"]
@@ -1347,7 +1413,13 @@ def t_sigkill_exec(c, variant):
     imgs = [f for f in files if re.fullmatch(r"out\.\d+\.rhea", f)]
     c.check("out.rhea" in files and len(imgs) == 1, "recordings %s, want out.rhea and out.<pid>.rhea" % files)
     if "out.rhea" in files:
-        check_end(c, c.report(c.path("out.rhea")), "exec", 0)
+        check_end(c, c.report(c.path("out.rhea"), extra=["--no-follow-exec"]), "exec", 0)
+        # by default, the program the shell became: the killed one
+        followed = c.report(c.path("out.rhea"))
+        c.check(followed["recording"]["end_reason"] == "signal" and
+                [os.path.basename(x["path"]) for x in followed["recording"]["exec_before"]] == ["out.rhea"],
+                "rhea report out.rhea: ends %r after %r, want the killed image after out.rhea"
+                % (followed["recording"]["end_reason"], followed["recording"]["exec_before"]))
     if imgs:
         rec = c.report(c.path(imgs[0]))
         r = rec["recording"]
@@ -3987,6 +4059,8 @@ def all_tests():
         t.append(Test("cpusplit/%s" % v, t_cpusplit, (v,), timeout=120, timing=True))
         t.append(Test("sleeper/%s" % v, t_sleeper, (v,), timeout=90, timing=True))
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
+        if v in ("gcc-O2", "clang-O2-nofp"):
+            t.append(Test("execchain/%s" % v, t_execchain, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
         for mode in ("exit", "term", "kill"):
