@@ -725,6 +725,8 @@ static int open_output(void)
 		out_dev = st.st_dev;
 		out_ino = st.st_ino;
 	}
+	/* (a forked child's, or rhea attach's again: the last one's goes) */
+	rfile_writer_destroy(&writer);
 	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
 	if (r < 0) {
 		output_abandon(fd);
@@ -825,6 +827,7 @@ static void flush_round(int seal_spin_ns)
  * detaches itself.
  */
 static int attach_started;
+static int attach_spent; /* atomic: its recording over, its threads gone (rhea_attach_restart) */
 
 static void attach_detach(void)
 {
@@ -845,6 +848,7 @@ static void attach_detach(void)
 		attach_status("stopped\n"); /* else "failed: ..." stays */
 	attach_cleanup();
 	pthread_detach(pthread_self());
+	__atomic_store_n(&attach_spent, 1, __ATOMIC_RELEASE); /* (last: rhea_attach_restart) */
 }
 
 /*
@@ -2004,6 +2008,135 @@ long agent_exec_seccomp_base(void)
 	return thread_filters(st, sizeof(st));
 }
 
+/* rhea attach's start, done or failed (why): the status the CLI waits for
+ * ("started salvage=N": it opens the memfd through /proc), and the
+ * calling thread's sampling timer, held until now. */
+static void attach_say_started(const char *why)
+{
+	attach_started = rhea_g.active;
+	if (!attach_started)
+		salvage_close_fd(); /* nothing of ours left open in the process */
+	char started[64] = "started";
+	int sfd = salvage_fd_number();
+	if (sfd >= 0) {
+		char num[24];
+		u64_to_str((uint64_t)sfd, num);
+		strcat(started, " salvage=");
+		strcat(started, num);
+	}
+	strcat(started, "\n");
+	attach_status(attach_started ? started : why);
+	/* this thread's timer now: what it runs until it is back in its
+	 * wait is far less than the first expiry's 1 ms of CPU */
+	__atomic_store_n(&sampler_hold_tid, 0, __ATOMIC_RELEASE);
+	struct rhea_tstate *me = attach_started ? thread_find(thread_gettid()) : NULL;
+	if (me)
+		sampler_arm(me);
+}
+
+/*
+ * rhea attach again, to a process an earlier attach left (rhea_attach_restart):
+ * this copy of the agent, its recording ended and its threads gone, records
+ * once more, into the new attach's directory and output.  Each attach used
+ * to load a fresh copy: 192 bytes of the process's static TLS each (glibc
+ * keeps about 1.5 KB of it for libraries loaded late), a real-time signal
+ * each (the old copy's left ignored), and its tables again; the ninth attach
+ * to redis-server failed.  What the copy knows of the process stays: the
+ * thread registry, the stack table (its nodes are written to the new file
+ * from the first), the modules and their CFI tables, the wait table.  What
+ * belongs to a recording starts again as agent_init and a forked child's
+ * agent (agent_postfork_child) start it.  On a program thread stopped at a
+ * safe point, as agent_init under dlopen: nothing here sleeps.
+ */
+static void agent_restart(void)
+{
+	const char *why = "failed: the agent could not start again (its warnings say why)\n";
+	rhea_guard++;
+	__atomic_store_n(&sampler_hold_tid, thread_gettid(), __ATOMIC_RELEASE);
+	cficache_settings(attach_getenv);
+	read_config();
+	drain_lock = 0;
+	ticker_th = writer_th = 0;
+	file_failed = 0;
+	staging_used = 0;
+	nhold = 0;
+	finish_done = 0;
+	stats_staged_ns = 0;
+	cmdline_staged[0] = 0;
+	for (int i = 0; i < 8; i++) {
+		rhea_agent_tids[i] = 0;
+		agent_cpu[i] = 0;
+	}
+	rhea_g.fd = rhea_g.spare_fd = rhea_g.control_fd = -1;
+	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
+	rhea_g.cfi_build_ns = 0;
+	rhea_g.threads_seen = 0;
+	rhea_g.leader_gone = 0;
+	rhea_g.start_ns = rhea_now();
+	/* the threads' first hooks capture, and count their allocations into
+	 * this recording's site tables (thread_session_begin) */
+	__atomic_add_fetch(&rhea_g.session, 1, __ATOMIC_RELEASE);
+	epoch_bump(0);
+	__atomic_store_n(&rhea_g.finished, 0, __ATOMIC_RELEASE);
+	if (salvage_renew(&rhea_g.buf, rhea_g.st.next_id) < 0) {
+		agent_disable("cannot map the buffers again", errno);
+		goto out;
+	}
+	buf_reset(&rhea_g.buf);
+	rhea_g.buf.keep_drained = (uint8_t)salvage_shared();
+	stacktab_after_fork(&rhea_g.st); /* every node into the new file */
+	sampler_blocked_reset();
+	if (open_output() < 0)
+		goto out;
+	write_meta();
+	thread_restart();
+	modules_after_fork(); /* every module into the new file */
+	rhea_g.active = 1;
+	modules_scan();
+	if (rhea_g.fd >= 0)
+		write_staging();
+	if (thread_task_state((uint32_t)rhea_g.pid) == 0)
+		rhea_g.leader_gone = 1;
+	int r;
+	if ((r = start_threads()) < 0) {
+		agent_disable("cannot start the agent's threads", -r);
+		goto out;
+	}
+	for (int c = 1; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
+	if (attach_open_control() < 0 || attach_patch() < 0) {
+		why = "failed: cannot hook the process's imports or open the control FIFO\n";
+		agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
+	}
+out:
+	attach_say_started(why);
+	if (!rhea_g.active && !writer_th)
+		attach_spent = 1; /* no writer to leave: spent as it was */
+	rhea_guard--;
+}
+
+/*
+ * What rhea attach calls, through the process's thread it stopped, in the
+ * copy an earlier attach left (cli/cmd_attach.c), with its new directory.
+ * 0: started, or failed and said so in that directory's status; 1: this
+ * copy still records, or is still leaving (another rhea attach); 2: it
+ * cannot record again (not an attach's copy, or the thread is sealed by a
+ * seccomp filter); 3: the directory's configuration cannot be read.
+ */
+__attribute__((visibility("default"))) int rhea_attach_restart(const char *dir)
+{
+	if (!rhea_attached || rhea_sealed || process_sealed)
+		return 2;
+	if (!__atomic_exchange_n(&attach_spent, 0, __ATOMIC_ACQ_REL))
+		return 1;
+	if (attach_reconfigure(dir) != 0) {
+		__atomic_store_n(&attach_spent, 1, __ATOMIC_RELEASE);
+		return 3;
+	}
+	agent_restart();
+	return 0;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	if (rhea_g.active || getenv("RHEA_DISABLE"))
@@ -2120,26 +2253,7 @@ __attribute__((constructor)) static void agent_init(void)
 		agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
 	}
 out:
-	if (rhea_attached) {
-		attach_started = rhea_g.active;
-		if (!attach_started)
-			salvage_close_fd(); /* nothing of ours left open in the process */
-		char started[64] = "started";
-		int sfd = salvage_fd_number();
-		if (sfd >= 0) { /* "started salvage=N": rhea attach opens it through /proc */
-			char num[24];
-			u64_to_str((uint64_t)sfd, num);
-			strcat(started, " salvage=");
-			strcat(started, num);
-		}
-		strcat(started, "\n");
-		attach_status(attach_started ? started : why);
-		/* this thread's timer now: what it runs until it is back in its
-		 * wait is far less than the first expiry's 1 ms of CPU */
-		__atomic_store_n(&sampler_hold_tid, 0, __ATOMIC_RELEASE);
-		struct rhea_tstate *me = attach_started ? thread_find(thread_gettid()) : NULL;
-		if (me)
-			sampler_arm(me);
-	}
+	if (rhea_attached)
+		attach_say_started(why);
 	rhea_guard--;
 }

@@ -50,6 +50,7 @@ struct rhea_tstate {
 	uint32_t msgid;
 	uint32_t tid;
 	uint32_t serial;     /* unique per thread instance */
+	uint32_t session;    /* rhea_g.session its TLS allocation run counts in */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
 	/* the release path: in the line of tid, which it reads too */
 	uint32_t rel_seq;   /* releases recorded in the wait table (waits.c) */
@@ -171,6 +172,10 @@ struct rhea_agent {
 	uint64_t captures, truncated, unwind_errors, write_errors;
 	uint64_t cfi_build_ns; /* building unwind tables the cache lacked (modules.c) */
 	uint64_t threads_seen;
+	/* the recordings an attached copy made before this one (agent.c,
+	 * agent_restart): a thread's allocation run of an earlier one is not
+	 * this one's (thread_session_begin) */
+	uint32_t session;
 	uint32_t finished; /* atomic: the recording has been closed */
 	volatile int leader_gone; /* the main thread exited, the process did not */
 	char path[4096];
@@ -267,6 +272,9 @@ struct rhea_tstate *thread_find(uint32_t tid);
 uint32_t thread_find_releasing(uint64_t obj, uint32_t self);
 void thread_release(struct rhea_tstate *t);
 void thread_after_fork(void);
+/* rhea attach again (agent.c, agent_restart): every live thread's slot
+ * starts the new recording, its site table empty, a START entry. */
+void thread_restart(void);
 /* Call fn on every live thread's state (writer / exit path). */
 void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg);
 uint32_t thread_gettid(void);
@@ -453,6 +461,9 @@ void sampler_unblock_self(void);
  * rhea attach): counted, once, for the statistics.  At t's exit (t the
  * calling thread) and at the end.  Their number so far. */
 void sampler_note_blocked(struct rhea_tstate *t);
+/* rhea attach again (agent.c, agent_restart): the new recording counts its
+ * own (the threads' sig_blocked are cleared by thread_restart). */
+void sampler_blocked_reset(void);
 uint64_t sampler_blocked_threads(void);
 /* sigwrap.c: the program's handlers run inside the agent's, which keeps a
  * blocking call's note (call_since) right across them; sigaction as the
@@ -500,6 +511,9 @@ extern uintptr_t attach_self_base; /* where this copy of the agent is loaded (at
 int attach_detect(void);
 const char *attach_getenv(const char *name); /* the configuration: environment, or the attach file */
 int attach_patch(void);
+/* rhea attach again: the new attach's directory and its configuration
+ * (read as attach_detect reads the first one's).  0, or -1. */
+int attach_reconfigure(const char *dir);
 int attach_rescan(void);
 void *attach_real(const char *name, void *p);
 void *agent_first_definition(const char *name);
@@ -534,6 +548,10 @@ void salvage_nodes_in_file(uint32_t written);
 /* In a forked child (traced: it records, its memory may go to rhea
  * record): 0, or -1: the agent must stop. */
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced);
+/* rhea attach again: the region in a memfd of its own once more (the last
+ * attach closed its descriptor), what it holds kept as after a fork.  0,
+ * or -1 (the region is as it was, private to the process). */
+int salvage_renew(const struct buf *b, uint32_t next_id);
 
 /* agent.c */
 /* v in decimal at out, NUL-terminated; its length (async-signal-safe). */
@@ -672,6 +690,19 @@ extern char rhea_boot_arena[RHEA_BOOT_ARENA] __attribute__((visibility("hidden")
 static inline int rhea_is_boot(const void *p)
 {
 	return (uintptr_t)p - (uintptr_t)rhea_boot_arena < RHEA_BOOT_ARENA;
+}
+
+/* The thread's first allocation hook or capture in a recording rhea
+ * attach started again (agent.c, agent_restart): its allocation counts in
+ * TLS, and its run of allocations from one site, are the last recording's
+ * (thread.c).  On the thread itself, before anything is counted or read:
+ * malloc's fast path is closed to it until it captures, as the restart
+ * moved the epoch. */
+void thread_session_begin(struct rhea_tstate *t);
+static inline void session_check(struct rhea_tstate *t)
+{
+	if (__builtin_expect(t->session != rhea_g.session, 0))
+		thread_session_begin(t);
 }
 
 /* Another site than the latest: fold the latest into the site table. */

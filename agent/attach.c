@@ -61,6 +61,8 @@ static char self_file[PATH_MAX];
 
 /* ---- configuration --------------------------------------------------------- */
 
+static int read_conf(void);
+
 static int read_file(const char *path, char *buf, size_t cap)
 {
 	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
@@ -89,10 +91,20 @@ int attach_detect(void)
 		return 0;
 	memcpy(dir, di.dli_fname, len);
 	dir[len] = 0;
+	if (read_conf() != 0)
+		return 0;
+	rhea_attached = 1;
+	return 1;
+}
+
+/* dir's configuration into conf, keys and vals: 0, or -1 (unread). */
+static int read_conf(void)
+{
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/" RHEA_ATTACH_CONF, dir);
+	nconf = 0;
 	if (read_file(path, conf, sizeof(conf)) < 0)
-		return 0;
+		return -1;
 	for (char *line = conf, *nl; *line && nconf < 64; line = nl + 1) {
 		nl = strchr(line, '\n');
 		if (nl)
@@ -106,8 +118,19 @@ int attach_detect(void)
 		if (!nl)
 			break;
 	}
-	rhea_attached = 1;
-	return 1;
+	return 0;
+}
+
+static int control_open, cli_gone; /* (below: control) */
+
+int attach_reconfigure(const char *newdir)
+{
+	size_t len = strlen(newdir);
+	if (len + sizeof("/" RHEA_ATTACH_CONF) > sizeof(dir))
+		return -1;
+	memcpy(dir, newdir, len + 1);
+	control_open = cli_gone = 0;
+	return read_conf();
 }
 
 const char *attach_getenv(const char *name)
@@ -516,7 +539,7 @@ void attach_unpatch(void)
 
 /* ---- control ------------------------------------------------------------------- */
 
-static int control_open; /* the FIFO was opened (rhea_g.control_fd, if still ours) */
+/* control_open: the FIFO was opened (rhea_g.control_fd, if still ours) */
 static dev_t control_dev;
 static ino_t control_ino;
 
@@ -537,8 +560,6 @@ int attach_open_control(void)
 	control_open = 1;
 	return 0;
 }
-
-static int cli_gone;
 
 /* The CLI wrote to the FIFO, or is gone (end of file: no writer left). */
 int attach_should_stop(void)

@@ -95,6 +95,7 @@ static inline void back32(uint32_t *v, uint32_t last)
 static void read_counters(struct rhea_tstate *t, struct rhea_counters *c, uint64_t now)
 {
 	struct rusage ru;
+	session_check(t);
 	c->alloc_count = hot_alloc_count();
 	c->alloc_bytes = hot_alloc_bytes();
 	rhea_guard++; /* the estimate's state: no sampler signal in between */
@@ -461,6 +462,7 @@ static inline void timed_flush(void)
 
 void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked)
 {
+	session_check(t);
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
@@ -564,6 +566,16 @@ static void emit_now(struct rhea_tstate *t, const struct rhea_sample *s)
 	emit(t, s, sizeof(*s));
 }
 
+/* A wait's begin, from the recording's start at the earliest: a thread
+ * of a process rhea attach joins again may still be in a hooked wait it
+ * began while an earlier attach recorded (a redis-server's background
+ * threads wait on their condition variables for good); its sample covers
+ * what this recording saw of it. */
+static inline uint64_t recording_clamp(uint64_t begin)
+{
+	return begin < rhea_g.start_ns ? rhea_g.start_ns : begin;
+}
+
 void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *b)
 {
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
@@ -576,7 +588,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	struct rhea_sample s;
 	uint32_t stack = stack_here(t, &flags);
 	fill_sample(&s, t, fn, flags, stack);
-	s.begin_ns = b->begin;
+	s.begin_ns = recording_clamp(b->begin);
 	s.end_ns = b->end;
 	s.object = b->object;
 	s.owner_tid = b->owner;
@@ -588,7 +600,10 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	 * the call, the kernel's time in the call is the wait's own; else it
 	 * shows in the enclosing slice. */
 	s.c_begin = s.c_end;
-	if (b->have_begin) {
+	if (b->begin < rhea_g.start_ns) {
+		/* begun while an earlier attach recorded: its counters at the
+		 * call are that recording's */
+	} else if (b->have_begin) {
 		s.c_begin = b->c_begin;
 		s.h.flags |= RHEA_S_AT_CALL;
 	}
@@ -732,7 +747,7 @@ int capture_wait_so_far(struct rhea_tstate *t, uint64_t now, uint64_t sp)
 		return 0;
 	unsigned fn = t->call_fn;
 	uint32_t owner = t->call_owner;
-	uint64_t object = t->call_object, begin = rhea_stamp_ns(since);
+	uint64_t object = t->call_object, begin = recording_clamp(rhea_stamp_ns(since));
 	struct unwind_regs regs;
 	if (begin > now || now - begin < rhea_g.cfg.min_block_ns || capture_call_regs(t, since, sp, &regs) < 0)
 		return 0;
@@ -810,6 +825,7 @@ static inline uint64_t site_call(uint64_t ret)
 
 void site_fold(struct rhea_tstate *t)
 {
+	session_check(t);
 	if (rhea_hot.site_pc && rhea_hot.site_count)
 		site_add(t, site_call(rhea_hot.site_pc), rhea_hot.site_count, rhea_hot.site_bytes);
 	/* the totals stay what they were (hot_alloc_count) */
@@ -820,6 +836,7 @@ void site_fold(struct rhea_tstate *t)
 
 void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 {
+	session_check(t);
 	site_fold(t);
 	rhea_hot.site_pc = ret;
 	rhea_hot.site_count = 1;
@@ -839,7 +856,7 @@ void capture_emit_sites(struct rhea_tstate *t)
 	uint64_t ppc = 0, pcount = 0, pbytes = 0;
 	if (t == rhea_hot.self) {
 		site_fold(t);
-	} else if (t->hot) {
+	} else if (t->hot && t->session == rhea_g.session) { /* (else its run is an earlier recording's) */
 		ppc = site_call(__atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED));
 		pcount = __atomic_load_n(&t->hot->site_count, __ATOMIC_RELAXED);
 		pbytes = __atomic_load_n(&t->hot->site_bytes, __ATOMIC_RELAXED);

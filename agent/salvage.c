@@ -387,6 +387,44 @@ void salvage_nodes_in_file(uint32_t written)
  * its own file) are copied, nodes up to next_id.  On failure the region
  * is forgotten: it is still the parent's.
  */
+/* The region into a new mapping of fd (-1: private memory) at the same
+ * address, keeping its header, the chunks' descriptors and the nodes below
+ * next_id (the buffers are reset by the caller, the pending samples and
+ * site tables start empty).  0, or -1 with the region as it was (fd then
+ * closed). */
+static int region_move(const struct buf *b, uint32_t next_id, int *fd)
+{
+	char *old = (char *)rhea_salvage;
+	char *m = map_region(fd, region_size);
+	if (!m)
+		return -1;
+	memcpy(m, old, page_up(sizeof(struct rhea_salvage)));
+	if (b->chunks) {
+		size_t off = (size_t)((char *)b->chunks - old);
+		memcpy(m + off, old + off, (size_t)b->nchunks * sizeof(*b->chunks));
+	}
+	uint64_t nodes_max = (region_size - off_nodes) / sizeof(struct rhea_salvage_node);
+	if (next_id > nodes_max)
+		next_id = (uint32_t)nodes_max;
+	memcpy(m + off_nodes, old + off_nodes, (size_t)next_id * sizeof(struct rhea_salvage_node));
+	if (mremap(m, region_size, region_size, MREMAP_MAYMOVE | MREMAP_FIXED, old) == MAP_FAILED) {
+		munmap(m, region_size);
+		if (*fd >= 0)
+			syscall(SYS_close, *fd);
+		*fd = -1;
+		return -1;
+	}
+	struct rhea_salvage *h = rhea_salvage;
+	/* published again once the new owner opens its file */
+	h->magic = 0;
+	h->state = RHEA_SALVAGE_UNSET;
+	h->pid = getpid();
+	h->nodes_in_file = 1;
+	h->in_round = 0;
+	region_shared = region_mapped = send_pending = *fd >= 0;
+	return 0;
+}
+
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 {
 	struct rhea_salvage *h = rhea_salvage;
@@ -400,36 +438,27 @@ int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 	if (fd_still_ours())
 		syscall(SYS_close, salvage_fd);
 	salvage_fd = -1;
-	char *old = (char *)h;
 	int fd = traced ? memfd_for_record(region_size) : -1;
-	char *m = map_region(&fd, region_size);
-	if (!m) {
+	if (region_move(b, next_id, &fd) != 0) {
 		rhea_salvage = NULL;
 		return -1; /* the caller stops the agent: never the parent's buffers */
 	}
-	memcpy(m, old, page_up(sizeof(*h)));
-	if (b->chunks) {
-		size_t off = (size_t)((char *)b->chunks - old);
-		memcpy(m + off, old + off, (size_t)b->nchunks * sizeof(*b->chunks));
-	}
-	uint64_t nodes_max = (region_size - off_nodes) / sizeof(struct rhea_salvage_node);
-	if (next_id > nodes_max)
-		next_id = (uint32_t)nodes_max;
-	memcpy(m + off_nodes, old + off_nodes, (size_t)next_id * sizeof(struct rhea_salvage_node));
-	if (mremap(m, region_size, region_size, MREMAP_MAYMOVE | MREMAP_FIXED, old) == MAP_FAILED) {
-		munmap(m, region_size);
-		if (fd >= 0)
-			syscall(SYS_close, fd);
-		rhea_salvage = NULL;
-		return -1;
-	}
-	/* the child's now: published again once it opens its own file */
-	h->magic = 0;
-	h->state = RHEA_SALVAGE_UNSET;
-	h->pid = getpid();
-	h->nodes_in_file = 1;
-	h->in_round = 0;
-	region_shared = region_mapped = send_pending = fd >= 0;
 	keep_fd(fd, 1); /* close-on-exec: a child that only execs never sends it */
+	return 0;
+}
+
+int salvage_renew(const struct buf *b, uint32_t next_id)
+{
+	if (!rhea_salvage)
+		return -1;
+	int fd = memfd_create(RHEA_SALVAGE_NAME, MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)region_size) != 0) {
+		syscall(SYS_close, fd);
+		fd = -1;
+	}
+	if (region_move(b, next_id, &fd) != 0)
+		return -1;
+	send_pending = 0; /* rhea attach opens it through /proc */
+	keep_fd(fd, 1);
 	return 0;
 }

@@ -616,6 +616,23 @@ static void *sampler_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The signal an earlier rhea attach's sampling left ignored (sampler_stop),
+ * when this copy records again (agent.c, agent_restart) and the program
+ * left it so: taken again rather than another free one, of which each
+ * attach used to leave one more ignored.
+ */
+static int spent_sig;
+
+static int spent_again(void)
+{
+	struct sigaction cur;
+	if (!spent_sig || (rhea_g.cfg.signal > 0 && rhea_g.cfg.signal != spent_sig) ||
+	    hooks_real_sigaction(spent_sig, NULL, &cur) != 0)
+		return 0;
+	return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN;
+}
+
 int sampler_start(void)
 {
 	if (!timed) {
@@ -637,7 +654,7 @@ int sampler_start(void)
 	int inherited = shared ? sample_sig : 0;
 	sample_sig = 0;
 	if (rhea_g.cfg.sample_ns) {
-		sample_sig = inherited ? inherited : pick_signal(0);
+		sample_sig = inherited ? inherited : spent_again() ? spent_sig : pick_signal(0);
 		if (!sample_sig) {
 			/* every one taken (rhea attach to a Go program): share */
 			int sig = rhea_g.cfg.signal > 0 ? rhea_g.cfg.signal : SIGRTMAX - 1;
@@ -708,7 +725,8 @@ void sampler_stop(void)
 		struct sigaction ign;
 		memset(&ign, 0, sizeof(ign));
 		ign.sa_handler = SIG_IGN;
-		hooks_real_sigaction(sig, &ign, NULL);
+		if (hooks_real_sigaction(sig, &ign, NULL) == 0)
+			spent_sig = sig;
 	}
 }
 
@@ -820,6 +838,11 @@ void sampler_note_blocked(struct rhea_tstate *t)
 	}
 	if (!__atomic_exchange_n(&t->sig_blocked, 1, __ATOMIC_ACQ_REL))
 		__atomic_fetch_add(&blocked_threads, 1, __ATOMIC_RELAXED);
+}
+
+void sampler_blocked_reset(void)
+{
+	__atomic_store_n(&blocked_threads, 0, __ATOMIC_RELAXED);
 }
 
 uint64_t sampler_blocked_threads(void)

@@ -393,6 +393,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	t->tid = tid;
 	t->timer_id = -1;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	t->session = __atomic_load_n(&rhea_g.session, __ATOMIC_ACQUIRE);
 	clear_sites(t);
 	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
@@ -621,6 +622,41 @@ void thread_foreach(void (*fn)(struct rhea_tstate *t, void *arg), void *arg)
 	for (uint32_t i = 0; i < n; i++)
 		if (__atomic_load_n(&slot_at(i)->state, __ATOMIC_ACQUIRE) == TS_LIVE)
 			fn(slot_at(i), arg);
+}
+
+void thread_restart(void)
+{
+	if (!registry_ready)
+		return;
+	uint64_t now = rhea_now();
+	uint32_t n = __atomic_load_n(&nslots_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		struct rhea_tstate *t = slot_at(i);
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TS_LIVE)
+			continue;
+		t->pend->valid = 0;
+		t->pend->busy = 0;
+		clear_sites(t);
+		t->sites_emitted_ns = 0;
+		t->sig_blocked = 0;
+		/* what a capture from outside gives it (its TLS counts are reset
+		 * by the thread itself: thread_session_begin) */
+		t->last_c.alloc_count = t->last_c.alloc_bytes = 0;
+		t->last_capture_ns = now;
+		__atomic_fetch_add(&rhea_g.threads_seen, 1, __ATOMIC_RELAXED);
+		capture_emit_thread_at(t, RHEA_T_START, 0, now, t->name);
+	}
+}
+
+void thread_session_begin(struct rhea_tstate *t)
+{
+	/* its allocations count from 0 again, as in a copy loaded afresh
+	 * (whose TLS starts zeroed) */
+	rhea_hot.folded_count = rhea_hot.folded_bytes = 0;
+	rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;
+	t->last_c.alloc_count = t->last_c.alloc_bytes = 0;
+	t->clock_at = 0;
+	t->session = rhea_g.session;
 }
 
 void thread_after_fork(void)

@@ -19,7 +19,9 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <getopt.h>
+#include <libelf.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -213,12 +215,122 @@ static enum agent_state agent_in(pid_t pid)
 				name[0] = 0;
 			fclose(f);
 		}
-		if (strncmp(name, "rhea-", 5) == 0)
-			st = AGENT_DETACHING; /* an earlier attach's threads, leaving */
+		/* an earlier attach's copy started again records (its ticker
+		 * runs until the very end of a detach); else its threads are
+		 * leaving */
+		if (strcmp(name, "rhea-ticker\n") == 0 || strcmp(name, "rhea-ticker") == 0)
+			st = AGENT_ATTACHED;
+		else if (strncmp(name, "rhea-", 5) == 0 && st != AGENT_ATTACHED)
+			st = AGENT_DETACHING;
 	}
 	if (d)
 		closedir(d);
 	return st;
+}
+
+/*
+ * An earlier attach's copy of the agent, spent, that can record again
+ * (agent.c, rhea_attach_restart) rather than a new copy be loaded: each
+ * new one takes 192 bytes of the process's static TLS, of which glibc
+ * keeps about 1.5 KB for libraries loaded late (the ninth attach to
+ * redis-server failed), and leaves its tables behind.  A copy is mapped
+ * from a deleted file of an attach directory (agent_line), and can be
+ * started again when it is of our build: its build-id, read from the
+ * process's memory where our librhea.so has its note, is ours.  Then the
+ * address of its rhea_attach_restart in the process; 0 when there is none.
+ */
+struct agent_elf {
+	uint64_t first;        /* the first loadable segment's page (its load bias from there) */
+	uint64_t note, entry;  /* the build-id's bytes, rhea_attach_restart */
+	unsigned char id[64];
+	size_t idlen;
+};
+
+static int agent_elf_read(const char *path, struct agent_elf *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->first = UINT64_MAX;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t nph = 0;
+	if (e && elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph))
+				continue;
+			if (ph.p_type == PT_LOAD && ph.p_vaddr < a->first)
+				a->first = ph.p_vaddr & ~(uint64_t)4095;
+			if (ph.p_type != PT_NOTE || a->idlen)
+				continue;
+			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+			GElf_Nhdr nh;
+			size_t off = 0, name_off, desc_off;
+			while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0)
+				if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+				    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz <= sizeof(a->id)) {
+					memcpy(a->id, (char *)d->d_buf + desc_off, nh.n_descsz);
+					a->idlen = nh.n_descsz;
+					a->note = ph.p_vaddr + desc_off;
+					break;
+				}
+		}
+	for (Elf_Scn *scn = NULL; e && (scn = elf_nextscn(e, scn)) != NULL && !a->entry;) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+			if (gelf_getsym(d, (int)i, &sym) && sym.st_shndx != SHN_UNDEF &&
+			    (name = elf_strptr(e, sh.sh_link, sym.st_name)) && strcmp(name, "rhea_attach_restart") == 0) {
+				a->entry = sym.st_value;
+				break;
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return a->idlen && a->entry && a->first != UINT64_MAX ? 0 : -1;
+}
+
+struct spent {
+	uint64_t base[16];
+	int n;
+};
+
+static int spent_line(const char *line, void *arg)
+{
+	struct spent *sp = arg;
+	unsigned long lo, hi, off;
+	char perms[8];
+	const char *path = strchr(line, '/');
+	if (sp->n < 16 && path && sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &off) == 4 && off == 0 &&
+	    strncmp(path, RHEA_ATTACH_DIR_PREFIX, sizeof(RHEA_ATTACH_DIR_PREFIX) - 1) == 0 &&
+	    strstr(path, "/" RHEA_ATTACH_AGENT " (deleted)"))
+		sp->base[sp->n++] = lo;
+	return 0;
+}
+
+static uint64_t spent_agent(pid_t pid, const char *agent)
+{
+	struct spent sp = {{0}, 0};
+	struct agent_elf a;
+	if (inject_maps_each(pid, spent_line, &sp) < 0 || !sp.n || agent_elf_read(agent, &a) != 0)
+		return 0;
+	for (int i = sp.n - 1; i >= 0; i--) { /* the latest first */
+		uint64_t bias = sp.base[i] - a.first;
+		unsigned char id[64];
+		if (inject_read(pid, bias + a.note, id, a.idlen) == 0 && memcmp(id, a.id, a.idlen) == 0)
+			return bias + a.entry;
+	}
+	return 0;
 }
 
 /* A copy of what fd in reads (it is closed) at dst, a new file of that
@@ -564,8 +676,9 @@ int cmd_attach(int argc, char **argv)
 	}
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
+	uint64_t restart = spent_agent(pid, agent);
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, dir);
-	if (copy_file(open(agent, O_RDONLY | O_CLOEXEC), p2, 0755) != 0) {
+	if (!restart && copy_file(open(agent, O_RDONLY | O_CLOEXEC), p2, 0755) != 0) {
 		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
 		goto out;
 	}
@@ -612,7 +725,24 @@ int cmd_attach(int argc, char **argv)
 
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
-	if (inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
+	int said = 0;
+	if (restart) { /* the copy an earlier attach left, started again */
+		if (inject_call(pid, restart, tdir, 5000, &stop_asked, via, sizeof(via), &said, err, sizeof(err)) != 0) {
+			cli_err("attach: %s", err);
+			goto out;
+		}
+		if (said == 1) {
+			cli_err("attach: process %d already has rhea's agent loaded (another rhea attach is recording "
+				"it)", (int)pid);
+			rc = EXIT_BADINPUT;
+			goto out;
+		}
+		if (said != 0) {
+			cli_err("attach: the agent an earlier rhea attach left in process %d cannot record again (%s)",
+				(int)pid, said == 3 ? "it cannot read its configuration" : "a seccomp filter holds it");
+			goto out;
+		}
+	} else if (inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
 		goto out;
 	}

@@ -652,7 +652,7 @@ static int at_safe_point(pid_t pid, pid_t tid, int st, const struct user_regs_st
  */
 static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *saved,
 			const struct user_regs_struct *final, const void *xstate, size_t xlen, const struct libc_fns *fns,
-			const char *lib, uint64_t *handle, char *err, size_t errlen)
+			uint64_t fn, const char *lib, uint64_t *handle, char *err, size_t errlen)
 {
 	size_t len = strlen(lib) + 1;
 	uint64_t sp = (saved->rsp - 4096) & ~(uint64_t)15; /* well below the red zone */
@@ -667,9 +667,9 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 				    inject_read(tid, eloc, &errno_was, sizeof(errno_was)) == 0;
 	uint64_t stub = stub_make(tid, saved, fns, final, xstate, xlen, have_errno ? eloc : 0,
 				  have_errno ? errno_was : 0, str);
-	const uint64_t a[6] = {str, RTLD_NOW, 0, 0, 0, 0};
-	int rc = remote_call6(tid, saved, fns->dlopen, a, str, stub, handle);
-	if (rc == 0 && !*handle) {
+	const uint64_t a[6] = {str, fn ? 0 : RTLD_NOW, 0, 0, 0, 0};
+	int rc = remote_call6(tid, saved, fn ? fn : fns->dlopen, a, str, stub, handle);
+	if (rc == 0 && !*handle && !fn) {
 		/* why: dlerror()'s message, read from the process */
 		uint64_t msg = 0;
 		char text[256] = "";
@@ -684,7 +684,8 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 		rc = -1;
 	}
 	if (rc == -2) {
-		say(err, errlen, "process %d did not come back from loading the agent", (int)pid);
+		say(err, errlen, "process %d did not come back from %s the agent", (int)pid,
+		    fn ? "restarting" : "loading");
 		return rc; /* (the stub stays: the thread may still need it) */
 	}
 	if (stub) {
@@ -699,9 +700,9 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
  * not at a safe point (why, when its stack said so, in seen), -1 error. */
-static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const char *lib, struct safepoint *spt,
-		      int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via, size_t vialen, char *err,
-		      size_t errlen)
+static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, uint64_t fn, const char *lib,
+		      struct safepoint *spt, int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via,
+		      size_t vialen, char *err, size_t errlen)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACESYSGOOD) != 0) {
 		if (errno == ESRCH || inject_task_gone(pid, tid))
@@ -758,8 +759,8 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, const ch
 	if (!have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) != 0)
 		goto out;
 	struct user_regs_struct final = resumed(&saved);
-	rc = load_through(pid, tid, &saved, &final, have_x ? xstate : NULL, have_x ? xs.iov_len : 0, fns, lib, handle,
-			  err, errlen);
+	rc = load_through(pid, tid, &saved, &final, have_x ? xstate : NULL, have_x ? xs.iov_len : 0, fns, fn, lib,
+			  handle, err, errlen);
 	if (rc == -2) {
 		rc = -1;
 		goto out; /* cannot tell what state it is in: let it go */
@@ -776,9 +777,11 @@ out:
 
 #define RUNNING_AFTER_MS 1000
 
-int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int *cancel, char *via, size_t vialen,
-		  char *err, size_t errlen)
+/* fn 0: dlopen(arg, RTLD_NOW), else fn(arg); its result in *ret. */
+static int inject_run(pid_t pid, uint64_t fn, const char *arg, int timeout_ms, const volatile int *cancel, char *via,
+		      size_t vialen, uint64_t *ret, char *err, size_t errlen)
 {
+	const char *lib = arg;
 	struct libc_fns fns;
 	if (libc_functions(pid, &fns, err, errlen) != 0)
 		return -1;
@@ -795,6 +798,10 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int
 		}
 		if (!moved && libc_moved(pid, &fns))
 			moved = 1; /* exec'ed between two rounds */
+		if (moved && fn) {
+			say(err, errlen, "process %d exec'ed another program meanwhile: try again", (int)pid);
+			goto done;
+		}
 		if (moved) {
 			if (libc_functions(pid, &fns, err, errlen) != 0) {
 				if (inject_task_gone(pid, pid) || now_ms() >= end)
@@ -829,8 +836,8 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int
 			uint64_t h = 0;
 			/* waits first; a thread in the middle of its work after a
 			 * second without one (a process that only computes) */
-			int r = try_thread(pid, tids[i], &fns, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h, seen,
-					   sizeof(seen), via, vialen, err, errlen);
+			int r = try_thread(pid, tids[i], &fns, fn, lib, sp, now_ms() >= start + RUNNING_AFTER_MS, &h,
+					   seen, sizeof(seen), via, vialen, err, errlen);
 			if (r == TRY_AGAIN_MOVED) {
 				/* it exec'ed: another image, its own libc and stacks
 				 * (which it may still be loading) */
@@ -840,6 +847,7 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int
 			if (r < 0)
 				goto done;
 			if (r == 0) {
+				*ret = h;
 				rc = 0;
 				goto done;
 			}
@@ -853,5 +861,21 @@ int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int
 	    (int)pid, timeout_ms, seen[0] ? "; last seen: " : "", seen);
 done:
 	safepoint_close(sp);
+	return rc;
+}
+
+int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int *cancel, char *via, size_t vialen,
+		  char *err, size_t errlen)
+{
+	uint64_t handle;
+	return inject_run(pid, 0, lib, timeout_ms, cancel, via, vialen, &handle, err, errlen);
+}
+
+int inject_call(pid_t pid, uint64_t fn, const char *arg, int timeout_ms, const volatile int *cancel, char *via,
+		size_t vialen, int *ret, char *err, size_t errlen)
+{
+	uint64_t r = 0;
+	int rc = inject_run(pid, fn, arg, timeout_ms, cancel, via, vialen, &r, err, errlen);
+	*ret = (int)(uint32_t)r;
 	return rc;
 }

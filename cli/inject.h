@@ -13,6 +13,12 @@
 int inject_dlopen(pid_t pid, const char *lib, int timeout_ms, const volatile int *cancel, char *via, size_t vialen,
 		  char *err, size_t errlen);
 
+/* The same, calling fn(arg) (an int function at that address in pid, such
+ * as the agent's rhea_attach_restart) instead of dlopen: its result in
+ * *ret.  A process that exec'ed meanwhile is not tried again: -1. */
+int inject_call(pid_t pid, uint64_t fn, const char *arg, int timeout_ms, const volatile int *cancel, char *via,
+		size_t vialen, int *ret, char *err, size_t errlen);
+
 /* Each line of /proc/PID/maps to fn until it returns non-zero: that value,
  * 0, or -1 when the file cannot be read. */
 int inject_maps_each(pid_t pid, int (*fn)(const char *line, void *arg), void *arg);

@@ -3872,6 +3872,62 @@ def t_attach_again(c, variant):
     c.done()
 
 
+def t_attach_many(c, variant):
+    """rhea attach to one process 12 times in a row (the old limit, with a
+    fresh copy of the agent per attach, was 8 on redis-server: static TLS).
+    The copy the first attach loaded records every time (agent.c,
+    rhea_attach_restart): one copy mapped, one more signal ignored than
+    before, no address space added after the second attach.  Each
+    recording is whole and its own: attach_work's allocations counted
+    exactly (64 bytes each), the main thread's count this recording's
+    alone (not the earlier ones' added), its span the attach's."""
+    p, pid = start_attachme(c, variant, 14)
+
+    def status(key):
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return line.split()[1]
+        return None
+    try:
+        time.sleep(0.3)
+        ign0 = int(status("SigIgn"), 16)
+        vm = []
+        for i in range(12):
+            attach_ok(c, pid, "a%d.rhea" % i, duration="150ms", what="attach %d" % (i + 1))
+            wait_agent_gone(pid)
+            vm.append(int(status("VmSize")))
+            if i == 5:  # one whose rhea attach is killed: the agent leaves by itself
+                a = subprocess.Popen([c.rhea, "attach", "-q", "-o", c.path("killed.rhea"), str(pid)], cwd=c.work,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.5)
+                a.kill()
+                a.wait()
+                time.sleep(0.3)
+                wait_agent_gone(pid)
+        with open("/proc/%d/maps" % pid) as f:
+            copies = {l.split()[-2] if l.rstrip().endswith("(deleted)") else l.split()[-1]
+                      for l in f if "/rhea-attach." in l}
+        ign = int(status("SigIgn"), 16)
+    finally:
+        out, perr = finish(p)
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r" % (p.returncode, out, perr[-300:]))
+    c.check(len(copies) == 1, "%d copies of the agent mapped after 12 attaches, want 1: %s" % (len(copies), sorted(copies)))
+    c.check(bin(ign & ~ign0).count("1") <= 1, "signals ignored: %#x before, %#x after 12 attaches" % (ign0, ign))
+    c.check(vm[-1] - vm[1] <= 2048, "VmSize after each attach (kB): %s" % vm)
+    for i in range(12):
+        rec = c.report(c.path("a%d.rhea" % i))
+        check_end(c, rec, "detach", 0)
+        n, nbytes, _ = sites_of(rec, "attach_work")
+        main = [t for t in rec["threads"] if t["tid"] == pid]
+        mine = main[0]["alloc_count"] if main else -1
+        c.check(n >= 1000 and nbytes == 64 * n and 0 <= mine <= n + 100,
+                "a%d.rhea: attach_work %d allocations, %d bytes; the main thread %d" % (i, n, nbytes, mine))
+        c.check(rec["recording"]["duration_ns"] < 3 * 10**9,
+                "a%d.rhea spans %.2f s for an attach of 150 ms" % (i, rec["recording"]["duration_ns"] / 1e9))
+    c.done()
+
+
 def t_attach_cli_killed(c, variant):
     """rhea attach killed with SIGKILL: the agent sees the control FIFO lose
     its writer, detaches by itself (the recording ends "detached", its
@@ -3925,13 +3981,26 @@ def t_attach_until_exit(c, variant):
     c.done()
 
 
-def t_attach_killed(c, variant):
+def wait_agent_gone(pid):
+    """Until the process's rhea- threads (an attach's, leaving) are gone."""
+    for _ in range(50):
+        if not [n for n in thread_names(pid) if n.startswith("rhea-")]:
+            return
+        time.sleep(0.05)
+
+
+def t_attach_killed(c, variant, before=0):
     """The process is killed with SIGKILL while rhea attach records it: the
     agent's buffers live in a memfd that rhea attach opened through /proc,
-    so its last records are recovered, and the recording ends "gone"."""
-    p, pid = start_attachme(c, variant, 5)
+    so its last records are recovered, and the recording ends "gone".
+    before: attaches (and detaches) before that one: the copy they left
+    records the last one, in a memfd of its own again."""
+    p, pid = start_attachme(c, variant, 5 + before)
     try:
         time.sleep(0.2)
+        for i in range(before):
+            attach_ok(c, pid, "before%d.rhea" % i, duration="150ms", what="attach %d" % (i + 1))
+            wait_agent_gone(pid)
         a = subprocess.Popen([c.rhea, "attach", "-o", c.path("out.rhea"), str(pid)], cwd=c.work,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
@@ -4127,6 +4196,7 @@ def all_tests():
     t.append(Test("attach-spin/gcc-O2-nofp", t_attach_spin, ("gcc-O2-nofp",)))
     t.append(Test("attach-spin/clang-O2", t_attach_spin, ("clang-O2",)))
     t.append(Test("attach-again", t_attach_again, ("gcc-O2-nofp",)))
+    t.append(Test("attach-many", t_attach_many, ("gcc-O2",), timeout=120))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
     t.append(Test("attach-fork", t_attach_fork, ("gcc-O2",)))
     t.append(Test("attach-memory-limit", t_attach_memory_limit, ("gcc-O2",)))
@@ -4135,6 +4205,7 @@ def all_tests():
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))
+    t.append(Test("attach-killed/again", t_attach_killed, ("gcc-O2", 2)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
     t.append(Test("attach-dlopen", t_attach_dlopen, ("gcc-O2-nofp",), timeout=60))
     t.append(Test("attach-dlopen-churn", t_attach_dlopen, ("gcc-O2-nofp", "churn"), timeout=60))
