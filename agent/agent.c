@@ -2016,6 +2016,8 @@ static void attach_say_started(const char *why)
 	attach_started = rhea_g.active;
 	if (!attach_started)
 		salvage_close_fd(); /* nothing of ours left open in the process */
+	if (!attach_started && !writer_th) /* no writer to leave: spent already */
+		__atomic_store_n(&attach_spent, 1, __ATOMIC_RELEASE);
 	char started[64] = "started";
 	int sfd = salvage_fd_number();
 	if (sfd >= 0) {
@@ -2110,8 +2112,6 @@ static void agent_restart(void)
 	}
 out:
 	attach_say_started(why);
-	if (!rhea_g.active && !writer_th)
-		attach_spent = 1; /* no writer to leave: spent as it was */
 	rhea_guard--;
 }
 

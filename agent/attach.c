@@ -3,8 +3,8 @@
  * (DESIGN.md 1.8).
  *
  * `rhea attach PID` makes a directory of its own, puts there a copy of
- * librhea.so (a new file each time, so that a later attach loads a fresh
- * copy instead of getting back this one, spent, from dlopen), the
+ * librhea.so (a new file each time: dlopen of a name already loaded would
+ * hand back that copy, without running its constructor), the
  * configuration (rhea-attach.conf: the RHEA_* settings
  * `rhea record` passes in the environment, one KEY=VALUE a line), a FIFO
  * (control) and a status file, and makes one thread of the process call
@@ -33,6 +33,12 @@
  *    mapped: a thread may still be inside a hook, and a function pointer the
  *    program took meanwhile may still lead into one (hooks then only pass
  *    the call on).
+ *
+ * The next `rhea attach` of the same build does not load another copy: it
+ * calls this one's rhea_attach_restart (agent.c) with its own directory,
+ * through a thread it stopped as it would have called dlopen, and this
+ * copy reads that directory's configuration (attach_reconfigure) and
+ * records again.
  */
 #include "agent.h"
 #include "paths.h"

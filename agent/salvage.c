@@ -377,16 +377,6 @@ void salvage_nodes_in_file(uint32_t written)
 		__atomic_store_n(&rhea_salvage->nodes_in_file, written, __ATOMIC_RELEASE);
 }
 
-/*
- * In a forked child, before it writes anything: the shared region becomes
- * the child's own, a memfd for rhea record when it traces (sent once the
- * child has a recording, salvage_publish) or private memory.  The buffers
- * and pending samples are reset by the child anyway, and its site tables
- * start empty (the forking thread's is cleared, thread_after_fork); the header, the
- * chunks' descriptors and the nodes the child keeps (it writes them all to
- * its own file) are copied, nodes up to next_id.  On failure the region
- * is forgotten: it is still the parent's.
- */
 /* The region into a new mapping of fd (-1: private memory) at the same
  * address, keeping its header, the chunks' descriptors and the nodes below
  * next_id (the buffers are reset by the caller, the pending samples and
@@ -425,6 +415,16 @@ static int region_move(const struct buf *b, uint32_t next_id, int *fd)
 	return 0;
 }
 
+/*
+ * In a forked child, before it writes anything: the shared region becomes
+ * the child's own, a memfd for rhea record when it traces (sent once the
+ * child has a recording, salvage_publish) or private memory.  The buffers
+ * and pending samples are reset by the child anyway, and its site tables
+ * start empty (the forking thread's is cleared, thread_after_fork); the header, the
+ * chunks' descriptors and the nodes the child keeps (it writes them all to
+ * its own file) are copied, nodes up to next_id.  On failure the region
+ * is forgotten: it is still the parent's.
+ */
 int salvage_after_fork(const struct buf *b, uint32_t next_id, int traced)
 {
 	struct rhea_salvage *h = rhea_salvage;

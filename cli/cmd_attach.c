@@ -152,12 +152,12 @@ static void put_conf(void *arg, const char *key, const char *val)
 }
 
 /*
- * Is rhea's agent in pid already, and busy?  Every attach loads its own
- * copy of librhea.so from its own directory (a new file, so that dlopen
- * loads it afresh rather than hand back the copy of an earlier attach,
- * whose state is spent); the agent removes that directory when it
- * detaches.  So a copy mapped from /tmp/rhea-attach.* whose file is gone
- * is a finished attach, and the process can be attached again.
+ * Is rhea's agent in pid already, and busy?  An attach loads a copy of
+ * librhea.so from its own directory, which is removed when it detaches:
+ * a copy mapped from /tmp/rhea-attach.* whose file is gone is a finished
+ * attach, and the process can be attached again (by that copy, started
+ * again: spent_agent).  While such a copy records again, its ticker
+ * thread runs.
  */
 enum agent_state { AGENT_NONE, AGENT_RECORDED, AGENT_ATTACHED, AGENT_DETACHING };
 
