@@ -533,6 +533,24 @@ def t_attach_redis():
         a = subprocess.run([RHEA, "attach", "-d", "1s", "-o", out, str(srv.pid)], capture_output=True, text=True,
                            timeout=60)
         check(a.returncode == 0, "rhea attach: status %d: %s" % (a.returncode, a.stderr[-300:]))
+        # attached again and again (a fresh copy of the agent per attach
+        # failed from the ninth on: static TLS): the first one's copy
+        # records each time
+        again = []
+        for i in range(10):
+            for _ in range(50):  # the last attach's threads leave within a flush period
+                if not [t for t in os.listdir("/proc/%d/task" % srv.pid)
+                        if open("/proc/%d/task/%s/comm" % (srv.pid, t)).read().startswith("rhea-")]:
+                    break
+                time.sleep(0.05)
+            f = os.path.join(TMP, "redis-again-%d.rhea" % i)
+            a = subprocess.run([RHEA, "attach", "-q", "-d", "100ms", "-o", f, str(srv.pid)], capture_output=True,
+                               text=True, timeout=60)
+            check(a.returncode == 0, "rhea attach number %d: status %d: %s" % (i + 2, a.returncode, a.stderr[-300:]))
+            again.append(f)
+        with open("/proc/%d/maps" % srv.pid) as m:
+            copies = {l.split()[5] for l in m if "/rhea-attach." in l}
+        check(len(copies) == 1, "%d copies of the agent in redis-server after 11 attaches" % len(copies))
         bo, be = b.communicate(timeout=120)
         check(b.returncode == 0 and "rror" not in bo + be, "redis-benchmark across the attach: " + (bo + be)[-300:])
         set_ = subprocess.run([cli, "-p", str(port), "set", "after", "detach"], capture_output=True, text=True)
@@ -560,6 +578,11 @@ def t_attach_redis():
     check(rep["alloc_totals"]["count"] > 1000, "%d allocations counted" % rep["alloc_totals"]["count"])
     check(rep["stalls"]["loop_threads"] >= 1, "redis's event loop not seen")
     stacks_complete(rep, 0.9, "redis-server (attached)")
+    for f in again:
+        r = report(f)["recording"]
+        check(r["complete"] and r["end_reason"] == "detach" and r["duration_ns"] < 3 * 10**9,
+              "%s: complete %s, end %s, %.1f s" % (os.path.basename(f), r["complete"], r["end_reason"],
+                                                   r["duration_ns"] / 1e9))
 
 
 # ---- sampler ----------------------------------------------------------------

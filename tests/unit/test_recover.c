@@ -187,6 +187,60 @@ Test(recover, buffered_nodes_and_pending_once)
 	teardown(&r);
 }
 
+/* rhea attach again (agent.c, agent_restart): the region moves into a new
+ * memfd at the same address.  What a recovery from that memfd finds is
+ * the stack table's nodes (kept: the new recording writes them all), the
+ * samples buffered since and nothing of before: no old sample, pending
+ * sample or site table. */
+Test(recover, renewed_region_keeps_the_nodes_alone)
+{
+	struct region r;
+	setup(&r);
+	uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
+	uint32_t ids[3];
+	uint32_t leaf = stacktab_intern(&r.st, 0, addrs, 3, ids);
+	for (uint64_t t = 1; t <= 4; t++)
+		emit_sample(&r, 7, t, leaf);
+	r.pend[0].s.h.kind = RHEA_E_SAMPLE;
+	r.pend[0].s.h.size = sizeof(struct rhea_sample);
+	r.pend[0].s.begin_ns = 100;
+	r.pend[0].valid = 1;
+	r.sites[0].tid = 7;
+	r.sites[0].nused = 1;
+	r.sites[0].used[0] = 3;
+	r.sites[0].site[3] = (struct rhea_salvage_site){0x4242, 9, 90};
+	struct rhea_salvage_pend *pend_at = r.pend;
+	struct stat before, after;
+	cr_assert_eq(fstat(r.memfd, &before), 0);
+	salvage_close_fd(); /* as the detach leaves it */
+	cr_assert_eq(salvage_renew(&r.b, r.st.next_id), 0);
+	int fd = salvage_fd_number();
+	cr_assert_geq(fd, 0, "no memfd of its own after the renewal");
+	cr_assert_eq(fstat(fd, &after), 0);
+	cr_assert_neq(after.st_ino, before.st_ino, "the renewed region is still in the old memfd");
+	cr_assert_eq(r.pend, pend_at);
+	cr_assert_eq(r.pend[0].valid, 0, "the old pending sample survived the renewal");
+	cr_assert_eq(r.sites[0].nused, 0, "the old site table survived the renewal");
+	/* the same stack interns to the same node: the table is whole */
+	uint32_t again[3];
+	cr_assert_eq(stacktab_intern(&r.st, 0, addrs, 3, again), leaf);
+	buf_reset(&r.b);
+	salvage_publish(&r.b, r.path, 64);
+	for (uint64_t t = 10; t <= 12; t++)
+		emit_sample(&r, 7, t, leaf);
+	close(r.memfd);
+	r.memfd = dup(fd);
+	struct counts c;
+	recover(&r, &c);
+	cr_assert_eq(c.samples, 3, "%ld samples recovered, want the 3 after the renewal", c.samples);
+	cr_assert_eq(c.times, 10 + 11 + 12);
+	cr_assert_eq(c.nodes, 3);
+	cr_assert_eq(c.node_addr_sum, 0x6000);
+	cr_assert_eq(c.sites, 0, "%ld sites recovered, want none", c.sites);
+	salvage_close_fd();
+	teardown(&r);
+}
+
 /* A site table as a thread fills it (capture.c, site_add). */
 static void put_site(struct rhea_salvage_sites *t, uint16_t slot, uint64_t pc, uint64_t count, uint64_t bytes)
 {
