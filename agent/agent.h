@@ -50,7 +50,6 @@ struct rhea_tstate {
 	uint32_t msgid;
 	uint32_t tid;
 	uint32_t serial;     /* unique per thread instance */
-	uint32_t session;    /* rhea_g.session its TLS allocation run counts in */
 	uint32_t in_capture; /* set while capturing (signal handler skips) */
 	/* the release path: in the line of tid, which it reads too */
 	uint32_t rel_seq;   /* releases recorded in the wait table (waits.c) */
@@ -98,6 +97,8 @@ struct rhea_tstate {
 	} rel[4];
 	uint32_t rel_next;
 	uint64_t clock_at; /* the allocation count at the last alloc_clock read */
+	uint32_t session;  /* rhea_g.session its TLS allocation counts are of (beside
+			      clock_at: the allocation slow paths read both) */
 	uint32_t populated; /* the slot's pages were made writable (thread.c) */
 	uint32_t index;     /* the slot's number in the registry */
 	struct rhea_salvage_pend own_pend; /* when there is no salvage region */
@@ -160,6 +161,12 @@ struct rhea_agent {
 	uint64_t min_block_tsc; /* cfg.min_block_ns in TSC ticks, 0 until calibrated */
 	uint64_t timed_calls;   /* atomic: the threads' rhea_hot.timed, as of their captures */
 	struct rhea_config cfg;
+	/* the recordings an attached copy made before this one (agent.c,
+	 * agent_restart): a thread's allocation counts of an earlier one are
+	 * not this one's (thread_session_begin).  Read by the allocation
+	 * hooks' slow paths: beside the configuration, which nothing writes
+	 * while recording */
+	uint32_t session;
 	uint64_t start_ns;
 	int fd;         /* the recording, -1 none (see agent_owns_fd) */
 	int control_fd; /* rhea attach's control FIFO, -1 none */
@@ -172,10 +179,6 @@ struct rhea_agent {
 	uint64_t captures, truncated, unwind_errors, write_errors;
 	uint64_t cfi_build_ns; /* building unwind tables the cache lacked (modules.c) */
 	uint64_t threads_seen;
-	/* the recordings an attached copy made before this one (agent.c,
-	 * agent_restart): a thread's allocation run of an earlier one is not
-	 * this one's (thread_session_begin) */
-	uint32_t session;
 	uint32_t finished; /* atomic: the recording has been closed */
 	volatile int leader_gone; /* the main thread exited, the process did not */
 	char path[4096];
