@@ -2060,13 +2060,16 @@ print(len(data), total)
 
 PY_POOL = """
 import hashlib, multiprocessing
+def started(barrier):
+    barrier.wait()  # both workers run before any task: each has work of its own
 def work(i):
     h = hashlib.sha256()
     for j in range(20000):
         h.update(str(i * j).encode())
     return h.hexdigest()[:8]
 if __name__ == "__main__":
-    with multiprocessing.Pool(2) as pool:
+    b = multiprocessing.Barrier(2)
+    with multiprocessing.Pool(2, initializer=started, initargs=(b,)) as pool:
         print(len(pool.map(work, range(16))))
 """
 
@@ -2101,7 +2104,12 @@ def t_python_ulimit(c):
 def t_python_multiprocessing(c):
     """Debian's python3 with a multiprocessing pool: forked workers that
     the pool ends with SIGTERM as they exit.  Every recording must be
-    whole (a SIGTERM during a worker's last flush left it empty)."""
+    whole (a SIGTERM during a worker's last flush left it empty).  The
+    workers meet at a barrier before any task: without it, on a loaded
+    machine one worker could take all 16 tasks before the other ran a line,
+    and a worker ended before it did anything of its own rightly leaves no
+    recording (forkquick), failing the count of three (a fresh clone's
+    make test, 2026-11-29)."""
     base = c.work
     for i in range(3):  # the SIGTERM's timing varies: three runs
         c.work = os.path.join(base, "run%d" % i)
