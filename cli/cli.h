@@ -65,6 +65,10 @@ int cli_exec_next(const char *path, const struct recording *r, char *next, size_
 struct report_image;
 int cli_follow_exec(struct recording *r, struct report_image **before, size_t *n, int salvage);
 void cli_free_images(struct report_image *im, size_t n);
+/* The recordings of the processes r's process started (execchain.c): path
+ * and command line each, by start, into *out (*n, cli_free_images).  0, or
+ * -1 out of memory. */
+int cli_children(const char *path, const struct recording *r, struct report_image **out, size_t *n);
 /* Load a recording or print one line and return EXIT_BADINPUT. */
 struct recording;
 int cli_load(const char *path, struct recording *r, int salvage);

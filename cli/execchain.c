@@ -1,5 +1,6 @@
 /*
- * execchain.c - one process's recordings across its execs.
+ * execchain.c - one process's recordings across its execs, and those of
+ * the processes it started.
  *
  * A process that execs ends its recording there (END, reason exec), and
  * the agent of the program it became starts another, named as a derived
@@ -27,6 +28,8 @@
 
 #include <stdlib.h>
 
+#include <dirent.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -145,9 +148,137 @@ int cli_follow_exec(struct recording *r, struct report_image **before, size_t *n
 			cli_err("out of memory");
 			return -1;
 		}
-		more[(*n)++] = (struct report_image){p, c};
+		more[(*n)++] = (struct report_image){p, c, r->hdr.pid};
 		recording_free(r);
 		*r = nr;
 	}
 	return 0;
+}
+
+/*
+ * The recordings of the processes a recording's process started (forked
+ * children, rhea record names them <base>.<pid>[.<n>].rhea): those next to
+ * it of the same base whose header names its pid as their parent and
+ * whose agent started while it was recorded (and on the same boot).  A
+ * shell, make or a launcher's own recording is mostly its wait for them
+ * (`sh -c 'python3 t.py; true'`: 259 ms in wait3, 0.25 ms of CPU), so the
+ * report names them (cmd_report.c).  Their command lines come from their
+ * first chunk's META, where the agent puts them (none read: NULL).  Sorted
+ * by start; *n of them, cli_free_images.
+ */
+static char *first_cmdline(const char *path)
+{
+	struct rfile_reader *rd;
+	if (rfile_open(path, &rd) != 0)
+		return NULL;
+	const void *p;
+	size_t len, off = 0;
+	char *cmd = NULL;
+	const struct rhea_entry *e;
+	if (rfile_next_chunk(rd, &p, &len) == RFILE_OK)
+		while (!cmd && rfile_next_entry(p, len, &off, &e) == 1) {
+			if (e->kind != RHEA_E_META || rfile_entry_check(e) != 0)
+				continue;
+			const char *k = (const char *)e + sizeof(struct rhea_meta);
+			if (strcmp(k, "cmdline") == 0)
+				cmd = strdup(k + strlen(k) + 1);
+		}
+	rfile_close(rd);
+	return cmd;
+}
+
+struct child {
+	uint64_t start;
+	char *path;
+	uint32_t pid;
+};
+
+static int by_start(const void *a, const void *b)
+{
+	const struct child *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int cli_children(const char *path, const struct recording *r, struct report_image **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	char base[PATH_MAX], dirb[PATH_MAX], fileb[PATH_MAX];
+	base_of(path, r->hdr.pid, base, sizeof(base));
+	snprintf(dirb, sizeof(dirb), "%s", base);
+	snprintf(fileb, sizeof(fileb), "%s", base);
+	const char *d = dirname(dirb);
+	char *b = basename(fileb);
+	size_t bl = strlen(b);
+	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
+		b[bl -= 5] = 0;
+	uint64_t first = recording_start(r), last = r->have_end ? r->end.time_ns : r->last_ns;
+	if (last < first)
+		last = first;
+	DIR *dp = opendir(d);
+	if (!dp)
+		return 0;
+	struct child *kids = NULL;
+	size_t nk = 0, cap = 0;
+	int rc = 0;
+	for (struct dirent *de; (de = readdir(dp)) != NULL;) {
+		const char *name = de->d_name;
+		size_t nl = strlen(name);
+		if (nl <= bl + 6 || strncmp(name, b, bl) != 0 || name[bl] != '.' || strcmp(name + nl - 5, ".rhea") != 0 ||
+		    name[bl + 1] < '0' || name[bl + 1] > '9')
+			continue;
+		size_t i = bl + 1; /* <base>.<digits>[.<digits>].rhea */
+		while (i < nl - 5 && ((name[i] >= '0' && name[i] <= '9') || name[i] == '.'))
+			i++;
+		if (i != nl - 5)
+			continue;
+		char full[PATH_MAX + 300];
+		snprintf(full, sizeof(full), "%s%s%s", strcmp(d, ".") ? d : "", strcmp(d, ".") ? "/" : "", name);
+		struct rhea_file_header h;
+		/* (its realtime start as far from ours as its monotonic one: the
+		 * same boot, to a second) */
+		if (header_of(full, &h) != 0 || h.ppid != r->hdr.pid || h.pid == r->hdr.pid || h.start_ns < first ||
+		    h.start_ns > last)
+			continue;
+		uint64_t by_mono = h.start_ns - r->hdr.start_ns, by_real = h.start_realtime_ns - r->hdr.start_realtime_ns;
+		if (h.start_ns < r->hdr.start_ns || h.start_realtime_ns < r->hdr.start_realtime_ns ||
+		    (by_real > by_mono ? by_real - by_mono : by_mono - by_real) > 1000000000ull)
+			continue;
+		if (nk == cap) {
+			size_t nc = cap ? 2 * cap : 16;
+			struct child *m = realloc(kids, nc * sizeof(*kids));
+			if (!m) {
+				rc = -1;
+				break;
+			}
+			kids = m;
+			cap = nc;
+		}
+		if (!(kids[nk].path = strdup(full))) {
+			rc = -1;
+			break;
+		}
+		kids[nk].pid = h.pid;
+		kids[nk++].start = h.start_ns;
+	}
+	closedir(dp);
+	if (rc == 0 && nk) {
+		qsort(kids, nk, sizeof(*kids), by_start);
+		*out = calloc(nk, sizeof(**out));
+		if (!*out)
+			rc = -1;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		if (rc == 0) {
+			(*out)[i].path = kids[i].path;
+			(*out)[i].pid = kids[i].pid;
+			(*out)[i].command = first_cmdline(kids[i].path);
+		} else {
+			free(kids[i].path);
+		}
+	}
+	if (rc == 0)
+		*n = nk;
+	free(kids);
+	return rc;
 }

@@ -1038,6 +1038,37 @@ static void text_exec_before(FILE *out, const struct report_opts *o, int W)
 	}
 }
 
+/* The processes it started (a shell's, make's): up to CHILDREN_SHOWN of
+ * them, and how to report them all. */
+#define CHILDREN_SHOWN 5
+static void text_children(FILE *out, const struct report_opts *o, int W)
+{
+	char clean[256];
+	size_t procs = 0; /* (a child that exec'ed has a recording per program) */
+	for (size_t k = 0; k < o->nchildren; k++) {
+		size_t i = 0;
+		while (i < k && o->children[i].pid != o->children[k].pid)
+			i++;
+		procs += i == k;
+	}
+	if (procs == o->nchildren)
+		fprintf(out, "  children: %zu process%s it started, each in its own recording%s\n", procs,
+			procs == 1 ? "" : "es", o->all_hint ? "" : ":");
+	else
+		fprintf(out, "  children: %zu process%s it started, in %zu recordings%s\n", procs, procs == 1 ? "" : "es",
+			o->nchildren, o->all_hint ? "" : ":");
+	if (o->all_hint)
+		fprintf(out, "            (all of them: rhea report %s):\n", o->all_hint);
+	for (size_t k = 0; k < o->nchildren && k < CHILDREN_SHOWN; k++) {
+		convert_clean_string(o->children[k].command ? o->children[k].command : "?", clean, sizeof(clean));
+		char line[PATH_MAX + 300], nb[sizeof(line)];
+		snprintf(line, sizeof(line), "%s: %s", o->children[k].path, clean);
+		fprintf(out, "            %s\n", fit(line, W - 12, nb));
+	}
+	if (o->nchildren > CHILDREN_SHOWN)
+		fprintf(out, "            ... and %zu more\n", o->nchildren - CHILDREN_SHOWN);
+}
+
 int report_write(struct model *m, FILE *out, const struct report_opts *o)
 {
 	struct recording *r = m->rec;
@@ -1148,6 +1179,16 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_obj_begin(&j, NULL);
 			json_str(&j, "path", o->before[k].path);
 			json_str(&j, "command", o->before[k].command);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		/* the processes it started, each in its own recording */
+		json_arr_begin(&j, "children");
+		for (size_t k = 0; k < o->nchildren; k++) {
+			json_obj_begin(&j, NULL);
+			json_str(&j, "path", o->children[k].path);
+			json_str(&j, "command", o->children[k].command);
+			json_u64(&j, "pid", o->children[k].pid);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
@@ -1353,6 +1394,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "  ended:    %s\n", end_text(r, eb));
 	if (o->nbefore)
 		text_exec_before(out, o, W);
+	if (o->nchildren)
+		text_children(out, o, W);
 	uint64_t before = cpu_before_agent(r);
 	if (before >= 10000000) /* (loading libc and the agent alone: 1-2 ms) */
 		fprintf(out, "  before:   the process had used %s of CPU when rhea's agent started in it (loading\n"

@@ -8,10 +8,11 @@
 #include "model.h"
 
 /* A program the process ran before the one reported, when the report
- * followed it through its execs (cmd_report.c): that program's recording
- * and command line, oldest first. */
+ * followed it through its execs, or a process it started (cmd_report.c):
+ * that program's recording and command line, oldest first. */
 struct report_image {
 	const char *path, *command;
+	uint32_t pid;
 };
 
 struct report_opts {
@@ -26,6 +27,9 @@ struct report_opts {
 	char *const *notes; /* several recordings: notes for the end, NULL-terminated (or NULL) */
 	const struct report_image *before; /* the programs before this one in its process (execs) */
 	size_t nbefore;
+	const struct report_image *children; /* the processes it started, recorded on their own */
+	size_t nchildren;
+	const char *all_hint; /* the files that make "all its processes" (rhea report A B...) */
 };
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o);

@@ -535,6 +535,14 @@ def t_forkexec(c, variant):
     parent = c.report(c.path("out.rhea"))
     check_end(c, parent, "exit", 0)
     check_roots(c, parent, ROOT_MIN_SCENARIO)
+    # the parent's report names the child's recordings (its first image's
+    # and the one it exec'ed into, both of its pid, whose parent it is)
+    kids = sorted(os.path.basename(x["path"]) for x in parent["recording"]["children"])
+    c.check(kids == sorted([child_file] + exec_files), "the parent's report names children %s, want %s"
+            % (kids, sorted([child_file] + exec_files)))
+    rc, txt, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check("children: 1 process it started, in 2 recordings" in txt and "rhea report %s %s.*.rhea" % (
+        c.path("out.rhea"), c.path("out")) in txt, "the text report does not name the children: %r" % txt[:700])
     if c.check(child_file in files, "no recording of the forked child (%s)" % child_file):
         child = c.report(c.path(child_file), extra=["--no-follow-exec"])
         check_end(c, child, "exec", 0)
