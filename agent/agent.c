@@ -140,9 +140,10 @@ static void say(const char *a, const char *b, const char *c, const char *d)
 	syscall(SYS_write, 2, "\n", 1);
 }
 
+static uint32_t warned; /* agent_warn said its line (once a recording) */
+
 void agent_warn(const char *msg, long value)
 {
-	static uint32_t warned;
 	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED) || rhea_g.cfg.quiet)
 		return;
 	char num[24];
@@ -2056,7 +2057,20 @@ static void agent_restart(void)
 	rhea_guard++;
 	__atomic_store_n(&sampler_hold_tid, thread_gettid(), __ATOMIC_RELEASE);
 	cficache_settings(attach_getenv);
+	/* The buffers and the stack table keep the sizes the first attach
+	 * mapped them with: a different --buffer is said, not taken. */
+	size_t buffer_bytes = rhea_g.cfg.buffer_bytes;
+	uint32_t max_nodes = rhea_g.cfg.max_nodes;
 	read_config();
+	warned = 0;
+	if (rhea_g.cfg.buffer_bytes != buffer_bytes) {
+		char num[24];
+		u64_to_str(buffer_bytes >> 20, num);
+		say("--buffer: the agent an earlier attach left in this process keeps its buffers of ", num,
+		    " MB", NULL);
+	}
+	rhea_g.cfg.buffer_bytes = buffer_bytes;
+	rhea_g.cfg.max_nodes = max_nodes;
 	drain_lock = 0;
 	ticker_th = writer_th = 0;
 	file_failed = 0;

@@ -3910,7 +3910,13 @@ def t_attach_many(c, variant):
         ign0 = int(status("SigIgn"), 16)
         vm = []
         for i in range(12):
-            attach_ok(c, pid, "a%d.rhea" % i, duration="150ms", what="attach %d" % (i + 1))
+            if i == 3:  # another --buffer than the first's: said, the first's kept
+                rc, _, err = c.run([c.rhea, "attach", "-d", "150ms", "--buffer", "16M", "-o", c.path("a3.rhea"),
+                                    str(pid)], timeout=60)
+                c.check(rc == 0 and "keeps its buffers of 8 MB" in err,
+                        "attach 4 with --buffer 16M: status %d: %s" % (rc, one_line(err)))
+            else:
+                attach_ok(c, pid, "a%d.rhea" % i, duration="150ms", what="attach %d" % (i + 1))
             wait_agent_gone(pid)
             vm.append(int(status("VmSize")))
             if i == 5:  # one whose rhea attach is killed: the agent leaves by itself
