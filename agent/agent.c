@@ -829,6 +829,10 @@ static void flush_round(int seal_spin_ns)
  */
 static int attach_started;
 static int attach_spent; /* atomic: its recording over, its threads gone (rhea_attach_restart) */
+/* A forked child of an attached process: its copy holds the parent's thread
+ * registry and was switched off half way; an attach to the child loads a
+ * copy of its own. */
+static int attach_forked;
 
 static void attach_detach(void)
 {
@@ -1795,6 +1799,7 @@ void agent_postfork_child(void)
 	rhea_g.threads_seen = 1;
 	if (!rhea_g.cfg.follow) {
 		if (rhea_attached) {
+			attach_forked = 1; /* (rhea_attach_restart: not this copy) */
 			/* rhea attach does not follow children, and its detach
 			 * puts back only the parent's imports: the child's go
 			 * back now, and the control FIFO is not the child's */
@@ -2134,12 +2139,13 @@ out:
  * copy an earlier attach left (cli/cmd_attach.c), with its new directory.
  * 0: started, or failed and said so in that directory's status; 1: this
  * copy still records, or is still leaving (another rhea attach); 2: it
- * cannot record again (not an attach's copy, or the thread is sealed by a
- * seccomp filter); 3: the directory's configuration cannot be read.
+ * cannot record again (a forked child's copy, or a seccomp filter seals
+ * it: the CLI loads a copy of its own then); 3: the directory's
+ * configuration cannot be read.
  */
 __attribute__((visibility("default"))) int rhea_attach_restart(const char *dir)
 {
-	if (!rhea_attached || rhea_sealed || process_sealed)
+	if (!rhea_attached || rhea_sealed || process_sealed || attach_forked)
 		return 2;
 	if (!__atomic_exchange_n(&attach_spent, 0, __ATOMIC_ACQ_REL))
 		return 1;

@@ -737,12 +737,18 @@ int cmd_attach(int argc, char **argv)
 			rc = EXIT_BADINPUT;
 			goto out;
 		}
-		if (said != 0) {
-			cli_err("attach: the agent an earlier rhea attach left in process %d cannot record again (%s)",
-				(int)pid, said == 3 ? "it cannot read its configuration" : "a seccomp filter holds it");
+		if (said != 0) /* it cannot record again: a copy of its own, as before */
+			restart = 0;
+	}
+	if (!restart && said != 0) {
+		char lib[PATH_MAX];
+		snprintf(lib, sizeof(lib), "%s/" RHEA_ATTACH_AGENT, dir);
+		if (copy_file(open(agent, O_RDONLY | O_CLOEXEC), lib, 0755) != 0) {
+			cli_err("attach: cannot copy the agent to %s: %s", lib, strerror(errno));
 			goto out;
 		}
-	} else if (inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
+	}
+	if (!restart && inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
 		cli_err("attach: %s", err);
 		goto out;
 	}

@@ -3436,10 +3436,25 @@ def t_attach_fork_child(c):
     with open(script, "w") as f:
         f.write(FORK_DURING_ATTACH)
     p, pid = start_ready(c, ["/usr/bin/python3", script])
-    rc, err, out, perr = attach_then_wait(c, p, pid, "2s")
+    child_attach = []
+
+    def attach_child():
+        # The child kept the parent's copy of the agent, switched off at
+        # the fork: an attach to it loads a copy of its own (the parent's,
+        # holding the parent's threads, is not restarted), and leaves it
+        # as it was too.
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = f.read().split()
+        if kids:
+            child_attach.append(c.run([c.rhea, "attach", "-d", "300ms", "-o", c.path("child.rhea"), kids[0]],
+                                      timeout=60))
+    rc, err, out, perr = attach_then_wait(c, p, pid, "2s", attach_child)
     c.check(rc == 0, "rhea attach exited %d: %s" % (rc, one_line(err)))
     c.check(p.returncode == 0, "python exited %d: %s" % (p.returncode, one_line(perr)))
-    c.check(out.strip() == "child's: []", "the forked child after the detach: %r" % out)
+    c.check(out.strip() == "child's: []", "the forked child after the detaches: %r" % out)
+    if c.check(child_attach and child_attach[0][0] == 0, "rhea attach to the forked child: %s"
+               % (one_line(child_attach[0][2]) if child_attach else "no child")):
+        check_end(c, c.report(c.path("child.rhea")), "detach", 0)
     c.done()
 
 
