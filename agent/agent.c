@@ -1745,6 +1745,37 @@ static void write_meta(void);
 /* From the prepare handler to the parent's and the child's, the forking
  * thread is not traced: in the child nothing may touch the buffers before
  * they are its own (salvage_after_fork). */
+/*
+ * What belongs to one recording, for a new one in the same memory (a
+ * forked child's, rhea attach's again: agent_restart): the file's state,
+ * the statistics, the agent's threads' ids and CPU, the buffers, and the
+ * stack table's written mark (every node goes into the new file).
+ */
+static void recording_reset(void)
+{
+	drain_lock = 0;
+	ticker_th = writer_th = 0;
+	file_failed = 0;
+	staging_used = 0;
+	nhold = 0;
+	rhea_g.start_ns = rhea_now();
+	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
+	rhea_g.cfi_build_ns = 0;
+	for (int i = 0; i < 8; i++) {
+		rhea_agent_tids[i] = 0;
+		agent_cpu[i] = 0;
+	}
+	buf_reset(&rhea_g.buf);
+	stacktab_after_fork(&rhea_g.st);
+}
+
+/* The hook classes the configuration asks for, on. */
+static void classes_on(void)
+{
+	for (int c = 1; c < RHEA_C_COUNT; c++)
+		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
+}
+
 void agent_prefork(void)
 {
 	rhea_guard++;
@@ -1789,13 +1820,8 @@ void agent_postfork_child(void)
 	else if (rhea_g.fd >= 0)
 		syscall(SYS_close, rhea_g.fd);
 	rhea_g.fd = -1;
-	file_failed = 0;
-	staging_used = 0;
-	nhold = 0;
 	rhea_g.pid = getpid();
-	rhea_g.start_ns = rhea_now();
-	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
-	rhea_g.cfi_build_ns = 0;
+	recording_reset(); /* (the parent's threads are not the child's) */
 	rhea_g.threads_seen = 1;
 	if (!rhea_g.cfg.follow) {
 		if (rhea_attached) {
@@ -1812,14 +1838,8 @@ void agent_postfork_child(void)
 		rhea_guard--;
 		return;
 	}
-	for (int i = 0; i < 8; i++) {
-		rhea_agent_tids[i] = 0;
-		agent_cpu[i] = 0; /* the parent's threads are not the child's */
-	}
 	sampler_after_fork();
 	waits_after_fork();
-	buf_reset(&rhea_g.buf);
-	stacktab_after_fork(&rhea_g.st);
 	thread_after_fork();
 	modules_after_fork();
 	write_meta();
@@ -2014,6 +2034,17 @@ long agent_exec_seccomp_base(void)
 	return thread_filters(st, sizeof(st));
 }
 
+/* rhea attach's control FIFO opened and the process's imports hooked,
+ * once the threads run: why, or the failure (the recording ended: the
+ * writer, leaving, undoes the rest). */
+static const char *attach_hook_in(const char *why)
+{
+	if (attach_open_control() == 0 && attach_patch() == 0)
+		return why;
+	agent_finish(RHEA_END_DETACH, 0);
+	return "failed: cannot hook the process's imports or open the control FIFO\n";
+}
+
 /* rhea attach's start, done or failed (why): the status the CLI waits for
  * ("started salvage=N": it opens the memfd through /proc), and the
  * calling thread's sampling timer, held until now. */
@@ -2076,24 +2107,12 @@ static void agent_restart(void)
 	}
 	rhea_g.cfg.buffer_bytes = buffer_bytes;
 	rhea_g.cfg.max_nodes = max_nodes;
-	drain_lock = 0;
-	ticker_th = writer_th = 0;
-	file_failed = 0;
-	staging_used = 0;
-	nhold = 0;
 	finish_done = 0;
 	stats_staged_ns = 0;
 	cmdline_staged[0] = 0;
-	for (int i = 0; i < 8; i++) {
-		rhea_agent_tids[i] = 0;
-		agent_cpu[i] = 0;
-	}
 	rhea_g.fd = rhea_g.spare_fd = rhea_g.control_fd = -1;
-	rhea_g.captures = rhea_g.truncated = rhea_g.unwind_errors = rhea_g.write_errors = 0;
-	rhea_g.cfi_build_ns = 0;
 	rhea_g.threads_seen = 0;
 	rhea_g.leader_gone = 0;
-	rhea_g.start_ns = rhea_now();
 	/* the threads' first hooks capture, and count their allocations into
 	 * this recording's site tables (thread_session_begin) */
 	__atomic_add_fetch(&rhea_g.session, 1, __ATOMIC_RELEASE);
@@ -2103,9 +2122,8 @@ static void agent_restart(void)
 		agent_disable("cannot map the buffers again", errno);
 		goto out;
 	}
-	buf_reset(&rhea_g.buf);
+	recording_reset();
 	rhea_g.buf.keep_drained = (uint8_t)salvage_shared();
-	stacktab_after_fork(&rhea_g.st); /* every node into the new file */
 	sampler_blocked_reset();
 	if (open_output() < 0)
 		goto out;
@@ -2123,12 +2141,8 @@ static void agent_restart(void)
 		agent_disable("cannot start the agent's threads", -r);
 		goto out;
 	}
-	for (int c = 1; c < RHEA_C_COUNT; c++)
-		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
-	if (attach_open_control() < 0 || attach_patch() < 0) {
-		why = "failed: cannot hook the process's imports or open the control FIFO\n";
-		agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
-	}
+	classes_on();
+	why = attach_hook_in(why);
 out:
 	attach_say_started(why);
 	rhea_guard--;
@@ -2266,12 +2280,9 @@ __attribute__((constructor)) static void agent_init(void)
 		agent_disable("cannot start the agent's threads", -r);
 		goto out;
 	}
-	for (int c = 1; c < RHEA_C_COUNT; c++)
-		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
-	if (rhea_attached && (attach_open_control() < 0 || attach_patch() < 0)) {
-		why = "failed: cannot hook the process's imports or open the control FIFO\n";
-		agent_finish(RHEA_END_DETACH, 0); /* the writer, leaving, undoes the rest */
-	}
+	classes_on();
+	if (rhea_attached)
+		why = attach_hook_in(why);
 out:
 	if (rhea_attached)
 		attach_say_started(why);

@@ -699,8 +699,10 @@ static inline int rhea_is_boot(const void *p)
  * attach started again (agent.c, agent_restart): its allocation counts in
  * TLS, and its run of allocations from one site, are the last recording's
  * (thread.c).  On the thread itself, before anything is counted or read:
- * malloc's fast path is closed to it until it captures, as the restart
- * moved the epoch. */
+ * in site_note (the allocation hooks' slow paths; malloc's fast path is
+ * closed to the thread until it captures, as the restart moved the
+ * epoch), read_counters (every capture that reads counters) and
+ * capture_emit_sites (its own, at its end). */
 void thread_session_begin(struct rhea_tstate *t);
 static inline void session_check(struct rhea_tstate *t)
 {
@@ -779,6 +781,7 @@ static inline void alloc_clock(struct rhea_tstate *t)
 
 static inline void site_note(struct rhea_tstate *t, uint64_t pc, uint64_t bytes)
 {
+	session_check(t);
 	if (__builtin_expect(rhea_hot.site_pc == pc, 1)) {
 		site_note_same(bytes);
 		/* A long run is folded into the table every CLOCK_RUN

@@ -462,7 +462,6 @@ static inline void timed_flush(void)
 
 void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked)
 {
-	session_check(t);
 	if (__atomic_exchange_n(&t->in_capture, 1, __ATOMIC_ACQUIRE))
 		return;
 	rhea_guard++;
@@ -600,15 +599,15 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	 * the call, the kernel's time in the call is the wait's own; else it
 	 * shows in the enclosing slice. */
 	s.c_begin = s.c_end;
-	if (b->begin < rhea_g.start_ns) {
-		/* begun while an earlier attach recorded: its counters at the
-		 * call are that recording's */
-	} else if (b->have_begin) {
+	/* (none from a wait begun while an earlier attach recorded: its
+	 * counters at the call are that recording's) */
+	int ours = b->begin >= rhea_g.start_ns;
+	if (ours && b->have_begin) {
 		s.c_begin = b->c_begin;
 		s.h.flags |= RHEA_S_AT_CALL;
-	}
-	else if (b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns)
+	} else if (ours && b->cpu_begin && b->cpu_begin <= s.c_end.cpu_ns) {
 		s.c_begin.cpu_ns = b->cpu_begin;
+	}
 	if (b->shared)
 		s.h.flags |= RHEA_S_SHARED;
 	note_capture(t, &s);
@@ -825,7 +824,6 @@ static inline uint64_t site_call(uint64_t ret)
 
 void site_fold(struct rhea_tstate *t)
 {
-	session_check(t);
 	if (rhea_hot.site_pc && rhea_hot.site_count)
 		site_add(t, site_call(rhea_hot.site_pc), rhea_hot.site_count, rhea_hot.site_bytes);
 	/* the totals stay what they were (hot_alloc_count) */
@@ -836,7 +834,6 @@ void site_fold(struct rhea_tstate *t)
 
 void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 {
-	session_check(t);
 	site_fold(t);
 	rhea_hot.site_pc = ret;
 	rhea_hot.site_count = 1;
@@ -855,6 +852,7 @@ void capture_emit_sites(struct rhea_tstate *t)
 	 * it runs) are read from there and added to what is emitted. */
 	uint64_t ppc = 0, pcount = 0, pbytes = 0;
 	if (t == rhea_hot.self) {
+		session_check(t); /* (a thread that ends before its first hook of this recording) */
 		site_fold(t);
 	} else if (t->hot && t->session == rhea_g.session) { /* (else its run is an earlier recording's) */
 		ppc = site_call(__atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED));

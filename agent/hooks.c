@@ -445,7 +445,6 @@ static inline int sem_has_waiters(sem_t *s)
 
 static inline void alloc_done(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
 {
-	session_check(t);
 	site_note(t, site, n);
 	alloc_clock(t);
 	tick_as(t, fn, 0);
@@ -485,7 +484,6 @@ static __attribute__((noinline)) void alloc_capture(struct rhea_tstate *t, unsig
 
 static inline void alloc_count(struct rhea_tstate *t, unsigned fn, uint64_t site, size_t n)
 {
-	session_check(t);
 	site_note(t, site, n);
 	alloc_clock(t);
 	if (unlikely(rhea_hot.last_epoch != rhea_g.epoch))

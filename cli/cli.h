@@ -52,6 +52,22 @@ int cli_parse_choice(const char *option, const char *s, const char *first, const
 int64_t cli_parse_size(const char *s);
 /* Print "rhea: " + formatted message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* execchain.c: the recordings named <base>.<pid>[.<n>].rhea next to
+ * base_path (children's, exec'd images'), each given to fn with arg; with
+ * since, those older (earlier runs', compared to the nanosecond: a run that
+ * started in the second the one before ended) are only counted in *stale.
+ * How many were given. */
+struct timespec;
+int cli_each_derived(const char *base_path, const struct timespec *since, void (*fn)(const char *path, void *arg),
+		     void *arg, int *stale);
+/* execchain.c: what `rhea report` takes for every process of the run a
+ * recording (of pid) belongs to: "BASE.rhea BASE.*.rhea", BASE without
+ * the recording's own ".<pid>[.<n>]" when it has them. */
+void cli_all_processes(const char *path, uint32_t pid, char *out, size_t cap);
+/* execchain.c: the header of the recording at path: 0, or -1 when it is
+ * none. */
+struct rhea_file_header;
+int cli_header_of(const char *path, struct rhea_file_header *h);
 /* execchain.c: r (loaded from path) ended by exec, and the program the
  * process became left a recording: its path into next (cap bytes), 1;
  * else 0. */

@@ -14,6 +14,7 @@
 #include "inject.h"
 #include "paths.h"
 #include "recover.h"
+#include "symbolize.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -213,12 +214,13 @@ static enum agent_state agent_in(pid_t pid)
 		if (f) {
 			if (!fgets(name, sizeof(name), f))
 				name[0] = 0;
+			name[strcspn(name, "\n")] = 0;
 			fclose(f);
 		}
-		/* an earlier attach's copy started again records (its ticker
-		 * runs until the very end of a detach); else its threads are
-		 * leaving */
-		if (strcmp(name, "rhea-ticker\n") == 0 || strcmp(name, "rhea-ticker") == 0)
+		/* an earlier attach's copy started again records while its
+		 * ticker runs (a detach joins it before the writer leaves);
+		 * the other threads alone are leaving */
+		if (strcmp(name, "rhea-ticker") == 0)
 			st = AGENT_ATTACHED;
 		else if (strncmp(name, "rhea-", 5) == 0 && st != AGENT_ATTACHED)
 			st = AGENT_DETACHING;
@@ -261,24 +263,10 @@ static int agent_elf_read(const char *path, struct agent_elf *a)
 	if (e && elf_getphdrnum(e, &nph) == 0)
 		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph))
-				continue;
-			if (ph.p_type == PT_LOAD && ph.p_vaddr < a->first)
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < a->first)
 				a->first = ph.p_vaddr & ~(uint64_t)4095;
-			if (ph.p_type != PT_NOTE || a->idlen)
-				continue;
-			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
-			GElf_Nhdr nh;
-			size_t off = 0, name_off, desc_off;
-			while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0)
-				if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-				    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz <= sizeof(a->id)) {
-					memcpy(a->id, (char *)d->d_buf + desc_off, nh.n_descsz);
-					a->idlen = nh.n_descsz;
-					a->note = ph.p_vaddr + desc_off;
-					break;
-				}
 		}
+	a->idlen = sym_elf_build_id(e, a->id, sizeof(a->id), &a->note);
 	for (Elf_Scn *scn = NULL; e && (scn = elf_nextscn(e, scn)) != NULL && !a->entry;) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)

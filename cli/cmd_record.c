@@ -371,12 +371,6 @@ static void append_outside_end(const char *path, int status, const struct recove
 		cli_err("%s: could not add the end of the program to the recording", path);
 }
 
-/* Recordings of the programs rhea record's child exec'ed into, said after
- * its own (summarize_execs): the children's list leaves them out. */
-#define EXECS_SAID 64
-static char execs_said[EXECS_SAID][PATH_MAX + 64];
-static size_t nexecs_said;
-
 /* The summary line of a loaded recording (counts only), as label says
  * ("recorded ", "  child ", "  exec'd "); child: how it ended may be told
  * by rhea record. */
@@ -450,8 +444,6 @@ static void summarize_execs(const char *path)
 			break;
 		}
 		summarize_loaded(next, &r, "  exec'd ", 1);
-		if (nexecs_said < EXECS_SAID)
-			snprintf(execs_said[nexecs_said++], sizeof(execs_said[0]), "%s", next);
 		snprintf(cur, sizeof(cur), "%s", next);
 		n++;
 	}
@@ -461,101 +453,42 @@ static void summarize_execs(const char *path)
 				"--no-follow-exec the first\n", n, n == 1 ? "" : "s", shown_path(path));
 }
 
-/*
- * Recordings of children: <base>.<pid>[.<n>].rhea written since `since`,
- * each given to fn (its full path, and how many came before it); how many
- * there are, and in *stale how many older ones match the pattern too
- * (earlier runs').  Compared to the nanosecond, with `since` read from the
- * coarse clock that stamps files: to the second, a run that started in the
- * second the one before it ended listed that run's children as its own.
- */
-static int each_child_recording(const char *base_path, struct timespec since, void (*fn)(const char *path, int n),
-				int *stale)
-{
-	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
-	snprintf(dir, sizeof(dir), "%s", base_path);
-	snprintf(file, sizeof(file), "%s", base_path);
-	char *d = dirname(dir), *b = basename(file);
-	size_t bl = strlen(b);
-	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
-		b[bl -= 5] = 0;
-	*stale = 0;
-	DIR *dp = opendir(d);
-	if (!dp)
-		return 0;
-	struct dirent *de;
-	int n = 0;
-	while ((de = readdir(dp)) != NULL) {
-		const char *name = de->d_name;
-		size_t nl = strlen(name);
-		if (nl <= bl + 6 || strncmp(name, b, bl) != 0 || name[bl] != '.' ||
-		    strcmp(name + nl - 5, ".rhea") != 0)
-			continue;
-		int digits = 1;
-		for (const char *p = name + bl + 1; p < name + nl - 5; p++)
-			if (!(*p >= '0' && *p <= '9') && *p != '.')
-				digits = 0;
-		char full[PATH_MAX + 300];
-		snprintf(full, sizeof(full), "%s/%s", d, name);
-		struct stat st;
-		if (!digits || stat(full, &st) != 0)
-			continue;
-		if (st.st_mtim.tv_sec < since.tv_sec ||
-		    (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec)) {
-			(*stale)++;
-			continue;
-		}
-		fn(full, n++);
-	}
-	closedir(dp);
-	return n;
-}
-
-static int exec_said(const char *path)
-{
-	for (size_t k = 0; k < nexecs_said; k++)
-		if (strcmp(execs_said[k], path) == 0)
-			return 1;
-	return 0;
-}
-
 static int children_listed;
+static pid_t listed_for; /* rhea record's child, whose own exec'd images summarize_execs said */
 
-static void summarize_child(const char *path, int n)
+static void summarize_child(const char *path, void *arg)
 {
-	(void)n;
-	if (exec_said(path))
+	(void)arg;
+	struct rhea_file_header h;
+	if (cli_header_of(path, &h) == 0 && h.pid == (uint32_t)listed_for)
 		return;
 	if (children_listed++ <= 20)
 		cli_summarize(path, 1);
 }
 
-static void summarize_children(const char *base_path, struct timespec since)
+static void summarize_children(const char *base_path, struct timespec since, pid_t root)
 {
 	children_listed = 0;
+	listed_for = root;
 	int stale;
-	each_child_recording(base_path, since, summarize_child, &stale);
+	cli_each_derived(base_path, &since, summarize_child, NULL, &stale);
 	int n = children_listed;
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
 	if (n == 0)
 		return;
 	/* how to see them all, with paths as short as the current directory allows */
-	char rel[PATH_MAX + 64];
-	const char *shown = shown_path(base_path);
-	snprintf(rel, sizeof(rel), "%s", shown);
-	size_t rl = strlen(rel);
-	if (rl > 5 && strcmp(rel + rl - 5, ".rhea") == 0)
-		rel[rl - 5] = 0;
-	fprintf(stderr, "rhea: all its processes: rhea report %s %s.*.rhea (rhea convert ... for one trace)%s\n",
-		shown, rel, stale ? "; that pattern also matches recordings of earlier runs" : "");
+	char all[2 * PATH_MAX + 16];
+	cli_all_processes(shown_path(base_path), 0, all, sizeof(all));
+	fprintf(stderr, "rhea: all its processes: rhea report %s (rhea convert ... for one trace)%s\n", all,
+		stale ? "; that pattern also matches recordings of earlier runs" : "");
 }
 
 static struct compact_tally compacted;
 
-static void compact_child(const char *path, int n)
+static void compact_child(const char *path, void *arg)
 {
-	(void)n;
+	(void)arg;
 	cli_compact_tallied(path, &compacted);
 }
 
@@ -834,7 +767,7 @@ int cmd_record(int argc, char **argv)
 		if (access(path, F_OK) == 0)
 			cli_compact_tallied(path, &compacted);
 		if (ao.follow)
-			each_child_recording(path, started, compact_child, &stale);
+			cli_each_derived(path, &started, compact_child, NULL, &stale);
 		cli_compact_said(&compacted);
 	}
 	if (access(path, F_OK) != 0) {
@@ -866,7 +799,7 @@ int cmd_record(int argc, char **argv)
 		if (child_samples > 0)
 			fprintf(stderr, "rhea: their last %ld samples were recovered from their memory\n", child_samples);
 		if (ao.follow)
-			summarize_children(path, started);
+			summarize_children(path, started, pid);
 	}
 	return rc;
 }

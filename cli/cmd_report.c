@@ -88,23 +88,6 @@ static int report_several(char **paths, size_t n, int salvage, int policy, int r
 	return rc;
 }
 
-/* "FILE FILE-minus-.rhea.*.rhea", what reports every process of a
- * recording's run (as rhea record says), for a recording rhea record named
- * first: 0; -1 for a derived name (a child's own: its base is not its name). */
-static int all_processes(const char *given, char *out, size_t cap)
-{
-	size_t n = strlen(given);
-	if (n <= 5 || strcmp(given + n - 5, ".rhea") != 0)
-		return -1;
-	const char *p = given + n - 5; /* a derived name ends in .<digits>[.<digits>].rhea */
-	while (p > given && ((p[-1] >= '0' && p[-1] <= '9') || p[-1] == '.'))
-		p--;
-	if (p < given + n - 5 && p > given && p[0] == '.')
-		return -1;
-	snprintf(out, cap, "%s %.*s.*.rhea", given, (int)(n - 5), given);
-	return 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -181,8 +164,10 @@ int cmd_report(int argc, char **argv)
 		return 1;
 	}
 	o.children = kids;
-	if (o.nchildren && all_processes(argv[optind], hint, sizeof(hint)) == 0)
+	if (o.nchildren) {
+		cli_all_processes(r.path, r.hdr.pid, hint, sizeof(hint));
 		o.all_hint = hint;
+	}
 	struct model m;
 	if (model_build(&m, &r, policy) < 0) {
 		cli_err("out of memory");

@@ -65,8 +65,17 @@ static void base_of(const char *path, uint32_t pid, char *base, size_t cap)
 	}
 }
 
-/* The header of the recording at path: 0, or -1 when it is none. */
-static int header_of(const char *path, struct rhea_file_header *h)
+void cli_all_processes(const char *path, uint32_t pid, char *out, size_t cap)
+{
+	char base[PATH_MAX];
+	base_of(path, pid, base, sizeof(base));
+	size_t n = strlen(base);
+	if (n > 5 && strcmp(base + n - 5, ".rhea") == 0)
+		n -= 5;
+	snprintf(out, cap, "%s %.*s.*.rhea", base, (int)n, base);
+}
+
+int cli_header_of(const char *path, struct rhea_file_header *h)
 {
 	struct rfile_reader *rd;
 	if (rfile_open(path, &rd) != 0)
@@ -74,6 +83,57 @@ static int header_of(const char *path, struct rhea_file_header *h)
 	*h = *rfile_header(rd);
 	rfile_close(rd);
 	return 0;
+}
+
+/* Two agent starts, each by the monotonic and the wall clock, on the same
+ * boot: as far apart by one as by the other, to a second (NTP's steps). */
+static int same_boot(uint64_t mono_a, uint64_t real_a, uint64_t mono_b, uint64_t real_b)
+{
+	int64_t by_mono = (int64_t)(mono_b - mono_a), by_real = (int64_t)(real_b - real_a);
+	int64_t off = by_real - by_mono;
+	return off < 1000000000ll && off > -1000000000ll;
+}
+
+int cli_each_derived(const char *base_path, const struct timespec *since, void (*fn)(const char *path, void *arg),
+		     void *arg, int *stale)
+{
+	char dirb[PATH_MAX + 64], fileb[PATH_MAX + 64];
+	snprintf(dirb, sizeof(dirb), "%s", base_path);
+	snprintf(fileb, sizeof(fileb), "%s", base_path);
+	const char *d = dirname(dirb);
+	char *b = basename(fileb);
+	size_t bl = strlen(b);
+	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
+		b[bl -= 5] = 0;
+	*stale = 0;
+	DIR *dp = opendir(d);
+	if (!dp)
+		return 0;
+	int n = 0, here = strcmp(d, ".") == 0;
+	for (struct dirent *de; (de = readdir(dp)) != NULL;) {
+		const char *name = de->d_name;
+		size_t nl = strlen(name);
+		if (nl <= bl + 6 || strncmp(name, b, bl) != 0 || name[bl] != '.' || strcmp(name + nl - 5, ".rhea") != 0 ||
+		    name[bl + 1] < '0' || name[bl + 1] > '9')
+			continue;
+		size_t i = bl + 1; /* <base>.<digits>[.<digits>].rhea */
+		while (i < nl - 5 && ((name[i] >= '0' && name[i] <= '9') || name[i] == '.'))
+			i++;
+		char full[PATH_MAX + 300];
+		snprintf(full, sizeof(full), "%s%s%s", here ? "" : d, here ? "" : "/", name);
+		struct stat st;
+		if (i != nl - 5 || stat(full, &st) != 0)
+			continue;
+		if (since && (st.st_mtim.tv_sec < since->tv_sec ||
+			      (st.st_mtim.tv_sec == since->tv_sec && st.st_mtim.tv_nsec < since->tv_nsec))) {
+			(*stale)++;
+			continue;
+		}
+		fn(full, arg);
+		n++;
+	}
+	closedir(dp);
+	return n;
 }
 
 int cli_exec_next(const char *path, const struct recording *r, char *next, size_t cap)
@@ -99,15 +159,10 @@ int cli_exec_next(const char *path, const struct recording *r, char *next, size_
 		}
 		misses = 0;
 		struct rhea_file_header h;
-		if ((st.st_dev == self.st_dev && st.st_ino == self.st_ino) || header_of(name, &h) != 0 ||
+		if ((st.st_dev == self.st_dev && st.st_ino == self.st_ino) || cli_header_of(name, &h) != 0 ||
 		    h.pid != pid || h.start_ns < exec_ns || h.start_ns - exec_ns > EXEC_GAP_MAX_NS)
 			continue;
-		/* the same boot: its start is as far after the exec by the wall
-		 * clock as by the monotonic one (a second's leeway for NTP) */
-		uint64_t by_mono = h.start_ns - exec_ns;
-		uint64_t by_real = h.start_realtime_ns > exec_real ? h.start_realtime_ns - exec_real : 0;
-		uint64_t off = by_real > by_mono ? by_real - by_mono : by_mono - by_real;
-		if (off > 1000000000ull || h.start_ns >= best)
+		if (!same_boot(exec_ns, exec_real, h.start_ns, h.start_realtime_ns) || h.start_ns >= best)
 			continue;
 		best = h.start_ns;
 		snprintf(next, cap, "%s", name);
@@ -199,86 +254,65 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* One recording of the directory for cli_children: kept when it is a child's. */
+struct children_scan {
+	const struct recording *r;
+	uint64_t first, last;
+	struct child *kids;
+	size_t n, cap;
+	int failed;
+};
+
+static void child_seen(const char *path, void *arg)
+{
+	struct children_scan *c = arg;
+	const struct recording *r = c->r;
+	struct rhea_file_header h;
+	if (c->failed || cli_header_of(path, &h) != 0 || h.ppid != r->hdr.pid || h.pid == r->hdr.pid ||
+	    h.start_ns < c->first || h.start_ns > c->last ||
+	    !same_boot(r->hdr.start_ns, r->hdr.start_realtime_ns, h.start_ns, h.start_realtime_ns))
+		return;
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 16;
+		struct child *m = realloc(c->kids, nc * sizeof(*c->kids));
+		if (!m) {
+			c->failed = 1;
+			return;
+		}
+		c->kids = m;
+		c->cap = nc;
+	}
+	if (!(c->kids[c->n].path = strdup(path))) {
+		c->failed = 1;
+		return;
+	}
+	c->kids[c->n].pid = h.pid;
+	c->kids[c->n++].start = h.start_ns;
+}
+
 int cli_children(const char *path, const struct recording *r, struct report_image **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
-	char base[PATH_MAX], dirb[PATH_MAX], fileb[PATH_MAX];
+	char base[PATH_MAX];
 	base_of(path, r->hdr.pid, base, sizeof(base));
-	snprintf(dirb, sizeof(dirb), "%s", base);
-	snprintf(fileb, sizeof(fileb), "%s", base);
-	const char *d = dirname(dirb);
-	char *b = basename(fileb);
-	size_t bl = strlen(b);
-	if (bl > 5 && strcmp(b + bl - 5, ".rhea") == 0)
-		b[bl -= 5] = 0;
-	uint64_t first = recording_start(r), last = r->have_end ? r->end.time_ns : r->last_ns;
-	if (last < first)
-		last = first;
-	DIR *dp = opendir(d);
-	if (!dp)
-		return 0;
-	struct child *kids = NULL;
-	size_t nk = 0, cap = 0;
-	int rc = 0;
-	for (struct dirent *de; (de = readdir(dp)) != NULL;) {
-		const char *name = de->d_name;
-		size_t nl = strlen(name);
-		if (nl <= bl + 6 || strncmp(name, b, bl) != 0 || name[bl] != '.' || strcmp(name + nl - 5, ".rhea") != 0 ||
-		    name[bl + 1] < '0' || name[bl + 1] > '9')
-			continue;
-		size_t i = bl + 1; /* <base>.<digits>[.<digits>].rhea */
-		while (i < nl - 5 && ((name[i] >= '0' && name[i] <= '9') || name[i] == '.'))
-			i++;
-		if (i != nl - 5)
-			continue;
-		char full[PATH_MAX + 300];
-		snprintf(full, sizeof(full), "%s%s%s", strcmp(d, ".") ? d : "", strcmp(d, ".") ? "/" : "", name);
-		struct rhea_file_header h;
-		/* (its realtime start as far from ours as its monotonic one: the
-		 * same boot, to a second) */
-		if (header_of(full, &h) != 0 || h.ppid != r->hdr.pid || h.pid == r->hdr.pid || h.start_ns < first ||
-		    h.start_ns > last)
-			continue;
-		uint64_t by_mono = h.start_ns - r->hdr.start_ns, by_real = h.start_realtime_ns - r->hdr.start_realtime_ns;
-		if (h.start_ns < r->hdr.start_ns || h.start_realtime_ns < r->hdr.start_realtime_ns ||
-		    (by_real > by_mono ? by_real - by_mono : by_mono - by_real) > 1000000000ull)
-			continue;
-		if (nk == cap) {
-			size_t nc = cap ? 2 * cap : 16;
-			struct child *m = realloc(kids, nc * sizeof(*kids));
-			if (!m) {
-				rc = -1;
-				break;
-			}
-			kids = m;
-			cap = nc;
-		}
-		if (!(kids[nk].path = strdup(full))) {
-			rc = -1;
-			break;
-		}
-		kids[nk].pid = h.pid;
-		kids[nk++].start = h.start_ns;
+	struct children_scan c = {r, recording_start(r), r->have_end ? r->end.time_ns : r->last_ns, NULL, 0, 0, 0};
+	int stale;
+	cli_each_derived(base, NULL, child_seen, &c, &stale);
+	if (!c.failed && c.n) {
+		qsort(c.kids, c.n, sizeof(*c.kids), by_start);
+		if (!(*out = calloc(c.n, sizeof(**out))))
+			c.failed = 1;
 	}
-	closedir(dp);
-	if (rc == 0 && nk) {
-		qsort(kids, nk, sizeof(*kids), by_start);
-		*out = calloc(nk, sizeof(**out));
-		if (!*out)
-			rc = -1;
+	for (size_t i = 0; i < c.n; i++) {
+		if (!c.failed)
+			(*out)[i] = (struct report_image){c.kids[i].path, first_cmdline(c.kids[i].path), c.kids[i].pid};
+		else
+			free(c.kids[i].path);
 	}
-	for (size_t i = 0; i < nk; i++) {
-		if (rc == 0) {
-			(*out)[i].path = kids[i].path;
-			(*out)[i].pid = kids[i].pid;
-			(*out)[i].command = first_cmdline(kids[i].path);
-		} else {
-			free(kids[i].path);
-		}
-	}
-	if (rc == 0)
-		*n = nk;
-	free(kids);
-	return rc;
+	free(c.kids);
+	if (c.failed)
+		return -1;
+	*n = c.n;
+	return 0;
 }

@@ -777,11 +777,11 @@ out:
 
 #define RUNNING_AFTER_MS 1000
 
-/* fn 0: dlopen(arg, RTLD_NOW), else fn(arg); its result in *ret. */
-static int inject_run(pid_t pid, uint64_t fn, const char *arg, int timeout_ms, const volatile int *cancel, char *via,
+/* fn 0: dlopen(lib, RTLD_NOW), else fn(lib) (a string all the same: the
+ * agent's directory); its result in *ret. */
+static int inject_run(pid_t pid, uint64_t fn, const char *lib, int timeout_ms, const volatile int *cancel, char *via,
 		      size_t vialen, uint64_t *ret, char *err, size_t errlen)
 {
-	const char *lib = arg;
 	struct libc_fns fns;
 	if (libc_functions(pid, &fns, err, errlen) != 0)
 		return -1;

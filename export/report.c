@@ -1022,20 +1022,41 @@ struct blk {
 	uint64_t count, total, max;
 };
 
+/* Recordings of the process's programs or children, "path: command" a
+ * line, up to max of them. */
+static void text_images(FILE *out, const struct report_image *im, size_t n, size_t max, int W)
+{
+	char clean[256], line[PATH_MAX + 300], nb[sizeof(line)]; /* (fit writes at most w + 1 < sizeof(line)) */
+	for (size_t k = 0; k < n && k < max; k++) {
+		convert_clean_string(im[k].command ? im[k].command : "?", clean, sizeof(clean));
+		snprintf(line, sizeof(line), "%s: %s", im[k].path, clean);
+		fprintf(out, "            %s\n", fit(line, W - 12, nb));
+	}
+	if (n > max)
+		fprintf(out, "            ... and %zu more\n", n - max);
+}
+
+static void json_images(struct json *j, const char *key, const struct report_image *im, size_t n)
+{
+	json_arr_begin(j, key);
+	for (size_t k = 0; k < n; k++) {
+		json_obj_begin(j, NULL);
+		json_str(j, "path", im[k].path);
+		json_str(j, "command", im[k].command);
+		json_u64(j, "pid", im[k].pid);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
 /* The programs the process ran before this one (a wrapper's exec), one a
  * line: which recording has each, and how to see the first alone. */
 static void text_exec_before(FILE *out, const struct report_opts *o, int W)
 {
-	char clean[256];
 	fprintf(out, "  exec'd:   the process ran %zu program%s before this one, each in its own\n"
 		     "            recording (rhea report --no-follow-exec %s: the first alone):\n",
 		o->nbefore, o->nbefore == 1 ? "" : "s", o->before[0].path);
-	for (size_t k = 0; k < o->nbefore; k++) {
-		convert_clean_string(o->before[k].command ? o->before[k].command : "?", clean, sizeof(clean));
-		char line[PATH_MAX + 300], nb[sizeof(line)]; /* (fit writes at most w + 1 < sizeof(line)) */
-		snprintf(line, sizeof(line), "%s: %s", o->before[k].path, clean);
-		fprintf(out, "            %s\n", fit(line, W - 12, nb));
-	}
+	text_images(out, o->before, o->nbefore, o->nbefore, W);
 }
 
 /* The processes it started (a shell's, make's): up to CHILDREN_SHOWN of
@@ -1043,7 +1064,6 @@ static void text_exec_before(FILE *out, const struct report_opts *o, int W)
 #define CHILDREN_SHOWN 5
 static void text_children(FILE *out, const struct report_opts *o, int W)
 {
-	char clean[256];
 	size_t procs = 0; /* (a child that exec'ed has a recording per program) */
 	for (size_t k = 0; k < o->nchildren; k++) {
 		size_t i = 0;
@@ -1051,22 +1071,14 @@ static void text_children(FILE *out, const struct report_opts *o, int W)
 			i++;
 		procs += i == k;
 	}
+	fprintf(out, "  children: %zu process%s it started, ", procs, procs == 1 ? "" : "es");
 	if (procs == o->nchildren)
-		fprintf(out, "  children: %zu process%s it started, each in its own recording%s\n", procs,
-			procs == 1 ? "" : "es", o->all_hint ? "" : ":");
+		fprintf(out, "each in its own recording%s\n", o->all_hint ? "" : ":");
 	else
-		fprintf(out, "  children: %zu process%s it started, in %zu recordings%s\n", procs, procs == 1 ? "" : "es",
-			o->nchildren, o->all_hint ? "" : ":");
+		fprintf(out, "in %zu recordings%s\n", o->nchildren, o->all_hint ? "" : ":");
 	if (o->all_hint)
 		fprintf(out, "            (all of them: rhea report %s):\n", o->all_hint);
-	for (size_t k = 0; k < o->nchildren && k < CHILDREN_SHOWN; k++) {
-		convert_clean_string(o->children[k].command ? o->children[k].command : "?", clean, sizeof(clean));
-		char line[PATH_MAX + 300], nb[sizeof(line)];
-		snprintf(line, sizeof(line), "%s: %s", o->children[k].path, clean);
-		fprintf(out, "            %s\n", fit(line, W - 12, nb));
-	}
-	if (o->nchildren > CHILDREN_SHOWN)
-		fprintf(out, "            ... and %zu more\n", o->nchildren - CHILDREN_SHOWN);
+	text_images(out, o->children, o->nchildren, CHILDREN_SHOWN, W);
 }
 
 int report_write(struct model *m, FILE *out, const struct report_opts *o)
@@ -1173,25 +1185,9 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 									: "rhea record");
 		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
 		/* the programs the process ran before this one, when the report
-		 * followed it through its execs */
-		json_arr_begin(&j, "exec_before");
-		for (size_t k = 0; k < o->nbefore; k++) {
-			json_obj_begin(&j, NULL);
-			json_str(&j, "path", o->before[k].path);
-			json_str(&j, "command", o->before[k].command);
-			json_obj_end(&j);
-		}
-		json_arr_end(&j);
-		/* the processes it started, each in its own recording */
-		json_arr_begin(&j, "children");
-		for (size_t k = 0; k < o->nchildren; k++) {
-			json_obj_begin(&j, NULL);
-			json_str(&j, "path", o->children[k].path);
-			json_str(&j, "command", o->children[k].command);
-			json_u64(&j, "pid", o->children[k].pid);
-			json_obj_end(&j);
-		}
-		json_arr_end(&j);
+		 * followed it through its execs; the processes it started */
+		json_images(&j, "exec_before", o->before, o->nbefore);
+		json_images(&j, "children", o->children, o->nchildren);
 		json_u64(&j, "start_monotonic_ns", r->hdr.start_ns); /* the other *_ns count from it */
 		json_u64(&j, "start_realtime_ns", r->hdr.start_realtime_ns);
 		json_u64(&j, "duration_ns", duration);

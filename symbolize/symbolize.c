@@ -360,6 +360,31 @@ static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const stru
 	return dm;
 }
 
+size_t sym_elf_build_id(void *elf, unsigned char *id, size_t cap, uint64_t *vaddr)
+{
+	Elf *e = elf;
+	size_t nph = 0;
+	if (!e || elf_getphdrnum(e, &nph) != 0)
+		return 0;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+		GElf_Nhdr nh;
+		size_t off = 0, name, desc;
+		while (d && (off = gelf_getnote(d, off, &nh, &name, &desc)) > 0)
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp((const char *)d->d_buf + name, "GNU", 4) == 0 && nh.n_descsz <= cap) {
+				memcpy(id, (const char *)d->d_buf + desc, nh.n_descsz);
+				if (vaddr)
+					*vaddr = ph.p_vaddr + desc;
+				return nh.n_descsz;
+			}
+	}
+	return 0;
+}
+
 /*
  * This process's vDSO as a file libdwfl can open (a memfd, through
  * /proc/self/fd), and its build-id; NULL when there is none.  Made once:
@@ -379,19 +404,7 @@ static const char *own_vdso(const unsigned char **bid, size_t *bidlen)
 		Elf *e = NULL;
 		if (eh && memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && size > 0 && size <= (1u << 20) &&
 		    elf_version(EV_CURRENT) != EV_NONE && (e = elf_memory((char *)img, size)) != NULL) {
-			for (Elf_Scn *scn = NULL; !idlen && (scn = elf_nextscn(e, scn)) != NULL;) {
-				GElf_Shdr sh;
-				Elf_Data *d;
-				if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
-					continue;
-				GElf_Nhdr nh;
-				size_t off = 0, name, desc;
-				while (!idlen && (off = gelf_getnote(d, off, &nh, &name, &desc)) > 0)
-					if (nh.n_type == NT_GNU_BUILD_ID && nh.n_descsz <= sizeof(id)) {
-						memcpy(id, (const char *)d->d_buf + desc, nh.n_descsz);
-						idlen = nh.n_descsz;
-					}
-			}
+			idlen = sym_elf_build_id(e, id, sizeof(id), NULL);
 			elf_end(e);
 		}
 		int fd = idlen ? memfd_create("rhea-own-vdso", 0) : -1;

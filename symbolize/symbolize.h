@@ -148,4 +148,12 @@ const char *sym_frame_name(const struct sym_frame *f, char *buf, size_t len);
  */
 char *sym_demangle(const char *name);
 
+/*
+ * The GNU build-id of an ELF file or image opened with libelf (e, an Elf
+ * *), from its PT_NOTE segments: its length (0 when it has none), its
+ * bytes into id (cap of them at most), and where they are once loaded into
+ * *vaddr (relative to the load bias; vaddr may be NULL).
+ */
+size_t sym_elf_build_id(void *e, unsigned char *id, size_t cap, uint64_t *vaddr);
+
 #endif /* RHEA_SYMBOLIZE_H */

@@ -161,21 +161,41 @@ static long recover(struct region *r, struct counts *c)
 	return n;
 }
 
+/* A site table as a thread fills it (capture.c, site_add). */
+static void put_site(struct rhea_salvage_sites *t, uint16_t slot, uint64_t pc, uint64_t count, uint64_t bytes)
+{
+	t->site[slot] = (struct rhea_salvage_site){pc, count, bytes};
+	t->used[t->nused++] = slot;
+}
+
+/* The stack 0x1000 -> 0x2000 -> 0x3000 interned: its leaf (3 nodes). */
+static uint32_t three_frames(struct region *r)
+{
+	uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
+	uint32_t ids[3];
+	uint32_t leaf = stacktab_intern(&r->st, 0, addrs, 3, ids);
+	cr_assert_neq(leaf, 0);
+	return leaf;
+}
+
+/* Thread slot i's pending sample, begun at begin, valid. */
+static void set_pending(struct region *r, int i, uint64_t begin)
+{
+	r->pend[i].s.h.kind = RHEA_E_SAMPLE;
+	r->pend[i].s.h.size = sizeof(struct rhea_sample);
+	r->pend[i].s.begin_ns = begin;
+	r->pend[i].valid = 1;
+}
+
 Test(recover, buffered_nodes_and_pending_once)
 {
 	struct region r;
 	setup(&r);
-	uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
-	uint32_t ids[3];
-	uint32_t leaf = stacktab_intern(&r.st, 0, addrs, 3, ids);
-	cr_assert_neq(leaf, 0);
+	uint32_t leaf = three_frames(&r);
 	for (uint64_t t = 1; t <= 5; t++)
 		emit_sample(&r, 7, t, leaf);
 	/* a pending sample, and one being changed when the thread died */
-	r.pend[0].s.h.kind = RHEA_E_SAMPLE;
-	r.pend[0].s.h.size = sizeof(struct rhea_sample);
-	r.pend[0].s.begin_ns = 100;
-	r.pend[0].valid = 1;
+	set_pending(&r, 0, 100);
 	r.pend[1] = r.pend[0];
 	r.pend[1].busy = 1;
 	struct counts c;
@@ -196,19 +216,12 @@ Test(recover, renewed_region_keeps_the_nodes_alone)
 {
 	struct region r;
 	setup(&r);
-	uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
-	uint32_t ids[3];
-	uint32_t leaf = stacktab_intern(&r.st, 0, addrs, 3, ids);
+	uint32_t leaf = three_frames(&r);
 	for (uint64_t t = 1; t <= 4; t++)
 		emit_sample(&r, 7, t, leaf);
-	r.pend[0].s.h.kind = RHEA_E_SAMPLE;
-	r.pend[0].s.h.size = sizeof(struct rhea_sample);
-	r.pend[0].s.begin_ns = 100;
-	r.pend[0].valid = 1;
+	set_pending(&r, 0, 100);
 	r.sites[0].tid = 7;
-	r.sites[0].nused = 1;
-	r.sites[0].used[0] = 3;
-	r.sites[0].site[3] = (struct rhea_salvage_site){0x4242, 9, 90};
+	put_site(&r.sites[0], 3, 0x4242, 9, 90);
 	struct rhea_salvage_pend *pend_at = r.pend;
 	struct stat before, after;
 	cr_assert_eq(fstat(r.memfd, &before), 0);
@@ -222,8 +235,7 @@ Test(recover, renewed_region_keeps_the_nodes_alone)
 	cr_assert_eq(r.pend[0].valid, 0, "the old pending sample survived the renewal");
 	cr_assert_eq(r.sites[0].nused, 0, "the old site table survived the renewal");
 	/* the same stack interns to the same node: the table is whole */
-	uint32_t again[3];
-	cr_assert_eq(stacktab_intern(&r.st, 0, addrs, 3, again), leaf);
+	cr_assert_eq(three_frames(&r), leaf);
 	buf_reset(&r.b);
 	salvage_publish(&r.b, r.path, 64);
 	for (uint64_t t = 10; t <= 12; t++)
@@ -241,12 +253,6 @@ Test(recover, renewed_region_keeps_the_nodes_alone)
 	teardown(&r);
 }
 
-/* A site table as a thread fills it (capture.c, site_add). */
-static void put_site(struct rhea_salvage_sites *t, uint16_t slot, uint64_t pc, uint64_t count, uint64_t bytes)
-{
-	t->site[slot] = (struct rhea_salvage_site){pc, count, bytes};
-	t->used[t->nused++] = slot;
-}
 
 Test(recover, allocation_sites_of_the_threads_tables)
 {
