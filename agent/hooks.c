@@ -755,20 +755,31 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 	return (__atomic_load_n(&c->__data.__wrefs, __ATOMIC_RELAXED) >> 3) != 0;
 }
 
+/*
+ * The look after a release that had waiters before it (a mutex's sleepers,
+ * a condition's waiters) is for a waiter that registers between the look
+ * before and the release: it takes the record made before for an older one
+ * (it was there when it registered), and, woken by this release, would
+ * find none newer.  But its wait began after that look, so it lasted about
+ * as long as the release took: long enough to be recorded only when the
+ * releaser was held up meanwhile, which the epoch tells as above.  Unless
+ * held up, one look, not two (W2: half of the table's looks, 4.8 a request
+ * down to 2.4, each a likely miss of the set's cache line).  A waiter that registered then and
+ * is not woken by this release is told by the next one, which sees it.
+ */
+#define HELD_UP(e0) (epoch_now() != (e0) || rhea_g.ticker_coasting)
+
 /* DECL: what is defined, `EXPORT int name` or the slow half of a fast path
  * in fastpath.c, which jumps to it (so that CALLER is still the program's
  * call site).  BEFORE: look before the release; AFTER (may use before_):
- * look after it, if LOOK (may use before_ and e0_, E0 taken when the hook
- * began) still holds after the release.
- * Both, when both are on: a waiter that registers between the record made
- * before the release and the release itself is woken by it, but takes that
- * record for an older one (it was there when it registered); the record
- * after the release is new to it.  And while it releases, the thread says
- * so in its slot: a releaser preempted for milliseconds between its look
- * before (nobody waited yet) and the release, whose wake-up then runs the
- * woken thread before its look after, is found there by a waiter that
- * finds no record (1 in 15000 contended mutex waits on a loaded machine
- * went unattributed without it). */
+ * look after it, if LOOK (may use before_ and e0_: E0, which may use
+ * before_, taken when the hook began) still holds after the release.
+ * And while it releases, the thread says so in its slot: a releaser
+ * preempted for milliseconds between its look before (nobody waited yet)
+ * and the release, whose wake-up then runs the woken thread before its
+ * look after, is found there by a waiter that finds no record (1 in 15000
+ * contended mutex waits on a loaded machine went unattributed without
+ * it). */
 #define RELEASE_HOOK(DECL, name, T, FN, MAY_BLOCK, BEFORE, AFTER, E0, LOOK, SHARED) \
 	DECL(T *o)                                                               \
 	{                                                                        \
@@ -777,8 +788,8 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
 		if (!t)                                                          \
 			return real_##name(o);                                   \
-		uint32_t e0_ __attribute__((unused)) = (E0);                     \
 		int before_ = (BEFORE);                                          \
+		uint32_t e0_ __attribute__((unused)) = (E0);                     \
 		int after_ = (AFTER);                                            \
 		/* (dated before the release: the woken waiter of another   \
 		 * process may run before this thread reads a clock after it) */ \
@@ -804,13 +815,13 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * second has it tick instead (bench/hookloop.c's mutex_waited: the pair
  * 44-46 ns coasting, 19-36 ticking, bare 13). */
 RELEASE_HOOK(int hooks_mutex_unlock_other, pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
-	     epoch_now(), (rhea_hot.timed++, before_ || epoch_now() != e0_ || rhea_g.ticker_coasting),
+	     epoch_now(), (rhea_hot.timed++, HELD_UP(e0_)),
 	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
 RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 0, 1, o->__data.__shared != 0)
-RELEASE_HOOK(EXPORT int pthread_cond_signal, pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_, 0, 1,
-	     before_ && cond_is_shared(o))
-RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_, 0, 1,
-	     before_ && cond_is_shared(o))
+RELEASE_HOOK(EXPORT int pthread_cond_signal, pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_,
+	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
+RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_,
+	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
 RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 

@@ -282,11 +282,9 @@ def t_process_shared_waits():
               "shared wake %s" % x)
 
 
-def t_late_releaser():
-    """A releaser held up between the hook's look at the mutex (nobody
-    sleeps on it) and glibc's unlock, which wakes a thread that went to
-    sleep on it meanwhile: that waiter names it (the look after the unlock,
-    made when the epoch moved during the hook)."""
+def late_release(*args):
+    """tests/scenarios/lateunlock.c run with its shim: the main thread's
+    tid and the report."""
     prog = build("lateunlock")
     shim = os.path.join(BUILD, "lateunlock_shim.so")
     src = os.path.join(ROOT, "tests", "scenarios", "lateunlock.c")
@@ -294,9 +292,17 @@ def t_late_releaser():
         subprocess.run(["cc", "-O2", "-g", "-DSHIM", "-shared", "-fPIC", "-o", shim, src, "-ldl"], check=True)
     # (rhea record passes its own LD_PRELOAD on, after the agent's; a CLI
     # built with SANITIZE=1 must not refuse to run with one)
-    path, out = record("lateunlock", prog, env={"LD_PRELOAD": shim, "ASAN_OPTIONS": "verify_asan_link_order=0"})
-    main_tid = int(out.split()[0])
-    rep = report(path)
+    path, out = record("lateunlock" + "-".join(("",) + args), prog, *args,
+                       env={"LD_PRELOAD": shim, "ASAN_OPTIONS": "verify_asan_link_order=0"})
+    return int(out.split()[0]), report(path)
+
+
+def t_late_releaser():
+    """A releaser held up between the hook's look at the mutex (nobody
+    sleeps on it) and glibc's unlock, which wakes a thread that went to
+    sleep on it meanwhile: that waiter names it (the look after the unlock,
+    made when the epoch moved during the hook)."""
+    main_tid, rep = late_release()
     waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock" and "wait_late" in w["stack"]]
     check(len(waits) == 1 and waits[0]["count"] == 1, "want one mutex wait in wait_late, got %r" % waits)
     w = waits[0]
@@ -308,6 +314,25 @@ def t_late_releaser():
     # and found the releaser in its slot: then its thread only)
     stack = w["releasers"][0]["stack"]
     check(not stack or "release_late" in stack, "releaser stack %r lacks release_late" % stack)
+
+
+def t_late_broadcaster():
+    """A broadcast with a waiter when the hook looks (so it looks before
+    it), held up before glibc's broadcast while a second thread starts
+    waiting: both waiters name the broadcaster, the second by the look
+    after the release, made because the releaser was held up."""
+    main_tid, rep = late_release("cond")
+    for fn, want in (("wait_early", 35), ("wait_late", 25)):
+        waits = [w for w in rep["waits"] if w["function"] == "pthread_cond_wait" and fn in w["stack"]]
+        check(len(waits) == 1 and waits[0]["count"] == 1, "want one condition wait in %s, got %r" % (fn, waits))
+        w = waits[0]
+        # (wait_early waits from before the 30 ms hold-up: 30 ms or more)
+        lo, hi = (30, 60) if fn == "wait_early" else (20, 30)
+        check(lo * MS <= w["total_ns"] <= hi * MS, "%s waited %.1f ms, want %d..%d" % (fn, w["total_ns"] / MS, lo, hi))
+        check([r["tid"] for r in w["releasers"]] == [main_tid],
+              "%s woken by %r, want the main thread %d" % (fn, w["releasers"], main_tid))
+        stack = w["releasers"][0]["stack"]
+        check(not stack or "release_late" in stack, "%s: releaser stack %r lacks release_late" % (fn, stack))
 
 
 def t_condvar_producers():
@@ -819,7 +844,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 

@@ -19,24 +19,52 @@
  * only the program's very first wait can lose).
  * Ground truth: one pthread_mutex_lock wait in wait_late() of about 25 ms,
  * woken by the main thread (its tid is printed).
+ *
+ * `lateunlock cond`: the same with a condition variable that has a waiter
+ * when the agent looks (thread E, in wait_early()), so that it looks
+ * before the broadcast, held up 30 ms by the shim; W starts waiting in
+ * wait_late() 5 ms into the hold-up, after that look, and the broadcast
+ * wakes both.  Ground truth: two pthread_cond_wait waits, about 35 ms in
+ * wait_early() and 25 ms in wait_late(), both woken by the main thread.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #ifdef SHIM
 
-static pthread_mutex_t *held_m;
+static void *held;
 static long held_ms;
 
-void lateunlock_arm(pthread_mutex_t *m, long ms)
+void lateunlock_arm(void *object, long ms)
 {
 	held_ms = ms;
-	__atomic_store_n(&held_m, m, __ATOMIC_RELEASE);
+	__atomic_store_n(&held, object, __ATOMIC_RELEASE);
+}
+
+/* Hold up the release of object if armed for it. */
+static void hold_up(void *object)
+{
+	void *want = object;
+	if (__atomic_compare_exchange_n(&held, &want, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/* (the system call itself: no hooked sleep reads a clock here) */
+		struct timespec ts = {0, held_ms * 1000000L};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+
+int pthread_cond_broadcast(pthread_cond_t *c)
+{
+	static int (*next)(pthread_cond_t *);
+	if (!next)
+		next = (int (*)(pthread_cond_t *))dlvsym(RTLD_NEXT, "pthread_cond_broadcast", "GLIBC_2.3.2");
+	hold_up(c);
+	return next(c);
 }
 
 int pthread_mutex_unlock(pthread_mutex_t *m)
@@ -44,27 +72,46 @@ int pthread_mutex_unlock(pthread_mutex_t *m)
 	static int (*next)(pthread_mutex_t *);
 	if (!next)
 		next = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_unlock");
-	pthread_mutex_t *want = m;
-	if (__atomic_compare_exchange_n(&held_m, &want, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		/* (the system call itself: no hooked sleep reads a clock here) */
-		struct timespec ts = {0, held_ms * 1000000L};
-		syscall(SYS_nanosleep, &ts, NULL);
-	}
+	hold_up(m);
 	return next(m);
 }
 
 #else
 
-void lateunlock_arm(pthread_mutex_t *m, long ms) __attribute__((weak));
+void lateunlock_arm(void *object, long ms) __attribute__((weak));
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static volatile int go;
 
+static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
+static int on_cond; /* `lateunlock cond` */
+
+/* One wait, no predicate: nothing else wakes it in this program. */
+__attribute__((noinline)) static void wait_cond(void)
+{
+	pthread_mutex_lock(&cm);
+	pthread_cond_wait(&c, &cm);
+	pthread_mutex_unlock(&cm);
+}
+
 __attribute__((noinline)) static void wait_late(void)
 {
-	pthread_mutex_lock(&m);
-	pthread_mutex_unlock(&m);
+	if (on_cond) {
+		wait_cond();
+	} else {
+		pthread_mutex_lock(&m);
+		pthread_mutex_unlock(&m);
+	}
 	__asm__ volatile("");
+}
+
+__attribute__((noinline)) static void *wait_early(void *arg)
+{
+	(void)arg;
+	wait_cond();
+	__asm__ volatile("");
+	return NULL;
 }
 
 static void *thread_w(void *arg)
@@ -102,23 +149,46 @@ static void warm_up(void)
 __attribute__((noinline)) static void release_late(void)
 {
 	go = 1;
-	pthread_mutex_unlock(&m);
+	if (on_cond)
+		pthread_cond_broadcast(&c);
+	else
+		pthread_mutex_unlock(&m);
 	__asm__ volatile("");
 }
 
-int main(void)
+/* Until thread E waits on c: glibc counts it in __wrefs. */
+static void until_waiting(void)
+{
+	while ((__atomic_load_n(&c.__data.__wrefs, __ATOMIC_ACQUIRE) >> 3) == 0) {
+		struct timespec ts = {0, 1000000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	pthread_mutex_lock(&cm); /* (E is asleep: it let go of cm) */
+	pthread_mutex_unlock(&cm);
+}
+
+int main(int argc, char **argv)
 {
 	if (!lateunlock_arm) {
 		fprintf(stderr, "lateunlock: the shim is not preloaded\n");
 		return 2;
 	}
+	on_cond = argc > 1 && strcmp(argv[1], "cond") == 0;
 	warm_up();
-	pthread_t w;
-	pthread_mutex_lock(&m);
+	pthread_t w, e;
+	if (on_cond) {
+		pthread_create(&e, NULL, wait_early, NULL);
+		until_waiting();
+		lateunlock_arm(&c, 30);
+	} else {
+		pthread_mutex_lock(&m);
+		lateunlock_arm(&m, 30);
+	}
 	pthread_create(&w, NULL, thread_w, NULL);
-	lateunlock_arm(&m, 30);
 	release_late();
 	pthread_join(w, NULL);
+	if (on_cond)
+		pthread_join(e, NULL);
 	printf("%ld\n", (long)syscall(SYS_gettid));
 	return 0;
 }
