@@ -817,14 +817,16 @@ int cmd_attach(int argc, char **argv)
 			snprintf(file, sizeof(file), "/proc/self/fd/%d/out.rhea", dirfd);
 		else
 			snprintf(file, sizeof(file), "%s", out);
-		long n = recover_open(salvage_fd, (pid_t)pid_inside(pid), &v) == 0
-				 ? recover_end(file, RHEA_END_GONE, 0, &v)
-				 : recover_end(file, RHEA_END_GONE, 0, NULL);
+		int readable = recover_open(salvage_fd, (pid_t)pid_inside(pid), &v) == 0;
+		long n = recover_end(file, RHEA_END_GONE, 0, readable ? &v : NULL);
 		recover_close(&v);
 		if (!quiet) {
 			fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
 			if (n > 0)
 				fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n", n);
+			else if (n == 0 && readable) /* (killed just after the agent's writer ran) */
+				fprintf(stderr, "rhea: the agent had written all it recorded: nothing was left in its "
+						"memory\n");
 		}
 	}
 	if (salvage_fd >= 0)

@@ -4045,7 +4045,11 @@ def t_attach_killed(c, variant, before=0):
         p.kill()
         p.wait()
         _, err = a.communicate(timeout=60)
-        c.check(a.returncode == 0 and "ended while attached" in err and "recovered from its memory" in err,
+        # (its memory read: what the agent had not written, or nothing when
+        # the kill came right after its writer's round had written all,
+        # pending samples too: seen once, in a make test on a loaded machine)
+        c.check(a.returncode == 0 and "ended while attached" in err and
+                ("recovered from its memory" in err or "nothing was left in its memory" in err),
                 "rhea attach: status %d: %s" % (a.returncode, one_line(err)))
     finally:
         if p.poll() is None:
