@@ -756,16 +756,17 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 }
 
 /*
- * The look after a release that had waiters before it (a mutex's sleepers,
- * a condition's waiters) is for a waiter that registers between the look
- * before and the release: it takes the record made before for an older one
- * (it was there when it registered), and, woken by this release, would
- * find none newer.  But its wait began after that look, so it lasted about
- * as long as the release took: long enough to be recorded only when the
- * releaser was held up meanwhile, which the epoch tells as above.  Unless
- * held up, one look, not two (W2: half of the table's looks, 4.8 a request
- * down to 2.4, each a likely miss of the set's cache line).  A waiter that registered then and
- * is not woken by this release is told by the next one, which sees it.
+ * The look after a release that looked before it (a mutex with sleepers, a
+ * condition with waiters, every rwlock unlock and sem_post) is for a
+ * waiter that registers between the look before and the release: it takes
+ * the record made before for an older one (it was there when it
+ * registered), and, woken by this release, would find none newer.  But its
+ * wait began after that look, so it lasted about as long as the release
+ * took: long enough to be recorded only when the releaser was held up
+ * meanwhile, which the epoch tells as above.  Unless held up, one look, not
+ * two (W2: 4.8 looks a request down to 2.4, each a likely miss of the
+ * set's cache line).  A waiter that registered then and is not woken by
+ * this release is told by the next one, which sees it.
  */
 #define HELD_UP(e0) (epoch_now() != (e0) || rhea_g.ticker_coasting)
 
@@ -817,12 +818,14 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 RELEASE_HOOK(int hooks_mutex_unlock_other, pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
 	     epoch_now(), (rhea_hot.timed++, HELD_UP(e0_)),
 	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
-RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, 0, 1, o->__data.__shared != 0)
+RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, epoch_now(),
+	     HELD_UP(e0_), o->__data.__shared != 0)
 RELEASE_HOOK(EXPORT int pthread_cond_signal, pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_,
 	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
 RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_,
 	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
-RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, 0, 1, sem_is_shared(o) && sem_has_waiters(o))
+RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, epoch_now(), HELD_UP(e0_),
+	     sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \

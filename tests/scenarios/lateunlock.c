@@ -26,6 +26,12 @@
  * wait_late() 5 ms into the hold-up, after that look, and the broadcast
  * wakes both.  Ground truth: two pthread_cond_wait waits, about 35 ms in
  * wait_early() and 25 ms in wait_late(), both woken by the main thread.
+ *
+ * `lateunlock rwlock`: the main thread holds a read-write lock to write and
+ * unlocks it, held up 30 ms by the shim after the agent's look (which an
+ * rwlock unlock always makes); W starts waiting to read in wait_late() 5 ms
+ * into the hold-up.  Ground truth: one pthread_rwlock_rdlock wait of about
+ * 25 ms, woken by the main thread.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,6 +64,15 @@ static void hold_up(void *object)
 	}
 }
 
+int pthread_rwlock_unlock(pthread_rwlock_t *l)
+{
+	static int (*next)(pthread_rwlock_t *);
+	if (!next)
+		next = (int (*)(pthread_rwlock_t *))dlsym(RTLD_NEXT, "pthread_rwlock_unlock");
+	hold_up(l);
+	return next(l);
+}
+
 int pthread_cond_broadcast(pthread_cond_t *c)
 {
 	static int (*next)(pthread_cond_t *);
@@ -85,7 +100,8 @@ static volatile int go;
 
 static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
-static int on_cond; /* `lateunlock cond` */
+static pthread_rwlock_t rl = PTHREAD_RWLOCK_INITIALIZER;
+static int on_cond, on_rwlock; /* `lateunlock cond`, `lateunlock rwlock` */
 
 /* One wait, no predicate: nothing else wakes it in this program. */
 __attribute__((noinline)) static void wait_cond(void)
@@ -99,6 +115,9 @@ __attribute__((noinline)) static void wait_late(void)
 {
 	if (on_cond) {
 		wait_cond();
+	} else if (on_rwlock) {
+		pthread_rwlock_rdlock(&rl);
+		pthread_rwlock_unlock(&rl);
 	} else {
 		pthread_mutex_lock(&m);
 		pthread_mutex_unlock(&m);
@@ -151,6 +170,8 @@ __attribute__((noinline)) static void release_late(void)
 	go = 1;
 	if (on_cond)
 		pthread_cond_broadcast(&c);
+	else if (on_rwlock)
+		pthread_rwlock_unlock(&rl);
 	else
 		pthread_mutex_unlock(&m);
 	__asm__ volatile("");
@@ -174,12 +195,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	on_cond = argc > 1 && strcmp(argv[1], "cond") == 0;
+	on_rwlock = argc > 1 && strcmp(argv[1], "rwlock") == 0;
 	warm_up();
 	pthread_t w, e;
 	if (on_cond) {
 		pthread_create(&e, NULL, wait_early, NULL);
 		until_waiting();
 		lateunlock_arm(&c, 30);
+	} else if (on_rwlock) {
+		pthread_rwlock_wrlock(&rl);
+		lateunlock_arm(&rl, 30);
 	} else {
 		pthread_mutex_lock(&m);
 		lateunlock_arm(&m, 30);
