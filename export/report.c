@@ -150,6 +150,24 @@ static const char *fit(const char *s, int w, char *buf)
 	return buf;
 }
 
+/* Fit a stack line ("inner < outer < ...") into w columns by leaving out
+ * its outermost frames, the innermost kept whole; fit() when even the
+ * first frame is too long. */
+static const char *fit_frames(const char *s, int w, char *buf)
+{
+	int n = (int)strlen(s);
+	if (n <= w || w < 8)
+		return s;
+	const char *cut = NULL;
+	for (const char *p = strstr(s, " < "); p && p - s + 6 <= w; p = strstr(p + 3, " < "))
+		cut = p;
+	if (!cut)
+		return fit(s, w, buf);
+	memcpy(buf, s, (size_t)(cut - s));
+	memcpy(buf + (cut - s), " < ...", 7);
+	return buf;
+}
+
 /* A thread's CPU time counts from 0 when it was created under the agent;
  * one that was running already (the main thread, every thread of a
  * process rhea attach joined) counts from its first sample, so that the
@@ -823,6 +841,21 @@ static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *
 	}
 }
 
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
+/* A blocking call and what it was on: "read fd 42" for the calls on a
+ * descriptor (the I/O and network classes' object, but open's and
+ * openat's), else the call's name alone. */
+static const char *call_on(const struct wgroup *g, char *buf, size_t len)
+{
+	int c = rhea_fn_class(g->trigger);
+	if ((c == RHEA_C_IO || c == RHEA_C_NET) && g->trigger != RHEA_FN_OPEN && g->trigger != RHEA_FN_OPENAT)
+		snprintf(buf, len, "%s fd %" PRIu64, rhea_fn_name(g->trigger), g->object);
+	else
+		snprintf(buf, len, "%s", rhea_fn_name(g->trigger));
+	return buf;
+}
+
 static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, int top, int W)
 {
 	char b1[64], b2[64], b3[64], line[1024], nb[1024];
@@ -832,22 +865,22 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 		if (rhea_fn_class(g[i].trigger) != RHEA_C_LOCK)
 			continue;
 		shown++;
-		fprintf(out, "\n%2d. %s on 0x%" PRIx64 ": %s waits, total %s, max %s\n", shown,
-			rhea_fn_name(g[i].trigger), g[i].object, fmt_count(g[i].count, b1),
+		fprintf(out, "\n%2d. %s on 0x%" PRIx64 ": %s wait%s, total %s, max %s\n", shown,
+			rhea_fn_name(g[i].trigger), g[i].object, fmt_count(g[i].count, b1), PLURAL(g[i].count),
 			fmt_ns(g[i].total, b2), fmt_ns(g[i].max, b3));
 		fprintf(out, "    waiter %u: %s\n", g[i].tid,
 			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 20, nb));
 		for (int k = 0; k < g[i].nowners; k++)
-			fprintf(out, "    owner when the wait began: thread %u (%s times)\n", g[i].owners[k].tid,
-				fmt_count(g[i].owners[k].count, b1));
+			fprintf(out, "    owner when the wait began: thread %u (%s time%s)\n", g[i].owners[k].tid,
+				fmt_count(g[i].owners[k].count, b1), PLURAL(g[i].owners[k].count));
 		for (int k = 0; k < g[i].nreleasers; k++)
-			fprintf(out, "    woken by thread %u (%s times) at: %s\n", g[i].releasers[k].tid,
-				fmt_count(g[i].releasers[k].count, b1),
+			fprintf(out, "    woken by thread %u (%s time%s) at: %s\n", g[i].releasers[k].tid,
+				fmt_count(g[i].releasers[k].count, b1), PLURAL(g[i].releasers[k].count),
 				fit(stack_line(m, g[i].releasers[k].stack, 5, line, sizeof(line)), W - 40, nb));
 		if (g[i].attributed < g[i].count)
-			fprintf(out, "    %s waits without a known releaser, %s of which slept on it\n"
+			fprintf(out, "    %s wait%s without a known releaser, %s of which slept on it\n"
 				     "    (the others were preempted or spun in the call, or are not known)\n",
-				fmt_count(g[i].count - g[i].attributed, b1),
+				fmt_count(g[i].count - g[i].attributed, b1), PLURAL(g[i].count - g[i].attributed),
 				fmt_count(g[i].slept - g[i].slept_attributed, b2));
 		if (g[i].shared)
 			fprintf(out, "    process-shared (%s of the waits): a releaser in another process is named by\n"
@@ -856,16 +889,29 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");
+	/* The other calls are grouped by thread and descriptor as well: each
+	 * row says which (two clients' reads from one function are two rows),
+	 * the CALL column as wide as its longest entry. */
+	char call[64];
+	int cw = 4;
 	shown = 0;
-	fprintf(out, "\nOther blocking calls (by total time)\n  %10s %10s %10s  %-22s %s\n", "TOTAL", "COUNT",
-		"MAX", "CALL", "WHERE");
+	for (size_t i = 0; i < n && shown < top; i++)
+		if (rhea_fn_class(g[i].trigger) != RHEA_C_LOCK) {
+			int k = (int)strlen(call_on(&g[i], call, sizeof(call)));
+			cw = k > cw ? k : cw;
+			shown++;
+		}
+	fprintf(out, "\nOther blocking calls (by total time)\n  %10s %6s %10s  %-*s %8s  %s\n", "TOTAL", "COUNT",
+		"MAX", cw, "CALL", "THREAD", "WHERE");
+	int ww = W - (2 + 10 + 1 + 6 + 1 + 10 + 2 + cw + 1 + 8 + 2);
+	shown = 0;
 	for (size_t i = 0; i < n && shown < top; i++) {
 		if (rhea_fn_class(g[i].trigger) == RHEA_C_LOCK)
 			continue;
 		shown++;
-		fprintf(out, "  %10s %10s %10s  %-22s %s\n", fmt_ns(g[i].total, b1), fmt_count(g[i].count, b2),
-			fmt_ns(g[i].max, b3), rhea_fn_name(g[i].trigger),
-			fit(stack_line(m, g[i].stack, 3, line, sizeof(line)), W - 60 > 20 ? W - 60 : 20, nb));
+		fprintf(out, "  %10s %6s %10s  %-*s %8u  %s\n", fmt_ns(g[i].total, b1), fmt_count(g[i].count, b2),
+			fmt_ns(g[i].max, b3), cw, call_on(&g[i], call, sizeof(call)), g[i].tid,
+			fit_frames(stack_line(m, g[i].stack, 4, line, sizeof(line)), ww > 24 ? ww : 24, nb));
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");
