@@ -1100,6 +1100,13 @@ def t_sigjump(c, variant):
     c.check(r is not None and r["count"] == 1 and r["max_ns"] >= 405 * MS,
             "the reader's read: %s, want one wait of 450 ms (to the end, across the handler)"
             % ((r and (r["count"], ms(r["max_ns"]))),))
+    # the text report's row of main's read names its descriptor and thread
+    if m is not None:
+        _, txt, _ = c.run([c.rhea, "report", "--blocking", c.path("out.rhea")])
+        row = [ln for ln in txt.splitlines() if re.search(r" read fd %d +%d " % (int(m["object"], 16), pid), ln)]
+        c.check(len(row) == 1,
+                "report --blocking: the row of main's read on fd %d, thread %d: %r"
+                % (int(m["object"], 16), pid, row))
     nested = [w for w in rec["waits"] if w["function"] == "usleep" and w["tid"] != pid]
     c.check(len(nested) == 1 and nested[0]["count"] == 1 and nested[0]["max_ns"] >= 18 * MS,
             "the handler's usleep in the reader: %s, want one of 20 ms"
