@@ -324,23 +324,29 @@ def late_release(*args):
     return int(out.split()[0]), report(path)
 
 
+def check_late_wait(rep, main_tid, fn, where, lo_ms, hi_ms):
+    """One wait in `fn` from `where`, lo_ms..hi_ms long, woken by the main
+    thread (named by its record, with its stack, unless the waiter ran
+    before it and found the releaser in its slot: then its thread only)."""
+    waits = [w for w in rep["waits"] if w["function"] == fn and where in w["stack"]]
+    check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
+    w = waits[0]
+    check(lo_ms * MS <= w["total_ns"] <= hi_ms * MS,
+          "%s waited %.1f ms, want %d..%d" % (where, w["total_ns"] / MS, lo_ms, hi_ms))
+    check([r["tid"] for r in w["releasers"]] == [main_tid],
+          "%s woken by %r, want the main thread %d" % (where, w["releasers"], main_tid))
+    stack = w["releasers"][0]["stack"]
+    check(not stack or "release_late" in stack, "%s: releaser stack %r lacks release_late" % (where, stack))
+
+
 def t_late_releaser():
     """A releaser held up between the hook's look at the mutex (nobody
     sleeps on it) and glibc's unlock, which wakes a thread that went to
     sleep on it meanwhile: that waiter names it (the look after the unlock,
-    made when the epoch moved during the hook)."""
+    made when the epoch moved during the hook).  W waits from 5 ms into the
+    30 ms hold-up: 25 ms, within 5."""
     main_tid, rep = late_release()
-    waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock" and "wait_late" in w["stack"]]
-    check(len(waits) == 1 and waits[0]["count"] == 1, "want one mutex wait in wait_late, got %r" % waits)
-    w = waits[0]
-    # W waits from 5 ms into the 30 ms hold-up: 25 ms, within 5.
-    check(20 * MS <= w["total_ns"] <= 30 * MS, "wait lasted %.1f ms, want 25 +- 5" % (w["total_ns"] / MS))
-    check([r["tid"] for r in w["releasers"]] == [main_tid],
-          "woken by %r, want the main thread %d" % (w["releasers"], main_tid))
-    # (named by its record, with its stack, unless the waiter ran before it
-    # and found the releaser in its slot: then its thread only)
-    stack = w["releasers"][0]["stack"]
-    check(not stack or "release_late" in stack, "releaser stack %r lacks release_late" % stack)
+    check_late_wait(rep, main_tid, "pthread_mutex_lock", "wait_late", 20, 30)
 
 
 def t_late_rwlock_unlock():
@@ -348,33 +354,18 @@ def t_late_rwlock_unlock():
     thread starts waiting to read: that waiter names the releaser (the look
     after the release, made because it was held up)."""
     main_tid, rep = late_release("rwlock")
-    waits = [w for w in rep["waits"] if w["function"] == "pthread_rwlock_rdlock" and "wait_late" in w["stack"]]
-    check(len(waits) == 1 and waits[0]["count"] == 1, "want one rwlock wait in wait_late, got %r" % waits)
-    w = waits[0]
-    check(20 * MS <= w["total_ns"] <= 30 * MS, "wait lasted %.1f ms, want 25 +- 5" % (w["total_ns"] / MS))
-    check([r["tid"] for r in w["releasers"]] == [main_tid],
-          "woken by %r, want the main thread %d" % (w["releasers"], main_tid))
-    stack = w["releasers"][0]["stack"]
-    check(not stack or "release_late" in stack, "releaser stack %r lacks release_late" % stack)
+    check_late_wait(rep, main_tid, "pthread_rwlock_rdlock", "wait_late", 20, 30)
 
 
 def t_late_broadcaster():
     """A broadcast with a waiter when the hook looks (so it looks before
     it), held up before glibc's broadcast while a second thread starts
     waiting: both waiters name the broadcaster, the second by the look
-    after the release, made because the releaser was held up."""
+    after the release, made because the releaser was held up.  wait_early
+    waits from before the 30 ms hold-up: 30 ms or more."""
     main_tid, rep = late_release("cond")
-    for fn, want in (("wait_early", 35), ("wait_late", 25)):
-        waits = [w for w in rep["waits"] if w["function"] == "pthread_cond_wait" and fn in w["stack"]]
-        check(len(waits) == 1 and waits[0]["count"] == 1, "want one condition wait in %s, got %r" % (fn, waits))
-        w = waits[0]
-        # (wait_early waits from before the 30 ms hold-up: 30 ms or more)
-        lo, hi = (30, 60) if fn == "wait_early" else (20, 30)
-        check(lo * MS <= w["total_ns"] <= hi * MS, "%s waited %.1f ms, want %d..%d" % (fn, w["total_ns"] / MS, lo, hi))
-        check([r["tid"] for r in w["releasers"]] == [main_tid],
-              "%s woken by %r, want the main thread %d" % (fn, w["releasers"], main_tid))
-        stack = w["releasers"][0]["stack"]
-        check(not stack or "release_late" in stack, "%s: releaser stack %r lacks release_late" % (fn, stack))
+    check_late_wait(rep, main_tid, "pthread_cond_wait", "wait_early", 30, 60)
+    check_late_wait(rep, main_tid, "pthread_cond_wait", "wait_late", 20, 30)
 
 
 def t_condvar_producers():
