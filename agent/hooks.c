@@ -763,12 +763,13 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * registered), and, woken by this release, would find none newer.  But its
  * wait began after that look, so it lasted about as long as the release
  * took: long enough to be recorded only when the releaser was held up
- * meanwhile, which the epoch tells as above.  Unless held up, one look, not
- * two (W2: 4.8 looks a request down to 2.4, each a likely miss of the
+ * meanwhile, which the epoch tells as above (when min_block is shorter than
+ * an interval, it cannot: then it always looks).  Unless held up, one look,
+ * not two (W2: 4.8 looks a request down to 2.4, each a likely miss of the
  * set's cache line).  A waiter that registered then and is not woken by
  * this release is told by the next one, which sees it.
  */
-#define HELD_UP(e0) (epoch_now() != (e0) || rhea_g.ticker_coasting)
+#define HELD_UP(e0) (epoch_now() != (e0) || rhea_g.ticker_coasting || !rhea_g.cfg.epoch_gate)
 
 /* DECL: what is defined, `EXPORT int name` or the slow half of a fast path
  * in fastpath.c, which jumps to it (so that CALLER is still the program's
