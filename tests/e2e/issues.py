@@ -568,6 +568,74 @@ def t_redis_stalls():
     check(len(got) == 2 and not any(x["fatal"] for x in got), "stalls %s: want exactly these two" % desc)
 
 
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def t_postgres_shared_waits():
+    """PostgreSQL 15 under pgbench, every process recorded (the postmaster
+    forks a backend per client): rhea report of all the recordings pairs
+    the backends' LWLock waits on their process-shared semaphores
+    (PGSemaphoreLock < LWLockAcquire...) with the other backend's release
+    (PGSemaphoreUnlock < LWLockRelease), as README says; the server shuts
+    down cleanly (pg_ctl stop), every process's recording whole."""
+    check(os.geteuid() == 0, "needs root, to run PostgreSQL as its own user (runuser -u postgres)")
+    check(os.path.exists(PG_BIN + "/postgres"), "PostgreSQL 15 not installed (tests/deps.sh installs postgresql-15)")
+    d = os.path.join(TMP, "pg")
+    os.makedirs(d)
+    # the postgres user runs our copies, in a directory it owns
+    for f in ("rhea", "librhea.so"):
+        shutil.copy(os.path.join(ROOT, f), d)
+    subprocess.run(["chown", "-R", "postgres", d], check=True)
+    os.chmod(TMP, 0o755)
+    def as_pg(*argv, timeout=120, **kw):
+        return subprocess.run(["runuser", "-u", "postgres", "--"] + list(argv), capture_output=True, text=True,
+                              timeout=timeout, **kw)
+    r = as_pg(PG_BIN + "/initdb", "-D", d + "/data", "-A", "trust", "-U", "postgres")
+    check(r.returncode == 0, "initdb: %s" % r.stderr[-300:])
+    port = str(free_port())
+    out = os.path.join(d, "pg.rhea")
+    srv = subprocess.Popen(["runuser", "-u", "postgres", "--", d + "/rhea", "record", "-q", "-o", out, "--",
+                            PG_BIN + "/postgres", "-D", d + "/data", "-k", d, "-p", port,
+                            "-c", "listen_addresses="], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    try:
+        for _ in range(100):
+            if as_pg(PG_BIN + "/pg_isready", "-q", "-h", d, "-p", port, timeout=10).returncode == 0:
+                break
+            time.sleep(0.1)
+        bench = [PG_BIN + "/pgbench", "-h", d, "-p", port]
+        r = as_pg(*bench, "-i", "-q", "-s", "1", "postgres")
+        check(r.returncode == 0, "pgbench -i: %s" % r.stderr[-300:])
+        # one branch row for 16 clients on 2 cores: they queue on its lock
+        # and on the WAL's, and sleep on their semaphores
+        r = as_pg(*bench, "-c", "16", "-j", "2", "-T", "4", "postgres")
+        check(r.returncode == 0 and "failed transactions: 0 " in r.stdout, "pgbench: %s %s"
+              % (r.stdout[-300:], r.stderr[-300:]))
+        r = as_pg(PG_BIN + "/pg_ctl", "-D", d + "/data", "stop", "-m", "fast", timeout=60)
+        check(r.returncode == 0, "pg_ctl stop: %s" % r.stderr[-300:])
+        _, err = srv.communicate(timeout=60)
+        check(srv.returncode == 0, "rhea record of postgres: status %d: %s" % (srv.returncode, err[-300:]))
+    finally:
+        if srv.poll() is None:
+            os.killpg(srv.pid, signal.SIGKILL)
+            srv.wait()
+    files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("pg.") and f.endswith(".rhea"))
+    check(len(files) >= 16, "%d recordings, want the postmaster's and one per client at least" % len(files))
+    for f in files:
+        one = report(f)
+        check(one["recording"]["complete"], "%s: incomplete (%s)" % (os.path.basename(f), one["recording"]["end_reason"]))
+    r = subprocess.run([RHEA, "report", "--json"] + files, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "rhea report of %d recordings: %s" % (len(files), r.stderr[-300:]))
+    wakes = json.loads(r.stdout)["shared_wakes"]
+    lw = [w for w in wakes if w["function"] == "sem_wait" and "PGSemaphoreLock" in w["stack"]
+          and any(f.startswith("LWLock") for f in w["stack"])]
+    check(lw, "no LWLock wait paired with its waker: %r" % [(w["function"], w["stack"][-3:]) for w in wakes])
+    for w in lw:
+        check(w["waker_function"] == "sem_post" and "PGSemaphoreUnlock" in w["waker_stack"] and
+              "LWLockRelease" in w["waker_stack"] and w["waker_program"] == "postgres",
+              "LWLock wait woken by %s in %s at %r" % (w["waker_function"], w["waker_program"], w["waker_stack"][-3:]))
+
+
 def t_attach_redis():
     """rhea attach to a redis-server nobody here started under rhea, while
     redis-benchmark runs: a recording of its event loop (jemalloc's
@@ -878,7 +946,7 @@ def t_compacted_recordings():
 
 
 TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
-         t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
+         t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_postgres_shared_waits, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
 def main():
