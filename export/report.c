@@ -2118,8 +2118,8 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		fprintf(out, "\nWaits on process-shared objects, woken from another process (by total time)\n");
 	for (size_t i = 0; i < nxg && i < (size_t)o->top; i++) {
 		char line[512];
-		fprintf(out, " %2zu. %s: %s waits in %u process%s, total %s, max %s\n", i + 1,
-			rhea_fn_name(xg[i].trigger), fmt_count(xg[i].count, b1), xg[i].wprocs,
+		fprintf(out, " %2zu. %s: %s wait%s in %u process%s, total %s, max %s\n", i + 1,
+			rhea_fn_name(xg[i].trigger), fmt_count(xg[i].count, b1), PLURAL(xg[i].count), xg[i].wprocs,
 			xg[i].wprocs == 1 ? "" : "es", fmt_ns(xg[i].total, b2), fmt_ns(xg[i].max, b3));
 		fprintf(out, "    waiter:   %s\n", fit(xg[i].wline, W - 14, nb));
 		snprintf(line, sizeof(line), "%s in %s (%u process%s), at:", rhea_fn_name(xg[i].rtrigger), xg[i].rprog,
