@@ -2154,12 +2154,17 @@ out:
  * 0: started, or failed and said so in that directory's status; 1: this
  * copy still records, or is still leaving (another rhea attach); 2: it
  * cannot record again (a forked child's copy, or a seccomp filter seals
- * it: the CLI loads a copy of its own then); 3: the directory's
- * configuration cannot be read.
+ * it, or its stack table is three quarters full: the CLI loads a copy of
+ * its own then, whose table starts empty; so a process whose stacks keep
+ * changing gets one more copy per 384k nodes of history, not a full table
+ * and recordings without stacks); 3: the directory's configuration cannot
+ * be read.
  */
 __attribute__((visibility("default"))) int rhea_attach_restart(const char *dir)
 {
 	if (!rhea_attached || rhea_sealed || process_sealed || attach_forked)
+		return 2;
+	if (__atomic_load_n(&rhea_g.st.next_id, __ATOMIC_RELAXED) > rhea_g.st.max_nodes / 4 * 3)
 		return 2;
 	if (!__atomic_exchange_n(&attach_spent, 0, __ATOMIC_ACQ_REL))
 		return 1;

@@ -157,7 +157,7 @@ static void put_conf(void *arg, const char *key, const char *val)
  * librhea.so from its own directory, which is removed when it detaches:
  * a copy mapped from /tmp/rhea-attach.* whose file is gone is a finished
  * attach, and the process can be attached again (by that copy, started
- * again: spent_agent).  While such a copy records again, its ticker
+ * again: spent_agents).  While such a copy records again, its ticker
  * thread runs.
  */
 enum agent_state { AGENT_NONE, AGENT_RECORDED, AGENT_ATTACHED, AGENT_DETACHING };
@@ -306,19 +306,23 @@ static int spent_line(const char *line, void *arg)
 	return 0;
 }
 
-static uint64_t spent_agent(pid_t pid, const char *agent)
+/* The entry points of the copies of this build an earlier attach left in
+ * the process, into entry[] (at most 16): the lowest mapped first, the
+ * most recent as a rule (mappings are placed downwards).  Their number. */
+static int spent_agents(pid_t pid, const char *agent, uint64_t *entry)
 {
 	struct spent sp = {{0}, 0};
 	struct agent_elf a;
+	int n = 0;
 	if (inject_maps_each(pid, spent_line, &sp) < 0 || !sp.n || agent_elf_read(agent, &a) != 0)
 		return 0;
-	for (int i = sp.n - 1; i >= 0; i--) { /* the latest first */
+	for (int i = 0; i < sp.n; i++) { /* (maps lists them by address) */
 		uint64_t bias = sp.base[i] - a.first;
 		unsigned char id[64];
 		if (inject_read(pid, bias + a.note, id, a.idlen) == 0 && memcmp(id, a.id, a.idlen) == 0)
-			return bias + a.entry;
+			entry[n++] = bias + a.entry;
 	}
-	return 0;
+	return n;
 }
 
 /* A copy of what fd in reads (it is closed) at dst, a new file of that
@@ -664,7 +668,9 @@ int cmd_attach(int argc, char **argv)
 	}
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
-	uint64_t restart = spent_agent(pid, agent);
+	uint64_t spent[16];
+	int nspent = spent_agents(pid, agent, spent);
+	uint64_t restart = nspent ? spent[0] : 0;
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, dir);
 	if (!restart && copy_file(open(agent, O_RDONLY | O_CLOEXEC), p2, 0755) != 0) {
 		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
@@ -690,6 +696,11 @@ int cmd_attach(int argc, char **argv)
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
 	agent_opts_each(&ao, put_conf, conf);
+	/* the stack table's size, as rhea record's agent takes it from the
+	 * environment (a copy an earlier attach left keeps its own) */
+	const char *nodes = cli_getenv("RHEA_MAX_NODES");
+	if (nodes && *nodes)
+		fprintf(conf, "RHEA_MAX_NODES=%s\n", nodes);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);
 		goto out;
@@ -714,7 +725,12 @@ int cmd_attach(int argc, char **argv)
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
 	int said = 0;
-	if (restart) { /* the copy an earlier attach left, started again */
+	/* a copy an earlier attach left, started again; one that cannot
+	 * record again (2: a forked child's, sealed, its stack table three
+	 * quarters full; 3) passes to the next, and after the last a copy of
+	 * its own is loaded, as before */
+	for (int k = 0; restart && k < nspent; k++) {
+		restart = spent[k];
 		if (inject_call(pid, restart, tdir, 5000, &stop_asked, via, sizeof(via), &said, err, sizeof(err)) != 0) {
 			cli_err("attach: %s", err);
 			goto out;
@@ -725,7 +741,9 @@ int cmd_attach(int argc, char **argv)
 			rc = EXIT_BADINPUT;
 			goto out;
 		}
-		if (said != 0) /* it cannot record again: a copy of its own, as before */
+		if (said == 0)
+			break;
+		if (k == nspent - 1)
 			restart = 0;
 	}
 	if (!restart && said != 0) {

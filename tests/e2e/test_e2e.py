@@ -3910,6 +3910,51 @@ def t_attach_again(c, variant):
     c.done()
 
 
+def t_attach_table_full(c, variant):
+    """The copy an earlier attach left is not restarted once its stack
+    table is three quarters full (agent.c, rhea_attach_restart): the next
+    attach loads a copy of its own, whose table starts empty, and records
+    whole stacks.  The first attach maps a table of 16 nodes
+    (RHEA_MAX_NODES, which rhea attach passes on), three quarters of which
+    attachme's stacks use; the second, with the default table, gets a
+    second copy; the third restarts that one."""
+    p, pid = start_attachme(c, variant, 6)
+
+    def copies():
+        with open("/proc/%d/maps" % pid) as f:
+            return {l.split()[-2] if l.rstrip().endswith("(deleted)") else l.split()[-1]
+                    for l in f if "/rhea-attach." in l}
+    try:
+        time.sleep(0.3)
+        env = clean_env()
+        env["RHEA_MAX_NODES"] = "16"
+        # (the sampler at 1 ms too: its stacks end in the work's own frames)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "800ms", "--sample", "1ms", "-o", c.path("small.rhea"),
+                            str(pid)], env=env, timeout=60)
+        c.check(rc == 0, "attach with a 16-node table: status %d: %s" % (rc, one_line(err)))
+        wait_agent_gone(pid)
+        first = copies()
+        for name in ("fresh.rhea", "again.rhea"):
+            attach_ok(c, pid, name, duration="300ms", what="attach to " + name)
+            wait_agent_gone(pid)
+        after = copies()
+    finally:
+        out, perr = finish(p)
+    c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r" % (p.returncode, out, perr[-300:]))
+    small = c.report(c.path("small.rhea"))
+    c.check(small["stats"]["stack_nodes"] >= 12, "%d nodes of the 16-node table used, want three quarters at least"
+            % small["stats"]["stack_nodes"])
+    c.check(len(first) == 1 and len(after) == 2 and first <= after,
+            "copies mapped: %s after the first attach, %s after three; want one, then one more"
+            % (sorted(first), sorted(after)))
+    for name in ("fresh.rhea", "again.rhea"):
+        rec = c.report(c.path(name))
+        c.check(rec["stats"]["stack_full"] == 0 and rec["stats"]["samples"] > 0 and
+                rec["stats"]["stacks_reaching_root"] >= 0.9 * rec["stats"]["stacks"],
+                "%s: %r" % (name, {k: rec["stats"][k] for k in ("samples", "stack_full", "stacks", "stacks_reaching_root")}))
+    c.done()
+
+
 def t_attach_many(c, variant):
     """rhea attach to one process 12 times in a row (the old limit, with a
     fresh copy of the agent per attach, was 8 on redis-server: static TLS).
@@ -4252,6 +4297,7 @@ def all_tests():
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
+    t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))
     t.append(Test("attach-killed/again", t_attach_killed, ("gcc-O2", 2)))
     t.append(Test("attach-cli-killed", t_attach_cli_killed, ("gcc-O2",)))
