@@ -6,8 +6,8 @@
  * Ground truth: a second thread runs leak_b(), 700 x malloc(24) kept, then
  * one malloc(8) in last_b() (a site of its own, which ends leak_b's run),
  * and waits forever.  The main thread, once the worker is waiting, runs
- * leak_a(), 3000 x malloc(1000) kept, one malloc(8) in last_a(), and sends
- * itself SIGKILL.  Everything takes a few milliseconds: no periodic
+ * leak_a(), 3000 x malloc(1000) kept, one malloc(8) in last_a(), says so
+ * on stdout with write(2) (no allocation) and sends itself SIGKILL.  Everything takes a few milliseconds: no periodic
  * snapshot of the sites (once a second) comes before the kill.
  *
  * Expected: rhea record recovers the sites from the tables the threads
@@ -113,8 +113,12 @@ static int leak_and_die(void)
 	pthread_mutex_unlock(&mu);
 	leak_a();
 	last_a();
-	printf("oomsites: killing myself\n");
-	fflush(stdout);
+	/* (write, not printf: stdio's first use would allocate its buffer,
+	 * 4 KB, a thread's latest allocation counted in TLS only, which a
+	 * sample taken in that write could count and the sites not) */
+	static const char msg[] = "oomsites: killing myself\n";
+	if (write(1, msg, sizeof(msg) - 1) != (ssize_t)sizeof(msg) - 1)
+		return 3;
 	raise(SIGKILL);
 	return 0;
 }
