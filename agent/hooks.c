@@ -755,34 +755,35 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 	return (__atomic_load_n(&c->__data.__wrefs, __ATOMIC_RELAXED) >> 3) != 0;
 }
 
-/*
- * The look after a release that looked before it (a mutex with sleepers, a
- * condition with waiters, every rwlock unlock and sem_post) is for a
- * waiter that registers between the look before and the release: it takes
- * the record made before for an older one (it was there when it
- * registered), and, woken by this release, would find none newer.  But its
- * wait began after that look, so it lasted about as long as the release
- * took: long enough to be recorded only when the releaser was held up
- * meanwhile, which the epoch tells as above (when min_block is shorter than
- * an interval, it cannot: then it always looks).  Unless held up, one look,
- * not two (W2: 4.8 looks a request down to 2.4, each a likely miss of the
- * set's cache line).  A waiter that registered then and is not woken by
- * this release is told by the next one, which sees it.
- */
-#define HELD_UP(e0) (epoch_now() != (e0) || rhea_g.ticker_coasting || !rhea_g.cfg.epoch_gate)
-
 /* DECL: what is defined, `EXPORT int name` or the slow half of a fast path
  * in fastpath.c, which jumps to it (so that CALLER is still the program's
  * call site).  BEFORE: look before the release; AFTER (may use before_):
- * look after it, if LOOK (may use before_ and e0_: E0, which may use
- * before_, taken when the hook began) still holds after the release.
+ * look after it too, if the releaser was held up.
+ *
+ * The look after is for a waiter that registers between the look before
+ * (if any) and the release: it takes a record made before for an older one
+ * (it was there when it registered), and, woken by this release, would
+ * find none newer.  But its wait began after that look, so it lasted about
+ * as long as the release took: long enough to be recorded only when the
+ * releaser was held up meanwhile, which the epoch tells as for a timed
+ * call (epoch_says_short: it cannot while the ticker coasts, or when
+ * min_block is shorter than an interval; then it always looks).  Unless
+ * held up, one look, not two (W2: 4.8 looks a request down to 2.4, each a
+ * likely miss of the set's cache line).  A waiter that registered then and
+ * is not woken by this release is told by the next one, which sees it.
+ * Each release that may look after, once the program has waited, counts as
+ * a timed call in the ticker's cost model (agent.c): while it coasts,
+ * every one of them looks, and a program that unlocks millions of times a
+ * second has it tick instead (bench/hookloop.c's mutex_waited: the pair
+ * 44-46 ns coasting, 19-36 ticking, bare 13).
+ *
  * And while it releases, the thread says so in its slot: a releaser
  * preempted for milliseconds between its look before (nobody waited yet)
  * and the release, whose wake-up then runs the woken thread before its
  * look after, is found there by a waiter that finds no record (1 in 15000
  * contended mutex waits on a loaded machine went unattributed without
  * it). */
-#define RELEASE_HOOK(DECL, name, T, FN, MAY_BLOCK, BEFORE, AFTER, E0, LOOK, SHARED) \
+#define RELEASE_HOOK(DECL, name, T, FN, MAY_BLOCK, BEFORE, AFTER, SHARED)       \
 	DECL(T *o)                                                               \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
@@ -790,8 +791,8 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
 		if (!t)                                                          \
 			return real_##name(o);                                   \
+		uint32_t e0_ = epoch_now();                                      \
 		int before_ = (BEFORE);                                          \
-		uint32_t e0_ __attribute__((unused)) = (E0);                     \
 		int after_ = (AFTER);                                            \
 		/* (dated before the release: the woken waiter of another   \
 		 * process may run before this thread reads a clock after it) */ \
@@ -802,31 +803,27 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		if (before_)                                                     \
 			rhea_hot.timed += waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		int r = real_##name(o);                                          \
-		if (after_ && waits_any() && (LOOK))                             \
-			rhea_hot.timed += waits_release_slow(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
+		if (after_ && waits_any()) {                                     \
+			rhea_hot.timed++;                                        \
+			if (!epoch_says_short(epoch_now(), e0_))                 \
+				rhea_hot.timed += waits_release_slow(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
+		}                                                                \
 		waits_released(t, prev_, after_);                                \
 		if (unlikely(shared_ns_)) /* the waiter may be another process */ \
 			capture_shared_release(t, FN, (uint64_t)(uintptr_t)o, CALLER, shared_ns_); \
 		tick(t, FN);                                                     \
 		return r;                                                        \
 	}
-/* (pthread_mutex_unlock when fastpath.c's check failed.)  Each unlock once
- * the program has waited counts as a timed call in the ticker's cost
- * model (agent.c): while it coasts, every one of them looks at the table
- * after the release, and a program that unlocks millions of times a
- * second has it tick instead (bench/hookloop.c's mutex_waited: the pair
- * 44-46 ns coasting, 19-36 ticking, bare 13). */
+/* (pthread_mutex_unlock when fastpath.c's check failed.) */
 RELEASE_HOOK(int hooks_mutex_unlock_other, pthread_mutex_unlock, pthread_mutex_t, RHEA_FN_MUTEX_UNLOCK, 1, mutex_may_have_sleepers(o), 1,
-	     epoch_now(), (rhea_hot.timed++, HELD_UP(e0_)),
 	     (o->__data.__kind & GLIBC_MUTEX_PSHARED) && before_)
-RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1, epoch_now(),
-	     HELD_UP(e0_), o->__data.__shared != 0)
+RELEASE_HOOK(EXPORT int pthread_rwlock_unlock, pthread_rwlock_unlock, pthread_rwlock_t, RHEA_FN_RWLOCK_UNLOCK, 1, 1, 1,
+	     o->__data.__shared != 0)
 RELEASE_HOOK(EXPORT int pthread_cond_signal, pthread_cond_signal, pthread_cond_t, RHEA_FN_COND_SIGNAL, 1, cond_has_waiters(o), before_,
-	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
+	     before_ && cond_is_shared(o))
 RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_cond_t, RHEA_FN_COND_BROADCAST, 1, cond_has_waiters(o), before_,
-	     before_ ? epoch_now() : 0, HELD_UP(e0_), before_ && cond_is_shared(o))
-RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, epoch_now(), HELD_UP(e0_),
-	     sem_is_shared(o) && sem_has_waiters(o))
+	     before_ && cond_is_shared(o))
+RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 
 #define RWLOCK_HOOK(name, tryname, FN)                                           \
