@@ -668,14 +668,6 @@ int cmd_attach(int argc, char **argv)
 	}
 	snprintf(tout, sizeof(tout), "%s/out.rhea", tdir);
 	int rc = 1, ctl = -1;
-	uint64_t spent[16];
-	int nspent = spent_agents(pid, agent, spent);
-	uint64_t restart = nspent ? spent[0] : 0;
-	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, dir);
-	if (!restart && copy_file(open(agent, O_RDONLY | O_CLOEXEC), p2, 0755) != 0) {
-		cli_err("attach: cannot copy the agent to %s: %s", p2, strerror(errno));
-		goto out;
-	}
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_CONF, dir);
 	FILE *conf = fopen(p2, "w");
 	if (!conf) {
@@ -696,11 +688,12 @@ int cmd_attach(int argc, char **argv)
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
 	agent_opts_each(&ao, put_conf, conf);
-	/* the stack table's size, as rhea record's agent takes it from the
-	 * environment (a copy an earlier attach left keeps its own) */
-	const char *nodes = cli_getenv("RHEA_MAX_NODES");
-	if (nodes && *nodes)
-		fprintf(conf, "RHEA_MAX_NODES=%s\n", nodes);
+	/* then the RHEA_* environment, as rhea record's agent sees it (the
+	 * stack table's size, RHEA_MAX_NODES, say); the agent takes a
+	 * setting's first line, so the ones above win */
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "RHEA_", 5) == 0 && strchr(*e, '=') && !strchr(*e, '\n'))
+			fprintf(conf, "%s\n", *e);
 	if (fclose(conf) != 0) {
 		cli_err("attach: cannot write %s", p2);
 		goto out;
@@ -724,14 +717,14 @@ int cmd_attach(int argc, char **argv)
 
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
-	int said = 0;
 	/* a copy an earlier attach left, started again; one that cannot
 	 * record again (2: a forked child's, sealed, its stack table three
-	 * quarters full; 3) passes to the next, and after the last a copy of
-	 * its own is loaded, as before */
-	for (int k = 0; restart && k < nspent; k++) {
-		restart = spent[k];
-		if (inject_call(pid, restart, tdir, 5000, &stop_asked, via, sizeof(via), &said, err, sizeof(err)) != 0) {
+	 * quarters full; 3) passes to the next; after the last, a copy of its
+	 * own is loaded */
+	uint64_t spent[16];
+	int nspent = spent_agents(pid, agent, spent), said = -1;
+	for (int k = 0; k < nspent && said != 0; k++) {
+		if (inject_call(pid, spent[k], tdir, 5000, &stop_asked, via, sizeof(via), &said, err, sizeof(err)) != 0) {
 			cli_err("attach: %s", err);
 			goto out;
 		}
@@ -741,22 +734,18 @@ int cmd_attach(int argc, char **argv)
 			rc = EXIT_BADINPUT;
 			goto out;
 		}
-		if (said == 0)
-			break;
-		if (k == nspent - 1)
-			restart = 0;
 	}
-	if (!restart && said != 0) {
+	if (said != 0) {
 		char lib[PATH_MAX];
 		snprintf(lib, sizeof(lib), "%s/" RHEA_ATTACH_AGENT, dir);
 		if (copy_file(open(agent, O_RDONLY | O_CLOEXEC), lib, 0755) != 0) {
 			cli_err("attach: cannot copy the agent to %s: %s", lib, strerror(errno));
 			goto out;
 		}
-	}
-	if (!restart && inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
-		cli_err("attach: %s", err);
-		goto out;
+		if (inject_dlopen(pid, p2, 5000, &stop_asked, via, sizeof(via), err, sizeof(err)) != 0) {
+			cli_err("attach: %s", err);
+			goto out;
+		}
 	}
 	wait_status(dir, pid, 5000, "started", "failed", st, sizeof(st));
 	if (strncmp(st, "started", 7) != 0) {
