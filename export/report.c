@@ -137,6 +137,9 @@ static const char *fmt_bytes(uint64_t v, char *buf)
 	return buf;
 }
 
+/* "s" unless n is 1: "%s wait%s", fmt_count(n, b), PLURAL(n) */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
 /* Fit a name into w columns, eliding the middle. */
 static const char *fit(const char *s, int w, char *buf)
 {
@@ -744,7 +747,7 @@ static void text_stalls(FILE *out, struct model *m, const struct stalls *st, int
 	char b1[64], b2[64], b3[64], b4[64], tb[64], line[1024], nb[1024];
 	fprintf(out, "\nStalls: event-loop iterations longer than %s (%s of %s on %zu thread%s)\n",
 		fmt_ns(st->threshold_ns, b1), fmt_count(st->n, b2), fmt_count(st->iterations, b3),
-		st->loop_threads, st->loop_threads == 1 ? "" : "s");
+		st->loop_threads, PLURAL(st->loop_threads));
 	if (st->n == 0)
 		return;
 	/* the `top` longest, shown in time order */
@@ -797,7 +800,7 @@ static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *
 	char b1[64], b2[64], b3[64], b4[64], b5[64], tb[64], line[1024], nb[1024];
 	fprintf(out, "Stalls: event-loop iterations longer than %s: %s of %s on %zu thread%s\n",
 		fmt_ns(st->threshold_ns, b1), fmt_count(st->n, b2), fmt_count(st->iterations, b3),
-		st->loop_threads, st->loop_threads == 1 ? "" : "s");
+		st->loop_threads, PLURAL(st->loop_threads));
 	if (st->loop_threads == 0)
 		fprintf(out, "  (no thread waited in poll, select or epoll_wait: no event loop to watch)\n");
 	struct other *o = malloc((r->nthreads ? r->nthreads : 1) * sizeof(*o));
@@ -829,7 +832,7 @@ static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *
 				fit(sample_line(m, o[k].s, 3, line, sizeof(line)), W - 38 > 16 ? W - 38 : 16, nb));
 		if (idle)
 			fprintf(out, "   %s other thread%s waited all along (no sample during it)\n",
-				fmt_count(idle, b1), idle == 1 ? "" : "s");
+				fmt_count(idle, b1), PLURAL(idle));
 	}
 	free(o);
 	if (st->n) {
@@ -840,8 +843,6 @@ static void text_stalls_detail(FILE *out, struct model *m, const struct stalls *
 		text_causes(out, m, "The same, by the innermost four frames", st->subcauses, st->nsubcauses, top, W);
 	}
 }
-
-#define PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* A blocking call and what it was on: "read fd 42" for the calls on a
  * descriptor (the I/O and network classes' object, but open's and
@@ -1101,7 +1102,7 @@ static void text_exec_before(FILE *out, const struct report_opts *o, int W)
 {
 	fprintf(out, "  exec'd:   the process ran %zu program%s before this one, each in its own\n"
 		     "            recording (rhea report --no-follow-exec %s: the first alone):\n",
-		o->nbefore, o->nbefore == 1 ? "" : "s", o->before[0].path);
+		o->nbefore, PLURAL(o->nbefore), o->before[0].path);
 	text_images(out, o->before, o->nbefore, o->nbefore, W);
 }
 
@@ -1463,7 +1464,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	if (r->stats.sample_blocked)
 		fprintf(out, "  warning:  %s thread%s blocked the sampling signal (with the raw system call,\n"
 			     "            or before rhea attach): what %s ran between hooks was not sampled\n",
-			fmt_count(r->stats.sample_blocked, b1), r->stats.sample_blocked == 1 ? "" : "s",
+			fmt_count(r->stats.sample_blocked, b1), PLURAL(r->stats.sample_blocked),
 			r->stats.sample_blocked == 1 ? "it" : "they");
 
 	/* (captures: how often the thread was seen; identical ones in a
@@ -1593,7 +1594,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		fmt_count(r->stats.truncated, b1), fmt_count(r->stats.unwind_errors, b2),
 		fmt_count(stacks_rooted, b3), fmt_count(stacks_total, b4));
 	fprintf(out, "  file: %s in %s chunk%s, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),
-		fmt_count(r->nchunks, b2), r->nchunks == 1 ? "" : "s", fmt_count(nodes, b5),
+		fmt_count(r->nchunks, b2), PLURAL(r->nchunks), fmt_count(nodes, b5),
 		r->stats.stack_full ? " (stack table full: some stacks missing)" : "");
 	if (r->stats.write_errors)
 		fprintf(out, "  write errors: %s (the recording may miss data)\n", fmt_count(r->stats.write_errors, b1));
