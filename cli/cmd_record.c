@@ -453,26 +453,29 @@ static void summarize_execs(const char *path)
 				"--no-follow-exec the first\n", n, n == 1 ? "" : "s", shown_path(path));
 }
 
-static int children_listed;
-static pid_t listed_for; /* rhea record's child, whose own exec'd images summarize_execs said */
+/* The child recordings summarize_children lists; the root's own (its
+ * exec'd images: summarize_execs said them) are left out. */
+struct child_list {
+	pid_t root;
+	int n;
+};
 
 static void summarize_child(const char *path, void *arg)
 {
-	(void)arg;
+	struct child_list *cl = arg;
 	struct rhea_file_header h;
-	if (cli_header_of(path, &h) == 0 && h.pid == (uint32_t)listed_for)
+	if (cli_header_of(path, &h) == 0 && h.pid == (uint32_t)cl->root)
 		return;
-	if (children_listed++ <= 20)
+	if (cl->n++ <= 20)
 		cli_summarize(path, 1);
 }
 
 static void summarize_children(const char *base_path, struct timespec since, pid_t root)
 {
-	children_listed = 0;
-	listed_for = root;
+	struct child_list cl = {root, 0};
 	int stale;
-	cli_each_derived(base_path, &since, summarize_child, NULL, &stale);
-	int n = children_listed;
+	cli_each_derived(base_path, &since, summarize_child, &cl, &stale);
+	int n = cl.n;
 	if (n > 21)
 		fprintf(stderr, "rhea:   ... and %d more child recordings\n", n - 21);
 	if (n == 0)
