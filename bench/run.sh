@@ -185,7 +185,7 @@ else
 	HOOK_N=2000000 HOOK_R=15 MICRO_N=20000 CONV_N=1000000
 fi
 
-RAW=$WORK/raw.tsv   # wl cfg tool base round wall user sys rss status outbytes extra
+RAW=$WORK/raw.tsv   # wl cfg tool base round wall user sys rss status outbytes extra csw
 RSTATS=$WORK/rhea.tsv # wl cfg tool samples dropped captures bytes_raw file_bytes stack_nodes
 : >"$RAW"
 : >"$RSTATS"
@@ -226,8 +226,8 @@ run_one() {
 	"$RUNSTAT" -q -t "$TIMEOUT" -o "$WORK/res" -- "$@" <"$input" 2>>"$LOG"
 	[ -s "$WORK/res" ] || echo "0 0 0 0 failed" >"$WORK/res"
 	set -- $(cat "$WORK/res")
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$cfg" "$tool" "$base" \
-		"$round" "$1" "$2" "$3" "$4" "$5" "$(out_bytes "$out")" "${EXTRA:--}" >>"$RAW"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$cfg" "$tool" "$base" \
+		"$round" "$1" "$2" "$3" "$4" "$5" "$(out_bytes "$out")" "${EXTRA:--}" "${6:--}" >>"$RAW"
 }
 
 # After the last round: samples and drops of the rhea recordings.

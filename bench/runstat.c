@@ -7,10 +7,13 @@
  *
  * Prints (or appends to FILE) one line:
  *
- *   wall_ns user_ns sys_ns maxrss_kb status
+ *   wall_ns user_ns sys_ns maxrss_kb status csw
  *
  * status is the exit code, 128+N for a fatal signal N, or "timeout" when the
- * command outlived -t and its process group was killed.  -q sends the
+ * command outlived -t and its process group was killed.  csw: the context
+ * switches of the tree, voluntary and involuntary (W2's CPU time follows
+ * them, ~5 us each here: bench/report.sh compares its runs at equal
+ * switches).  -q sends the
  * command's stdout to /dev/null (stderr is kept).
  *
  * Why wait4 and not getrusage(RUSAGE_CHILDREN): wait4 returns the child's
@@ -153,9 +156,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "runstat: %s: %s\n", out, strerror(errno));
 		return 2;
 	}
-	fprintf(f, "%llu %llu %llu %ld %s\n", (unsigned long long)wall,
+	fprintf(f, "%llu %llu %llu %ld %s %ld\n", (unsigned long long)wall,
 		(unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-		ru.ru_maxrss, st);
+		ru.ru_maxrss, st, ru.ru_nvcsw + ru.ru_nivcsw);
 	if (f != stdout)
 		fclose(f);
 	return 0;
