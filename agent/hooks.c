@@ -45,6 +45,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
@@ -1464,8 +1465,75 @@ EXPORT int prctl(int option, ...)
 	return r;
 }
 
-/* syscall() itself: for the filters it installs.  The agent's own calls
- * never come here (sys.h). */
+/*
+ * futex(2) through syscall(): the locks of programs that do not use
+ * pthreads' wait and wake with it directly - Rust's std (its Mutex,
+ * Condvar, RwLock and thread parking), Abseil, QEMU, liburcu.  Without
+ * this their threads' lock waits were invisible: a thread blocked on one
+ * showed on the timeline as still running its last captured stack.  A
+ * wait on a futex word (FUTEX_WAIT, _BITSET, the PI locks) is a lock wait
+ * on that word, trigger "futex wait", registered in the wait table like a
+ * mutex's; a wake (FUTEX_WAKE, _BITSET, _OP's two words, the requeues'
+ * first, UNLOCK_PI) is a release of it that names its waiters' releaser,
+ * looking before the call and, when it was held up, after it, as
+ * RELEASE_HOOK does.  A futex word means what the program makes of it, so
+ * a wait has no owner; every wake looks (most come with a waiter: Rust's
+ * Mutex wakes only when contended).  Both part of the lock class.  The
+ * agent's own futex calls never come here (sys.h), nor glibc's, which
+ * make the system call themselves.
+ */
+static inline __attribute__((always_inline)) long futex_call(long a1, long a2, long a3, long a4, long a5,
+							     long a6)
+{
+	switch ((int)a2 & FUTEX_CMD_MASK) {
+	case FUTEX_WAIT:
+	case FUTEX_WAIT_BITSET:
+	case FUTEX_LOCK_PI:
+	case FUTEX_LOCK_PI2:
+	case FUTEX_WAIT_REQUEUE_PI: {
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);
+		if (!t)
+			break;
+		return SYNC_WAIT(t, RHEA_FN_FUTEX_WAIT, (uintptr_t)a1, 0, 0,
+				 rhea_syscall6(SYS_futex, a1, a2, a3, a4, a5, a6));
+	}
+	case FUTEX_WAKE:
+	case FUTEX_WAKE_BITSET:
+	case FUTEX_WAKE_OP:
+	case FUTEX_REQUEUE:
+	case FUTEX_CMP_REQUEUE:
+	case FUTEX_CMP_REQUEUE_PI:
+	case FUTEX_UNLOCK_PI: {
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);
+		if (!t)
+			break;
+		uint64_t o = (uint64_t)a1, o2 = ((int)a2 & FUTEX_CMD_MASK) == FUTEX_WAKE_OP ? (uint64_t)a5 : 0;
+		uint32_t e0 = epoch_now();
+		uint64_t prev = waits_releasing(t, o, 1);
+		rhea_hot.timed += waits_release(t, o, CALLER, 0);
+		if (o2)
+			rhea_hot.timed += waits_release(t, o2, CALLER, 0);
+		long r = rhea_syscall6(SYS_futex, a1, a2, a3, a4, a5, a6);
+		int err = errno;
+		if (waits_any()) {
+			rhea_hot.timed++;
+			if (!epoch_says_short(epoch_now(), e0)) {
+				rhea_hot.timed += waits_release_slow(t, o, CALLER, 0);
+				if (o2)
+					rhea_hot.timed += waits_release_slow(t, o2, CALLER, 0);
+			}
+		}
+		waits_released(t, prev, 1);
+		tick(t, RHEA_FN_FUTEX_WAKE);
+		errno = err;
+		return r;
+	}
+	}
+	return rhea_syscall6(SYS_futex, a1, a2, a3, a4, a5, a6);
+}
+
+/* syscall() itself: for the filters it installs, and futex (above).  The
+ * agent's own calls never come here (sys.h). */
 EXPORT long syscall_hook(long nr, ...) __asm__("syscall");
 long syscall_hook(long nr, ...)
 {
@@ -1474,6 +1542,11 @@ long syscall_hook(long nr, ...)
 	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
 	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
 	va_end(ap);
+	if (nr == SYS_futex) {
+		if (unlikely(!resolved))
+			resolve();
+		return futex_call(a1, a2, a3, a4, a5, a6);
+	}
 	if (likely(nr != SYS_seccomp && nr != SYS_prctl))
 		return rhea_syscall6(nr, a1, a2, a3, a4, a5, a6);
 	int sealed = seccomp_before(seccomp_scope(nr, a1, a2, a3));

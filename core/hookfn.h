@@ -93,7 +93,9 @@ enum rhea_class {
 	X(WAIT4, "wait4", RHEA_C_WAIT, 1)                          \
 	X(WAITID, "waitid", RHEA_C_WAIT, 1)                        \
 	X(THREAD_END, "thread end", RHEA_C_NONE, 0)                \
-	X(UNWIND_TABLES, "rhea: unwind tables", RHEA_C_NONE, 1)
+	X(UNWIND_TABLES, "rhea: unwind tables", RHEA_C_NONE, 1)   \
+	X(FUTEX_WAIT, "futex wait", RHEA_C_LOCK, 1)                \
+	X(FUTEX_WAKE, "futex wake", RHEA_C_LOCK, 0)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,

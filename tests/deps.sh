@@ -5,7 +5,7 @@
 set -e
 PKGS="gcc g++ clang make pkg-config libdw-dev libelf-dev libzstd-dev zlib1g-dev
 libcriterion-dev protobuf-compiler golang-go python3 sqlite3 gzip
-redis-server redis-tools linux-perf postgresql-15"
+redis-server redis-tools linux-perf postgresql-15 fd-find"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

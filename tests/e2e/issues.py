@@ -262,6 +262,35 @@ def t_rwlock_waits():
     stacks_complete(rep, 0.99, "rwhold")
 
 
+def t_futex_waits():
+    """futexlock.c: a mutex and an event made of futex(2) calls through
+    syscall(), as Rust's std makes its locks: the main thread waits 50 ms
+    for the mutex and 40 ms for the event, each a "futex wait" on its word
+    named by the thread that woke it (B), with B's stack where it did
+    (hold_lock's unlock, post_event).  Without the syscall() hook's futex
+    path neither wait was in the recording at all."""
+    prog = build("futexlock")
+    for attempt in range(5):
+        path, out = record("futexlock", prog)
+        b_tid, lock_ns, event_ns = (int(x) for x in out.split())
+        if (abs(lock_ns - 50 * MS) <= 5 * MS and abs(event_ns - 40 * MS) <= 5 * MS) or attempt == 4:
+            break
+    check(abs(lock_ns - 50 * MS) <= 5 * MS and abs(event_ns - 40 * MS) <= 5 * MS,
+          "every run disturbed: the program itself measured %.1f and %.1f ms" % (lock_ns / MS, event_ns / MS))
+    rep = report(path)
+    for where, ms, waker in (("wait_for_lock", 50, "hold_lock"), ("wait_for_event", 40, "post_event")):
+        waits = [w for w in rep["waits"] if w["function"] == "futex wait" and where in w["stack"]]
+        check(len(waits) == 1 and waits[0]["count"] == 1, "want one futex wait in %s, got %r" % (where, waits))
+        w = waits[0]
+        check((ms - 5) * MS <= w["total_ns"] <= (ms + 5) * MS,
+              "%s waited %.1f ms, want %d +- 5" % (where, w["total_ns"] / MS, ms))
+        check(w["attributed"] == 1 and [r["tid"] for r in w["releasers"]] == [b_tid],
+              "%s woken by %r, want B=%d" % (where, w["releasers"], b_tid))
+        check(waker in w["releasers"][0]["stack"],
+              "%s: waker's stack %r lacks %s" % (where, w["releasers"][0]["stack"], waker))
+    stacks_complete(rep, 0.99, "futexlock")
+
+
 def t_process_shared_waits():
     """pshared.c: the child waits on a shared mutex, semaphore and condition
     variable that the parent releases, then on a private semaphore a thread
@@ -569,6 +598,28 @@ def t_redis_stalls():
 
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def t_rust_futex_waits():
+    """fd (Debian's fd-find, written in Rust) searching /usr with two
+    threads: its threads wait on Rust's std locks and channels, which are
+    futex(2) calls through syscall(), never pthreads'.  The recording has
+    their waits ("futex wait", several a run here, 150 ms in all) and
+    nearly every one names the thread that woke it.  Before the futex
+    path it had none."""
+    fd = shutil.which("fdfind") or shutil.which("fd")
+    check(fd is not None, "fd-find not installed (tests/deps.sh installs it)")
+    for attempt in range(3):
+        path, out = record("fd", fd, "-j2", "-e", "h", ".", "/usr")
+        rep = report(path)
+        waits = [w for w in rep["waits"] if w["function"] == "futex wait"]
+        n = sum(w["count"] for w in waits)
+        if n:
+            break
+    check(n > 0, "no futex wait recorded in 3 runs of fd")
+    named = sum(w["attributed"] for w in waits)
+    check(named >= 0.9 * n, "%d of %d futex waits name a waker" % (named, n))
+    check(all(w["stack"] for w in waits), "futex waits without a stack: %s" % waits)
 
 
 def t_postgres_shared_waits():
@@ -945,7 +996,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_futex_waits, t_rust_futex_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_postgres_shared_waits, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
