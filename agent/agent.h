@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "cfi.h"
 #include "format.h"
 #include "hookfn.h"
 #include "salvage.h"
@@ -358,12 +359,7 @@ void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent)
 void capture_emit_thread_at(struct rhea_tstate *t, unsigned event, uint32_t parent, uint64_t time_ns,
 			    const char *name);
 
-struct cfi_table;
-/* cficache.c: compiled CFI tables on disk, by build-id */
-/* Read RHEA_CFI_CACHE, RHEA_CACHE_DIR... through get (default getenv). */
-void cficache_settings(const char *(*get)(const char *));
-struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
-void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
+/* cficache.c: compiled CFI tables on disk, by build-id (cfi.h) */
 
 /* modules.c */
 extern uint32_t rhea_modules_gen; /* the module map's generation (unwind.h's cache) */

@@ -74,6 +74,16 @@ const struct cfi_row *cfi_lookup(const struct cfi_table *t, uint64_t vaddr);
 /* Unmap a table from cfi_build (NULL is fine). */
 void cfi_free(struct cfi_table *t);
 
+/* cficache.c: compiled tables on disk, by build-id.  The settings
+ * (RHEA_CFI_CACHE, RHEA_CACHE_DIR...) are read through get (default
+ * getenv).  A table loaded is mapped read-only for good; cficache_has only
+ * says whether a valid one is there (rhea attach: cli/cfiprebuild.c). */
+void cficache_settings(const char *(*get)(const char *));
+struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
+int cficache_has(const uint8_t *build_id, uint32_t len);
+int cficache_usable(void); /* a cache directory is there to use */
+void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
+
 /* The [lo, hi) vaddr ranges of the .eh_frame FDEs of an ELF file, sorted:
  * the functions of a stripped binary.  *out is malloc'ed.  0 or -errno. */
 struct cfi_range {

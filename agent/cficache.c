@@ -141,6 +141,19 @@ out:
 	return t;
 }
 
+int cficache_usable(void)
+{
+	return cache_dir();
+}
+
+int cficache_has(const uint8_t *id, uint32_t len)
+{
+	struct cfi_table *t = cficache_load(id, len);
+	if (t)
+		munmap((char *)t - sizeof(struct cache_header), sizeof(struct cache_header) + cfi_table_bytes(t));
+	return t != NULL;
+}
+
 void cficache_store(const uint8_t *id, uint32_t len, const struct cfi_table *t)
 {
 	char path[1200], tmp[1300];

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define EXIT_BADINPUT 2
 
@@ -38,6 +39,12 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
 /* getenv as the settings getter core/paths.h's rhea_cache_base takes. */
 const char *cli_getenv(const char *name);
+/* cfiprebuild.c: build the unwind tables the CFI cache lacks for process
+ * pid's mapped files, the agent (file agent) and the vDSO, before rhea
+ * attach loads the agent (which would build them on a thread of the
+ * program); says so when that took half a second or more, unless quiet.
+ * The number built. */
+int cli_prebuild_cfi(pid_t pid, const char *agent, int quiet);
 /* cfiprune.c: the cache of compiled CFI tables back under
  * RHEA_CFI_CACHE_MAX (default 1G), least recently used first. */
 void cli_prune_cfi_cache(void);

@@ -687,6 +687,10 @@ int cmd_attach(int argc, char **argv)
 		fprintf(conf, "RHEA_CFI_CACHE=0\n");
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
+	/* the tables the cache lacks, built here rather than on a thread of
+	 * the program (cfiprebuild.c) */
+	if (!foreign && strcmp(ao.unwind, "fp") != 0)
+		cli_prebuild_cfi(pid, agent, quiet);
 	agent_opts_each(&ao, put_conf, conf);
 	/* then the RHEA_* environment, as rhea record's agent sees it (the
 	 * stack table's size, RHEA_MAX_NODES, say); the agent takes a

@@ -691,8 +691,14 @@ def t_attach_redis():
     """rhea attach to a redis-server nobody here started under rhea, while
     redis-benchmark runs: a recording of its event loop (jemalloc's
     allocations counted), then redis goes on answering, without rhea's
-    threads, and shuts down cleanly."""
+    threads, and shuts down cleanly.  The first attach finds an empty CFI
+    cache: rhea attach builds redis's unwind tables (and the agent's, the
+    vDSO's) before it loads the agent, so that none is built on a thread of
+    redis (the first attach held its event loop 0.5 s building them)."""
     server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    cache = os.path.join(TMP, "attach-cfi")
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(os.environ, RHEA_CACHE_DIR=cache)
     cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
     bench = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
     port = free_port()
@@ -708,7 +714,7 @@ def t_attach_redis():
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         a = subprocess.run([RHEA, "attach", "-d", "1s", "-o", out, str(srv.pid)], capture_output=True, text=True,
-                           timeout=60)
+                           timeout=60, env=env)
         check(a.returncode == 0, "rhea attach: status %d: %s" % (a.returncode, a.stderr[-300:]))
         # attached again and again (a fresh copy of the agent per attach
         # failed from the ninth on: static TLS): the first one's copy
@@ -722,7 +728,7 @@ def t_attach_redis():
                 time.sleep(0.05)
             f = os.path.join(TMP, "redis-again-%d.rhea" % i)
             a = subprocess.run([RHEA, "attach", "-q", "-d", "100ms", "-o", f, str(srv.pid)], capture_output=True,
-                               text=True, timeout=60)
+                               text=True, timeout=60, env=env)
             check(a.returncode == 0, "rhea attach number %d: status %d: %s" % (i + 2, a.returncode, a.stderr[-300:]))
             again.append(f)
         with open("/proc/%d/maps" % srv.pid) as m:
@@ -755,6 +761,10 @@ def t_attach_redis():
     check(rep["alloc_totals"]["count"] > 1000, "%d allocations counted" % rep["alloc_totals"]["count"])
     check(rep["stalls"]["loop_threads"] >= 1, "redis's event loop not seen")
     stacks_complete(rep, 0.9, "redis-server (attached)")
+    tables = [f for f in os.listdir(os.path.join(cache, "cfi")) if f.endswith(".cfi")]
+    check(len(tables) >= 5 and rep["stats"]["cfi_build_ns"] == 0,
+          "first attach, empty cache: %d tables cached, %.1f ms building them on redis's threads (want none)"
+          % (len(tables), rep["stats"]["cfi_build_ns"] / 1e6))
     for f in again:
         r = report(f)["recording"]
         check(r["complete"] and r["end_reason"] == "detach" and r["duration_ns"] < 3 * 10**9,
