@@ -784,6 +784,16 @@ static inline int cond_has_waiters(pthread_cond_t *c)
  * look after, is found there by a waiter that finds no record (1 in 15000
  * contended mutex waits on a loaded machine went unattributed without
  * it). */
+/* The look after a release of obj begun in epoch e0, from site. */
+static inline void look_after(struct rhea_tstate *t, uint64_t obj, uint32_t e0, uint64_t site, int may_block)
+{
+	if (waits_any()) {
+		rhea_hot.timed++;
+		if (!epoch_says_short(epoch_now(), e0))
+			rhea_hot.timed += waits_release_slow(t, obj, site, may_block);
+	}
+}
+
 #define RELEASE_HOOK(DECL, name, T, FN, MAY_BLOCK, BEFORE, AFTER, SHARED)       \
 	DECL(T *o)                                                               \
 	{                                                                        \
@@ -804,11 +814,8 @@ static inline int cond_has_waiters(pthread_cond_t *c)
 		if (before_)                                                     \
 			rhea_hot.timed += waits_release(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
 		int r = real_##name(o);                                          \
-		if (after_ && waits_any()) {                                     \
-			rhea_hot.timed++;                                        \
-			if (!epoch_says_short(epoch_now(), e0_))                 \
-				rhea_hot.timed += waits_release_slow(t, (uint64_t)(uintptr_t)o, CALLER, MAY_BLOCK); \
-		}                                                                \
+		if (after_)                                                      \
+			look_after(t, (uint64_t)(uintptr_t)o, e0_, CALLER, MAY_BLOCK); \
 		waits_released(t, prev_, after_);                                \
 		if (unlikely(shared_ns_)) /* the waiter may be another process */ \
 			capture_shared_release(t, FN, (uint64_t)(uintptr_t)o, CALLER, shared_ns_); \
@@ -1515,14 +1522,9 @@ static inline __attribute__((always_inline)) long futex_call(long a1, long a2, l
 			rhea_hot.timed += waits_release(t, o2, CALLER, 0);
 		long r = rhea_syscall6(SYS_futex, a1, a2, a3, a4, a5, a6);
 		int err = errno;
-		if (waits_any()) {
-			rhea_hot.timed++;
-			if (!epoch_says_short(epoch_now(), e0)) {
-				rhea_hot.timed += waits_release_slow(t, o, CALLER, 0);
-				if (o2)
-					rhea_hot.timed += waits_release_slow(t, o2, CALLER, 0);
-			}
-		}
+		look_after(t, o, e0, CALLER, 0);
+		if (o2)
+			look_after(t, o2, e0, CALLER, 0);
 		waits_released(t, prev, 1);
 		tick(t, RHEA_FN_FUTEX_WAKE);
 		errno = err;
