@@ -309,6 +309,8 @@ static const char *const hooked[] = {
 	"pthread_mutex_lock", "pthread_mutex_trylock", "pthread_mutex_unlock", "pthread_rwlock_rdlock",
 	"pthread_rwlock_wrlock", "pthread_rwlock_unlock", "pthread_cond_wait", "pthread_cond_timedwait",
 	"pthread_cond_signal", "pthread_cond_broadcast", "sem_wait", "sem_timedwait", "sem_post",
+	"pthread_cond_clockwait", "pthread_mutex_timedlock", "pthread_mutex_clocklock", "pthread_rwlock_timedrdlock",
+	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock", "pthread_rwlock_clockwrlock", "sem_clockwait",
 	"read", "write", "pread", "pwrite", "pread64", "pwrite64", "readv", "writev", "open", "open64",
 	"openat", "openat64", "close", "close_range", "closefrom", "dup2", "dup3", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "send",
 	"sendto", "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",

@@ -90,6 +90,14 @@
 	X(sem_wait, int, (sem_t *))                                              \
 	X(sem_trywait, int, (sem_t *))                                           \
 	X(sem_timedwait, int, (sem_t *, const struct timespec *))                \
+	X(sem_clockwait, int, (sem_t *, clockid_t, const struct timespec *))     \
+	X(pthread_mutex_timedlock, int, (pthread_mutex_t *, const struct timespec *)) \
+	X(pthread_mutex_clocklock, int, (pthread_mutex_t *, clockid_t, const struct timespec *)) \
+	X(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t *, const struct timespec *)) \
+	X(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t *, const struct timespec *)) \
+	X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t *, clockid_t, const struct timespec *)) \
+	X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t *, clockid_t, const struct timespec *)) \
+	X(pthread_cond_clockwait, int, (pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *)) \
 	X(sem_post, int, (sem_t *))                                              \
 	X(read, ssize_t, (int, void *, size_t))                                  \
 	X(write, ssize_t, (int, const void *, size_t))                           \
@@ -701,6 +709,38 @@ int hooks_mutex_lock_other(pthread_mutex_t *m)
 			 (m->__data.__kind & GLIBC_MUTEX_PSHARED) != 0, real_pthread_mutex_lock(m));
 }
 
+/*
+ * The waits with a deadline, as the ones without: C++'s
+ * std::condition_variable::wait_for and wait_until on the steady clock,
+ * std::timed_mutex::try_lock_for and std::shared_timed_mutex's come here
+ * (libstdc++ calls the clock variants, glibc 2.30 on); without these hooks
+ * those waits were not recorded, nor their wakers.  A real function this
+ * glibc lacks (an older one) fails as it would be missing: ENOSYS.
+ */
+#define REAL_OR_ENOSYS(name, args) (real_##name ? real_##name args : ENOSYS)
+
+#define MUTEX_TIMED_HOOK(name, FN, params, args)                                 \
+	EXPORT int name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
+		if (!t || !real_##name)                                          \
+			return REAL_OR_ENOSYS(name, args);                       \
+		int r = real_pthread_mutex_trylock(m);                           \
+		if (likely(r != EBUSY)) {                                        \
+			tick(t, FN);                                             \
+			return r;                                                \
+		}                                                                \
+		return SYNC_WAIT(t, FN, m,                                       \
+				 (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED), \
+				 (m->__data.__kind & GLIBC_MUTEX_PSHARED) != 0, real_##name args); \
+	}
+MUTEX_TIMED_HOOK(pthread_mutex_timedlock, RHEA_FN_MUTEX_TIMEDLOCK, (pthread_mutex_t * m, const struct timespec *ts),
+		 (m, ts))
+MUTEX_TIMED_HOOK(pthread_mutex_clocklock, RHEA_FN_MUTEX_CLOCKLOCK,
+		 (pthread_mutex_t * m, clockid_t clk, const struct timespec *ts), (m, clk, ts))
+
 EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
 	if (unlikely(!resolved))
@@ -855,6 +895,32 @@ RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, se
 RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
 RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
 
+#define RWLOCK_TIMED_HOOK(name, tryname, FN, params, args)                        \
+	EXPORT int name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
+		if (!t || !real_##name)                                          \
+			return REAL_OR_ENOSYS(name, args);                       \
+		int r = real_##tryname(l);                                       \
+		if (likely(r != EBUSY)) {                                        \
+			tick(t, FN);                                             \
+			return r;                                                \
+		}                                                                \
+		return SYNC_WAIT(t, FN, l,                                       \
+				 (uint32_t)__atomic_load_n(&l->__data.__cur_writer, __ATOMIC_RELAXED), \
+				 l->__data.__shared != 0, real_##name args);     \
+	}
+RWLOCK_TIMED_HOOK(pthread_rwlock_timedrdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_TIMEDRDLOCK,
+		  (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
+RWLOCK_TIMED_HOOK(pthread_rwlock_timedwrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_TIMEDWRLOCK,
+		  (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
+RWLOCK_TIMED_HOOK(pthread_rwlock_clockrdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_CLOCKRDLOCK,
+		  (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
+RWLOCK_TIMED_HOOK(pthread_rwlock_clockwrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_CLOCKWRLOCK,
+		  (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
+
 /* Calls that are quick or never block: call, then AFTER, then maybe
  * capture. */
 #define PLAIN_HOOK_AFTER(ret, name, cls, FN, params, args, AFTER)               \
@@ -954,6 +1020,31 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const s
 		return real_pthread_cond_timedwait(c, m, ts);
 	return SYNC_WAIT(t, RHEA_FN_COND_TIMEDWAIT, c, 0, cond_is_shared(c),
 			 real_pthread_cond_timedwait(c, m, ts));
+}
+
+EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk, const struct timespec *ts)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t || !real_pthread_cond_clockwait)
+		return REAL_OR_ENOSYS(pthread_cond_clockwait, (c, m, clk, ts));
+	return SYNC_WAIT(t, RHEA_FN_COND_CLOCKWAIT, c, 0, cond_is_shared(c),
+			 real_pthread_cond_clockwait(c, m, clk, ts));
+}
+
+EXPORT int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *ts)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t || !real_sem_clockwait) {
+		if (real_sem_clockwait)
+			return real_sem_clockwait(s, clk, ts);
+		errno = ENOSYS;
+		return -1;
+	}
+	return SYNC_WAIT(t, RHEA_FN_SEM_CLOCKWAIT, s, 0, sem_is_shared(s), real_sem_clockwait(s, clk, ts));
 }
 
 EXPORT int sem_timedwait(sem_t *s, const struct timespec *ts)

@@ -95,7 +95,15 @@ enum rhea_class {
 	X(THREAD_END, "thread end", RHEA_C_NONE, 0)                \
 	X(UNWIND_TABLES, "rhea: unwind tables", RHEA_C_NONE, 1)   \
 	X(FUTEX_WAIT, "futex wait", RHEA_C_LOCK, 1)                \
-	X(FUTEX_WAKE, "futex wake", RHEA_C_LOCK, 0)
+	X(FUTEX_WAKE, "futex wake", RHEA_C_LOCK, 0)                \
+	X(COND_CLOCKWAIT, "pthread_cond_clockwait", RHEA_C_LOCK, 1) \
+	X(MUTEX_TIMEDLOCK, "pthread_mutex_timedlock", RHEA_C_LOCK, 1) \
+	X(MUTEX_CLOCKLOCK, "pthread_mutex_clocklock", RHEA_C_LOCK, 1) \
+	X(RWLOCK_TIMEDRDLOCK, "pthread_rwlock_timedrdlock", RHEA_C_LOCK, 1) \
+	X(RWLOCK_TIMEDWRLOCK, "pthread_rwlock_timedwrlock", RHEA_C_LOCK, 1) \
+	X(RWLOCK_CLOCKRDLOCK, "pthread_rwlock_clockrdlock", RHEA_C_LOCK, 1) \
+	X(RWLOCK_CLOCKWRLOCK, "pthread_rwlock_clockwrlock", RHEA_C_LOCK, 1) \
+	X(SEM_CLOCKWAIT, "sem_clockwait", RHEA_C_LOCK, 1)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,
