@@ -690,6 +690,39 @@ NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow
 
 /* ---- locks --------------------------------------------------------------- */
 
+/* A real function this glibc lacks (an older one: the clock variants are
+ * 2.30's) fails as it would be missing. */
+#define REAL_OR_ENOSYS(name, args) (real_##name ? real_##name args : ENOSYS)
+
+/* A lock taken through obj: tried first (taken at once, a tick), else a
+ * wait for it (trycall: the try; call: the real lock). */
+#define TRY_THEN_WAIT(t, FN, obj, trycall, owner_expr, shared_expr, call)        \
+	({                                                                       \
+		int try_ = (trycall);                                            \
+		if (likely(try_ != EBUSY))                                       \
+			tick(t, FN);                                             \
+		else                                                             \
+			try_ = SYNC_WAIT(t, FN, obj, owner_expr, shared_expr, call); \
+		try_;                                                            \
+	})
+#define MUTEX_OWNER(m) ((uint32_t)__atomic_load_n(&(m)->__data.__owner, __ATOMIC_RELAXED))
+#define MUTEX_SHARED(m) (((m)->__data.__kind & GLIBC_MUTEX_PSHARED) != 0)
+#define RWLOCK_OWNER(l) ((uint32_t)__atomic_load_n(&(l)->__data.__cur_writer, __ATOMIC_RELAXED))
+#define RWLOCK_SHARED(l) ((l)->__data.__shared != 0)
+
+/* A lock's hook: name(params) locks obj, tryname(obj) tries it. */
+#define LOCK_HOOK(name, obj, tryname, FN, OWNER, SHARED, params, args)            \
+	EXPORT int name params                                                   \
+	{                                                                        \
+		if (unlikely(!resolved))                                         \
+			resolve();                                               \
+		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
+		if (!t || !real_##name)                                          \
+			return REAL_OR_ENOSYS(name, args);                       \
+		return TRY_THEN_WAIT(t, FN, obj, real_##tryname(obj), OWNER(obj), SHARED(obj), \
+				     real_##name args);                          \
+	}
+
 /* pthread_mutex_lock when fastpath.c's check failed: a capture due, the
  * thread's first call, some thread has waited, the mutex is held... */
 int hooks_mutex_lock_other(pthread_mutex_t *m)
@@ -699,47 +732,22 @@ int hooks_mutex_lock_other(pthread_mutex_t *m)
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
 	if (!t)
 		return real_pthread_mutex_lock(m);
-	int r = real_pthread_mutex_trylock(m);
-	if (likely(r != EBUSY)) {
-		tick(t, RHEA_FN_MUTEX_LOCK);
-		return r;
-	}
-	return SYNC_WAIT(t, RHEA_FN_MUTEX_LOCK, m,
-			 (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED),
-			 (m->__data.__kind & GLIBC_MUTEX_PSHARED) != 0, real_pthread_mutex_lock(m));
+	return TRY_THEN_WAIT(t, RHEA_FN_MUTEX_LOCK, m, real_pthread_mutex_trylock(m), MUTEX_OWNER(m), MUTEX_SHARED(m),
+			     real_pthread_mutex_lock(m));
 }
 
 /*
  * The waits with a deadline, as the ones without: C++'s
- * std::condition_variable::wait_for and wait_until on the steady clock,
  * std::timed_mutex::try_lock_for and std::shared_timed_mutex's come here
- * (libstdc++ calls the clock variants, glibc 2.30 on); without these hooks
- * those waits were not recorded, nor their wakers.  A real function this
- * glibc lacks (an older one) fails as it would be missing: ENOSYS.
+ * (libstdc++ calls the clock variants), as std::condition_variable's
+ * wait_for and wait_until on the steady clock come to
+ * pthread_cond_clockwait (below); without these hooks those waits were
+ * not recorded, nor their wakers.
  */
-#define REAL_OR_ENOSYS(name, args) (real_##name ? real_##name args : ENOSYS)
-
-#define MUTEX_TIMED_HOOK(name, FN, params, args)                                 \
-	EXPORT int name params                                                   \
-	{                                                                        \
-		if (unlikely(!resolved))                                         \
-			resolve();                                               \
-		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
-		if (!t || !real_##name)                                          \
-			return REAL_OR_ENOSYS(name, args);                       \
-		int r = real_pthread_mutex_trylock(m);                           \
-		if (likely(r != EBUSY)) {                                        \
-			tick(t, FN);                                             \
-			return r;                                                \
-		}                                                                \
-		return SYNC_WAIT(t, FN, m,                                       \
-				 (uint32_t)__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED), \
-				 (m->__data.__kind & GLIBC_MUTEX_PSHARED) != 0, real_##name args); \
-	}
-MUTEX_TIMED_HOOK(pthread_mutex_timedlock, RHEA_FN_MUTEX_TIMEDLOCK, (pthread_mutex_t * m, const struct timespec *ts),
-		 (m, ts))
-MUTEX_TIMED_HOOK(pthread_mutex_clocklock, RHEA_FN_MUTEX_CLOCKLOCK,
-		 (pthread_mutex_t * m, clockid_t clk, const struct timespec *ts), (m, clk, ts))
+LOCK_HOOK(pthread_mutex_timedlock, m, pthread_mutex_trylock, RHEA_FN_MUTEX_TIMEDLOCK, MUTEX_OWNER, MUTEX_SHARED,
+	  (pthread_mutex_t * m, const struct timespec *ts), (m, ts))
+LOCK_HOOK(pthread_mutex_clocklock, m, pthread_mutex_trylock, RHEA_FN_MUTEX_CLOCKLOCK, MUTEX_OWNER, MUTEX_SHARED,
+	  (pthread_mutex_t * m, clockid_t clk, const struct timespec *ts), (m, clk, ts))
 
 EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
@@ -874,52 +882,18 @@ RELEASE_HOOK(EXPORT int pthread_cond_broadcast, pthread_cond_broadcast, pthread_
 RELEASE_HOOK(EXPORT int sem_post, sem_post, sem_t, RHEA_FN_SEM_POST, 0, 1, 1, sem_is_shared(o) && sem_has_waiters(o))
 /* (sem_post: async-signal-safe, may not block) */
 
-#define RWLOCK_HOOK(name, tryname, FN)                                           \
-	EXPORT int name(pthread_rwlock_t *l)                                     \
-	{                                                                        \
-		if (unlikely(!resolved))                                         \
-			resolve();                                               \
-		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
-		if (!t)                                                          \
-			return real_##name(l);                                   \
-		int r = real_##tryname(l);                                       \
-		if (likely(r != EBUSY)) {                                        \
-			tick(t, FN);                                             \
-			return r;                                                \
-		}                                                                \
-		return SYNC_WAIT(t, FN, l,                                       \
-				 (uint32_t)__atomic_load_n(&l->__data.__cur_writer, \
-							   __ATOMIC_RELAXED),    \
-				 l->__data.__shared != 0, real_##name(l));       \
-	}
-RWLOCK_HOOK(pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK)
-RWLOCK_HOOK(pthread_rwlock_wrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK)
-
-#define RWLOCK_TIMED_HOOK(name, tryname, FN, params, args)                        \
-	EXPORT int name params                                                   \
-	{                                                                        \
-		if (unlikely(!resolved))                                         \
-			resolve();                                               \
-		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
-		if (!t || !real_##name)                                          \
-			return REAL_OR_ENOSYS(name, args);                       \
-		int r = real_##tryname(l);                                       \
-		if (likely(r != EBUSY)) {                                        \
-			tick(t, FN);                                             \
-			return r;                                                \
-		}                                                                \
-		return SYNC_WAIT(t, FN, l,                                       \
-				 (uint32_t)__atomic_load_n(&l->__data.__cur_writer, __ATOMIC_RELAXED), \
-				 l->__data.__shared != 0, real_##name args);     \
-	}
-RWLOCK_TIMED_HOOK(pthread_rwlock_timedrdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_TIMEDRDLOCK,
-		  (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
-RWLOCK_TIMED_HOOK(pthread_rwlock_timedwrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_TIMEDWRLOCK,
-		  (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
-RWLOCK_TIMED_HOOK(pthread_rwlock_clockrdlock, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_CLOCKRDLOCK,
-		  (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
-RWLOCK_TIMED_HOOK(pthread_rwlock_clockwrlock, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_CLOCKWRLOCK,
-		  (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
+LOCK_HOOK(pthread_rwlock_rdlock, l, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_RDLOCK, RWLOCK_OWNER, RWLOCK_SHARED,
+	  (pthread_rwlock_t * l), (l))
+LOCK_HOOK(pthread_rwlock_wrlock, l, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_WRLOCK, RWLOCK_OWNER, RWLOCK_SHARED,
+	  (pthread_rwlock_t * l), (l))
+LOCK_HOOK(pthread_rwlock_timedrdlock, l, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_TIMEDRDLOCK, RWLOCK_OWNER,
+	  RWLOCK_SHARED, (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
+LOCK_HOOK(pthread_rwlock_timedwrlock, l, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_TIMEDWRLOCK, RWLOCK_OWNER,
+	  RWLOCK_SHARED, (pthread_rwlock_t * l, const struct timespec *ts), (l, ts))
+LOCK_HOOK(pthread_rwlock_clockrdlock, l, pthread_rwlock_tryrdlock, RHEA_FN_RWLOCK_CLOCKRDLOCK, RWLOCK_OWNER,
+	  RWLOCK_SHARED, (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
+LOCK_HOOK(pthread_rwlock_clockwrlock, l, pthread_rwlock_trywrlock, RHEA_FN_RWLOCK_CLOCKWRLOCK, RWLOCK_OWNER,
+	  RWLOCK_SHARED, (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts), (l, clk, ts))
 
 /* Calls that are quick or never block: call, then AFTER, then maybe
  * capture. */

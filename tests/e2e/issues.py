@@ -238,6 +238,24 @@ def t_lock_wait_and_waker():
     stacks_complete(rep, 0.99, "lockhold")
 
 
+def check_wait(rep, fn, where, lo_ms, hi_ms, waker_tid, waker_fn):
+    """One wait in `fn` from `where`, lo_ms..hi_ms long, named by thread
+    waker_tid with waker_fn on its stack there (waker_tid None: it timed
+    out, named by nobody)."""
+    waits = [w for w in rep["waits"] if w["function"] == fn and where in w["stack"]]
+    check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
+    w = waits[0]
+    check(lo_ms * MS <= w["total_ns"] <= hi_ms * MS,
+          "%s: %s waited %.1f ms, want %d..%d" % (where, fn, w["total_ns"] / MS, lo_ms, hi_ms))
+    if waker_tid is None:
+        check(w["attributed"] == 0, "%s: timed out, but names a waker: %r" % (where, w["releasers"]))
+        return
+    check(w["attributed"] == 1 and [r["tid"] for r in w["releasers"]] == [waker_tid],
+          "%s: %s woken by %r, want %d" % (where, fn, w["releasers"], waker_tid))
+    check(waker_fn in w["releasers"][0]["stack"],
+          "%s: the waker's stack %r lacks %s" % (where, w["releasers"][0]["stack"], waker_fn))
+
+
 def t_rwlock_waits():
     """rwhold.c: a wait to read a read-write lock held to write, then a wait
     to write it while it is held to read: each 40 ms, its owner and its
@@ -254,14 +272,7 @@ def t_rwlock_waits():
     rep = report(path)
     for fn, where, holder in (("pthread_rwlock_rdlock", "wait_to_read", "hold_write"),
                               ("pthread_rwlock_wrlock", "wait_to_write", "hold_read")):
-        waits = [w for w in rep["waits"] if w["function"] == fn and where in w["stack"]]
-        check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
-        w = waits[0]
-        check(35 * MS <= w["total_ns"] <= 45 * MS, "%s lasted %.1f ms, want 40 +- 5" % (fn, w["total_ns"] / MS))
-        check(len(w["releasers"]) == 1 and w["releasers"][0]["tid"] == b_tid,
-              "%s woken by %r, want B=%d" % (fn, w["releasers"], b_tid))
-        check(holder in w["releasers"][0]["stack"],
-              "%s: releaser stack %r lacks %s" % (fn, w["releasers"][0]["stack"], holder))
+        check_wait(rep, fn, where, 35, 45, b_tid, holder)
     stacks_complete(rep, 0.99, "rwhold")
 
 
@@ -287,18 +298,7 @@ def t_timed_waits():
             break
     rep = report(path)
     for where, fn, lo, hi, waker in want:
-        waits = [w for w in rep["waits"] if w["function"] == fn and where in w["stack"]]
-        check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
-        w = waits[0]
-        check(lo * MS <= w["total_ns"] <= hi * MS, "%s: %s waited %.1f ms, want %d..%d (main measured %s)"
-              % (where, fn, w["total_ns"] / MS, lo, hi, [round(t / MS, 1) for t in took]))
-        if waker is None:
-            check(w["attributed"] == 0, "%s: timed out, but names a waker: %r" % (where, w["releasers"]))
-            continue
-        check(w["attributed"] == 1 and [r["tid"] for r in w["releasers"]] == [b_tid],
-              "%s: woken by %r, want B=%d" % (where, w["releasers"], b_tid))
-        check(waker in w["releasers"][0]["stack"],
-              "%s: waker's stack %r lacks %s" % (where, w["releasers"][0]["stack"], waker))
+        check_wait(rep, fn, where, lo, hi, b_tid if waker else None, waker)
     stacks_complete(rep, 0.99, "timedwaits")
 
 
@@ -324,15 +324,7 @@ def t_cxx_waits():
             break
     b_tid = int(out.split()[0])
     for where, fn, lo, hi, waker in want:
-        waits = got[where]
-        check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
-        w = waits[0]
-        check(lo * MS <= w["total_ns"] <= hi * MS, "%s: %s waited %.1f ms, want %d..%d"
-              % (where, fn, w["total_ns"] / MS, lo, hi))
-        check(w["attributed"] == 1 and [r["tid"] for r in w["releasers"]] == [b_tid],
-              "%s: woken by %r, want B=%d" % (where, w["releasers"], b_tid))
-        check(waker in w["releasers"][0]["stack"],
-              "%s: waker's stack %r lacks %s" % (where, w["releasers"][0]["stack"], waker))
+        check_wait(rep, fn, where, lo, hi, b_tid, waker)
 
 
 def t_futex_waits():
@@ -352,15 +344,7 @@ def t_futex_waits():
           "every run disturbed: the program itself measured %.1f and %.1f ms" % (lock_ns / MS, event_ns / MS))
     rep = report(path)
     for where, ms, waker in (("wait_for_lock", 50, "hold_lock"), ("wait_for_event", 40, "post_event")):
-        waits = [w for w in rep["waits"] if w["function"] == "futex wait" and where in w["stack"]]
-        check(len(waits) == 1 and waits[0]["count"] == 1, "want one futex wait in %s, got %r" % (where, waits))
-        w = waits[0]
-        check((ms - 5) * MS <= w["total_ns"] <= (ms + 5) * MS,
-              "%s waited %.1f ms, want %d +- 5" % (where, w["total_ns"] / MS, ms))
-        check(w["attributed"] == 1 and [r["tid"] for r in w["releasers"]] == [b_tid],
-              "%s woken by %r, want B=%d" % (where, w["releasers"], b_tid))
-        check(waker in w["releasers"][0]["stack"],
-              "%s: waker's stack %r lacks %s" % (where, w["releasers"][0]["stack"], waker))
+        check_wait(rep, "futex wait", where, ms - 5, ms + 5, b_tid, waker)
     stacks_complete(rep, 0.99, "futexlock")
 
 
