@@ -555,16 +555,28 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 	return n;
 }
 
+/* The variable a lock wait was on, when it is a global or static one:
+ * "stats_lock", "work_q+0x8"; else "" (a heap object, a stack's). */
+static const char *object_name(const struct model *m, uint64_t obj, char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (m->sym && sym_data_name(m->sym, obj, buf, len) != 0)
+		buf[0] = 0;
+	return buf;
+}
+
 static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
 {
 	json_arr_begin(j, "waits");
 	for (size_t i = 0; i < n; i++) {
-		char obj[32];
+		char obj[32], oname[256];
 		snprintf(obj, sizeof(obj), "0x%" PRIx64, g[i].object);
 		json_obj_begin(j, NULL);
 		json_str(j, "function", rhea_fn_name(g[i].trigger));
 		json_str(j, "class", rhea_class_name(rhea_fn_class(g[i].trigger)));
 		json_str(j, "object", obj);
+		if (rhea_fn_class(g[i].trigger) == RHEA_C_LOCK && object_name(m, g[i].object, oname, sizeof(oname))[0])
+			json_str(j, "object_name", oname);
 		json_u64(j, "tid", g[i].tid);
 		json_u64(j, "count", g[i].count);
 		json_u64(j, "total_ns", g[i].total);
@@ -866,9 +878,13 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 		if (rhea_fn_class(g[i].trigger) != RHEA_C_LOCK)
 			continue;
 		shown++;
-		fprintf(out, "\n%2d. %s on 0x%" PRIx64 ": %s wait%s, total %s, max %s\n", shown,
-			rhea_fn_name(g[i].trigger), g[i].object, fmt_count(g[i].count, b1), PLURAL(g[i].count),
-			fmt_ns(g[i].total, b2), fmt_ns(g[i].max, b3));
+		char oname[256], on[300];
+		if (object_name(m, g[i].object, oname, sizeof(oname))[0])
+			snprintf(on, sizeof(on), "%s (0x%" PRIx64 ")", oname, g[i].object);
+		else
+			snprintf(on, sizeof(on), "0x%" PRIx64, g[i].object);
+		fprintf(out, "\n%2d. %s on %s: %s wait%s, total %s, max %s\n", shown, rhea_fn_name(g[i].trigger), on,
+			fmt_count(g[i].count, b1), PLURAL(g[i].count), fmt_ns(g[i].total, b2), fmt_ns(g[i].max, b3));
 		fprintf(out, "    waiter %u: %s\n", g[i].tid,
 			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 20, nb));
 		for (int k = 0; k < g[i].nowners; k++)

@@ -1179,6 +1179,37 @@ int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 	return cache_put(s, addr, out);
 }
 
+int sym_data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
+{
+	if (!s || !buf || !len)
+		return -EINVAL;
+	if (s->reporting) {
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		s->reporting = false;
+	}
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct mod *md = &s->mods[i];
+		Dwarf_Addr start, end;
+		if (!md->dm || !dwfl_module_info(md->dm, NULL, &start, &end, NULL, NULL, NULL, NULL))
+			continue;
+		uint64_t a = addr - md->bias + md->dwbias;
+		if (a < start || a >= end || (addr >= md->lo && addr < md->hi))
+			continue; /* (code is a function's, not a variable's) */
+		const struct ksym *k = lookup_sym(md, a);
+		/* a variable has a size: a sizeless label (__bss_start, _edata
+		 * of a stripped file) names nothing */
+		if (!k || !k->size || a >= k->lo + k->size)
+			return -ENOENT;
+		const char *name = demangled(s, k->name, k->bind == 1);
+		if (a > k->lo)
+			snprintf(buf, len, "%s+0x%" PRIx64, name, a - k->lo);
+		else
+			snprintf(buf, len, "%s", name);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static int jit_cmp(const void *a, const void *b)
 {
 	const struct jitsym *x = a, *y = b;

@@ -118,6 +118,14 @@ int sym_perf_map_keep(const char *path, const uint64_t *addrs, size_t n, char **
  */
 int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out);
 
+/*
+ * The variable at data address addr (a lock's, say): a global or static
+ * one of a module with symbols, as "name" or "name+0xoff" into buf.  0, or
+ * -ENOENT when no module's image holds addr (heap, stacks, code) or no
+ * symbol covers it.
+ */
+int sym_data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len);
+
 /* The i-th warning collected so far (each distinct text once), NULL past the end. */
 const char *sym_warning(struct symbolizer *s, size_t i);
 

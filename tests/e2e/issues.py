@@ -238,13 +238,15 @@ def t_lock_wait_and_waker():
     stacks_complete(rep, 0.99, "lockhold")
 
 
-def check_wait(rep, fn, where, lo_ms, hi_ms, waker_tid, waker_fn):
+def check_wait(rep, fn, where, lo_ms, hi_ms, waker_tid, waker_fn, obj_name=None):
     """One wait in `fn` from `where`, lo_ms..hi_ms long, named by thread
     waker_tid with waker_fn on its stack there (waker_tid None: it timed
-    out, named by nobody)."""
+    out, named by nobody), on the variable obj_name when given."""
     waits = [w for w in rep["waits"] if w["function"] == fn and where in w["stack"]]
     check(len(waits) == 1 and waits[0]["count"] == 1, "want one %s wait in %s, got %r" % (fn, where, waits))
     w = waits[0]
+    if obj_name:
+        check(w.get("object_name") == obj_name, "%s: %s on %r, want %s" % (where, fn, w.get("object_name"), obj_name))
     check(lo_ms * MS <= w["total_ns"] <= hi_ms * MS,
           "%s: %s waited %.1f ms, want %d..%d" % (where, fn, w["total_ns"] / MS, lo_ms, hi_ms))
     if waker_tid is None:
@@ -281,15 +283,16 @@ def t_timed_waits():
     pthread_mutex_timedlock, pthread_rwlock_clockwrlock, sem_clockwait,
     and a pthread_mutex_clocklock that times out - each recorded under its
     own name, as long as it lasted, named by the thread that ended it and
-    its stack there (the timed-out one by nobody).  C++'s
+    its stack there (the timed-out one by nobody), on its variable by name
+    (the report names a global or static lock).  C++'s
     condition_variable::wait_for and timed_mutex::try_lock_for call the
     clock variants; they were not hooked, and such waits were missing."""
     prog = build("timedwaits")
-    want = [("wait_cond", "pthread_cond_clockwait", 38, 50, "signal_later"),
-            ("wait_mutex", "pthread_mutex_timedlock", 15, 31, "hold_mutex"),
-            ("wait_rwlock", "pthread_rwlock_clockwrlock", 15, 31, "hold_read"),
-            ("wait_sem", "sem_clockwait", 28, 40, "post_later"),
-            ("wait_timeout", "pthread_mutex_clocklock", 19, 26, None)]
+    want = [("wait_cond", "pthread_cond_clockwait", 38, 50, "signal_later", "c"),
+            ("wait_mutex", "pthread_mutex_timedlock", 15, 31, "hold_mutex", "m"),
+            ("wait_rwlock", "pthread_rwlock_clockwrlock", 15, 31, "hold_read", "rw"),
+            ("wait_sem", "sem_clockwait", 28, 40, "post_later", "sem"),
+            ("wait_timeout", "pthread_mutex_clocklock", 19, 26, None, "m")]
     for attempt in range(5):
         path, out = record("timedwaits", prog)
         b_tid, *took = (int(x) for x in out.split())
@@ -297,8 +300,8 @@ def t_timed_waits():
         if all(t <= (ms + 6) * MS for t, ms in zip(took, (40, 30, 30, 30, 25))) or attempt == 4:
             break
     rep = report(path)
-    for where, fn, lo, hi, waker in want:
-        check_wait(rep, fn, where, lo, hi, b_tid if waker else None, waker)
+    for where, fn, lo, hi, waker, var in want:
+        check_wait(rep, fn, where, lo, hi, b_tid if waker else None, waker, var)
     stacks_complete(rep, 0.99, "timedwaits")
 
 
@@ -343,8 +346,9 @@ def t_futex_waits():
     check(abs(lock_ns - 50 * MS) <= 5 * MS and abs(event_ns - 40 * MS) <= 5 * MS,
           "every run disturbed: the program itself measured %.1f and %.1f ms" % (lock_ns / MS, event_ns / MS))
     rep = report(path)
-    for where, ms, waker in (("wait_for_lock", 50, "hold_lock"), ("wait_for_event", 40, "post_event")):
-        check_wait(rep, "futex wait", where, ms - 5, ms + 5, b_tid, waker)
+    for where, ms, waker, var in (("wait_for_lock", 50, "hold_lock", "lock_word"),
+                                  ("wait_for_event", 40, "post_event", "event_word")):
+        check_wait(rep, "futex wait", where, ms - 5, ms + 5, b_tid, waker, var)
     stacks_complete(rep, 0.99, "futexlock")
 
 
