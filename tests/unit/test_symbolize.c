@@ -267,6 +267,35 @@ Test(symbolize, own_function_name_file_line)
 	free(map);
 }
 
+/* Variables, as a lock's address names them in the report: a global, a
+ * static, a member by offset; heap and stack addresses and code name
+ * none. */
+struct symtest_pair {
+	long first, second;
+};
+struct symtest_pair symtest_global_pair;
+static int symtest_static_word;
+
+Test(symbolize, data_names)
+{
+	struct live_map *map = live_map();
+	struct symbolizer *s = live_symbolizer(map);
+	char buf[128];
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_global_pair, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_global_pair");
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_global_pair.second, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_global_pair+0x8");
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_static_word, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_static_word");
+	long *heap = malloc(sizeof(*heap)), on_stack = 0;
+	cr_assert_eq(sym_data_name(s, (uintptr_t)heap, buf, sizeof(buf)), -ENOENT);
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&on_stack, buf, sizeof(buf)), -ENOENT);
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_caller, buf, sizeof(buf)), -ENOENT, "code is no variable");
+	free(heap);
+	sym_free(s);
+	free(map);
+}
+
 /* A second "process" maps the test binary elsewhere: after
  * sym_begin_process the old mapping is gone and the new one resolves to
  * the same function and line, from the file opened for the first. */
