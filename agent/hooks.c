@@ -98,6 +98,7 @@
 	X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t *, clockid_t, const struct timespec *)) \
 	X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t *, clockid_t, const struct timespec *)) \
 	X(pthread_cond_clockwait, int, (pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *)) \
+	X(pthread_barrier_wait, int, (pthread_barrier_t *))                      \
 	X(sem_post, int, (sem_t *))                                              \
 	X(read, ssize_t, (int, void *, size_t))                                  \
 	X(write, ssize_t, (int, const void *, size_t))                           \
@@ -1005,6 +1006,23 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
 		return REAL_OR_ENOSYS(pthread_cond_clockwait, (c, m, clk, ts));
 	return SYNC_WAIT(t, RHEA_FN_COND_CLOCKWAIT, c, 0, cond_is_shared(c),
 			 real_pthread_cond_clockwait(c, m, clk, ts));
+}
+
+/*
+ * A barrier: every thread that arrives may be the one that lets the others
+ * go, so each records itself as the barrier's latest releaser before it
+ * waits; a waiter, woken, names the latest it had not seen when it began:
+ * the last to arrive.  (Its own wait, the last arrival's, is short.)
+ */
+EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
+{
+	if (unlikely(!resolved))
+		resolve();
+	struct rhea_tstate *t = enter(RHEA_C_LOCK);
+	if (!t)
+		return real_pthread_barrier_wait(b);
+	rhea_hot.timed += waits_release(t, (uint64_t)(uintptr_t)b, CALLER, 1);
+	return SYNC_WAIT(t, RHEA_FN_BARRIER_WAIT, b, 0, 0, real_pthread_barrier_wait(b));
 }
 
 EXPORT int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *ts)

@@ -103,7 +103,8 @@ enum rhea_class {
 	X(RWLOCK_TIMEDWRLOCK, "pthread_rwlock_timedwrlock", RHEA_C_LOCK, 1) \
 	X(RWLOCK_CLOCKRDLOCK, "pthread_rwlock_clockrdlock", RHEA_C_LOCK, 1) \
 	X(RWLOCK_CLOCKWRLOCK, "pthread_rwlock_clockwrlock", RHEA_C_LOCK, 1) \
-	X(SEM_CLOCKWAIT, "sem_clockwait", RHEA_C_LOCK, 1)
+	X(SEM_CLOCKWAIT, "sem_clockwait", RHEA_C_LOCK, 1)          \
+	X(BARRIER_WAIT, "pthread_barrier_wait", RHEA_C_LOCK, 1)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,

@@ -330,6 +330,23 @@ def t_cxx_waits():
         check_wait(rep, fn, where, lo, hi, b_tid, waker)
 
 
+def t_barrier_waits():
+    """barrier.c: the main thread and A wait at a pthread barrier that B
+    reaches 40 ms later: each wait is recorded, on `bar`, and named by B,
+    the last to arrive, from arrive_late (every arrival records itself as
+    the barrier's releaser; a waiter names the latest it had not seen)."""
+    prog = build("barrier")
+    for attempt in range(5):
+        path, out = record("barrier", prog)
+        b_tid, main_ns = (int(x) for x in out.split())
+        if abs(main_ns - 40 * MS) <= 5 * MS or attempt == 4:
+            break
+    rep = report(path)
+    for where in ("meet_main", "meet_a"):
+        check_wait(rep, "pthread_barrier_wait", where, 35, 46, b_tid, "arrive_late", "bar")
+    stacks_complete(rep, 0.99, "barrier")
+
+
 def t_futex_waits():
     """futexlock.c: a mutex and an event made of futex(2) calls through
     syscall(), as Rust's std makes its locks: the main thread waits 50 ms
@@ -1067,7 +1084,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_timed_waits, t_cxx_waits, t_futex_waits, t_rust_futex_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_timed_waits, t_cxx_waits, t_barrier_waits, t_futex_waits, t_rust_futex_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_postgres_shared_waits, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
