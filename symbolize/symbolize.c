@@ -1179,6 +1179,105 @@ int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 	return cache_put(s, addr, out);
 }
 
+/* t without its typedefs and qualifiers; 0, or -1 when a type is missing. */
+static int peel_type(Dwarf_Die *t)
+{
+	for (int i = 0; i < 16; i++) {
+		int tag = dwarf_tag(t);
+		if (tag != DW_TAG_typedef && tag != DW_TAG_const_type && tag != DW_TAG_volatile_type &&
+		    tag != DW_TAG_atomic_type && tag != DW_TAG_restrict_type)
+			return 0;
+		Dwarf_Attribute a;
+		if (!dwarf_attr_integrate(t, DW_AT_type, &a) || !dwarf_formref_die(&a, t))
+			return -1;
+	}
+	return -1;
+}
+
+/* Into buf (at *w of len): the members and elements of a variable of type
+ * t down to byte off of it (".cond", "[3].lock"; at offset 0 too, the
+ * first member: a lock at the start of a struct), as far as its type
+ * tells, never into members with reserved names (__x, _X: a library's
+ * internals); the bytes left over are returned. */
+static uint64_t name_member(Dwarf_Die t, uint64_t off, char *buf, size_t len, size_t *w)
+{
+	for (int depth = 0; depth < 8 && *w < len; depth++) {
+		if (peel_type(&t) != 0)
+			return off;
+		int tag = dwarf_tag(&t);
+		Dwarf_Die c, mt;
+		Dwarf_Attribute a;
+		if (tag == DW_TAG_array_type) {
+			Dwarf_Word esize;
+			if (!dwarf_attr_integrate(&t, DW_AT_type, &a) || !dwarf_formref_die(&a, &mt) ||
+			    dwarf_aggregate_size(&mt, &esize) != 0 || esize == 0)
+				return off;
+			*w += (size_t)snprintf(buf + *w, len - *w, "[%" PRIu64 "]", off / esize);
+			off %= esize;
+			t = mt;
+			continue;
+		}
+		if (tag != DW_TAG_structure_type && tag != DW_TAG_class_type && tag != DW_TAG_union_type)
+			return off;
+		int found = 0;
+		if (dwarf_child(&t, &c) == 0)
+			do {
+				Dwarf_Word at, size;
+				const char *name = dwarf_diename(&c);
+				/* (not into a library's own layout: pthread_mutex_t's
+				 * __data, libstdc++'s _M_ members: reserved names) */
+				if (dwarf_tag(&c) != DW_TAG_member || !name ||
+				    (name[0] == '_' && (name[1] == '_' || (name[1] >= 'A' && name[1] <= 'Z'))) ||
+				    !dwarf_attr(&c, DW_AT_data_member_location, &a) || dwarf_formudata(&a, &at) != 0 ||
+				    !dwarf_attr_integrate(&c, DW_AT_type, &a) || !dwarf_formref_die(&a, &mt) ||
+				    dwarf_aggregate_size(&mt, &size) != 0 || off < at || off >= at + size)
+					continue;
+				*w += (size_t)snprintf(buf + *w, len - *w, ".%s", name);
+				off -= at;
+				t = mt;
+				found = 1;
+				break;
+			} while (dwarf_siblingof(&c, &c) == 0);
+		if (!found)
+			return off;
+	}
+	return off;
+}
+
+/* The DWARF type of the variable that symbol name defines at Dwfl address
+ * a of module md: a top-level DW_TAG_variable of some CU with that name (or
+ * linkage name) and a location at a.  0 with *type, or -1. */
+static int variable_type(struct mod *md, const char *name, uint64_t a, Dwarf_Die *type)
+{
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr cubias;
+	while ((cu = dwfl_module_nextcu(md->dm, cu, &cubias)) != NULL) {
+		Dwarf_Die d;
+		if (dwarf_child(cu, &d) != 0)
+			continue;
+		do {
+			Dwarf_Attribute at;
+			const char *n = dwarf_diename(&d);
+			if (dwarf_tag(&d) != DW_TAG_variable)
+				continue;
+			if (!n || strcmp(n, name) != 0) {
+				const char *ln = dwarf_attr(&d, DW_AT_linkage_name, &at) ? dwarf_formstring(&at) : NULL;
+				if (!ln || strcmp(ln, name) != 0)
+					continue;
+			}
+			Dwarf_Op *ops;
+			size_t nops;
+			if (!dwarf_attr(&d, DW_AT_location, &at) || dwarf_getlocation(&at, &ops, &nops) != 0 ||
+			    nops < 1 || ops[0].atom != DW_OP_addr || ops[0].number + cubias != a)
+				continue;
+			if (!dwarf_attr_integrate(&d, DW_AT_type, &at) || !dwarf_formref_die(&at, type))
+				return -1;
+			return 0;
+		} while (dwarf_siblingof(&d, &d) == 0);
+	}
+	return -1;
+}
+
 int sym_data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
 {
 	if (!s || !buf || !len)
@@ -1201,10 +1300,15 @@ int sym_data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
 		if (!k || !k->size || a >= k->lo + k->size)
 			return -ENOENT;
 		const char *name = demangled(s, k->name, k->bind == 1);
-		if (a > k->lo)
-			snprintf(buf, len, "%s+0x%" PRIx64, name, a - k->lo);
-		else
-			snprintf(buf, len, "%s", name);
+		size_t w = (size_t)snprintf(buf, len, "%s", name);
+		uint64_t off = a - k->lo;
+		Dwarf_Die type;
+		/* inside it: the member, by the variable's type when there is
+		 * debug info ("work_q.cond"), else the offset ("work_q+0x28") */
+		if (w < len && variable_type(md, k->name, k->lo, &type) == 0)
+			off = name_member(type, off, buf, len, &w);
+		if (off && w < len)
+			snprintf(buf + w, len - w, "+0x%" PRIx64, off);
 		return 0;
 	}
 	return -ENOENT;

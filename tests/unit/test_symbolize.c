@@ -13,6 +13,7 @@
 #include "cfi.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -275,16 +276,30 @@ struct symtest_pair {
 };
 struct symtest_pair symtest_global_pair;
 static int symtest_static_word;
+struct symtest_holder {
+	int head;
+	struct symtest_pair pairs[4];
+	pthread_mutex_t lock;
+};
+struct symtest_holder symtest_holder;
 
 Test(symbolize, data_names)
 {
 	struct live_map *map = live_map();
 	struct symbolizer *s = live_symbolizer(map);
 	char buf[128];
+	/* by the variable's type (the test is built with -g): its members, at
+	 * offset 0 too, array elements; never inside pthread_mutex_t */
 	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_global_pair, buf, sizeof(buf)), 0);
-	cr_assert_str_eq(buf, "symtest_global_pair");
+	cr_assert_str_eq(buf, "symtest_global_pair.first");
 	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_global_pair.second, buf, sizeof(buf)), 0);
-	cr_assert_str_eq(buf, "symtest_global_pair+0x8");
+	cr_assert_str_eq(buf, "symtest_global_pair.second");
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_holder.pairs[2].second, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_holder.pairs[2].second");
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_holder.lock, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_holder.lock");
+	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_holder.lock + 4, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "symtest_holder.lock+0x4");
 	cr_assert_eq(sym_data_name(s, (uintptr_t)&symtest_static_word, buf, sizeof(buf)), 0);
 	cr_assert_str_eq(buf, "symtest_static_word");
 	long *heap = malloc(sizeof(*heap)), on_stack = 0;
