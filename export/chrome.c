@@ -16,6 +16,7 @@
 #include "hookfn.h"
 #include "json.h"
 #include "stalls.h"
+#include "symbolize.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -92,8 +93,16 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 	put_u(h, "NivCsw", s->nivcsw, 1);
 	if (h->c->m->funcs[s->func].kind == MODEL_WAIT && s->sample) {
 		put_u(h, "BlockTime", s->wall, 1);
-		if (s->sample->object)
+		if (s->sample->object) {
 			fprintf(h->f, ",\"BlockedOn\":\"0x%" PRIx64 "\"", s->sample->object);
+			char name[256];
+			if (rhea_fn_class(s->sample->trigger) == RHEA_C_LOCK && h->c->m->sym &&
+			    sym_data_name(h->c->m->sym, s->sample->object, name, sizeof(name)) == 0)
+			{
+				fputs(",\"BlockedOnName\":", h->f);
+				json_write_string(h->f, name);
+			}
+		}
 		if (s->sample->waker_tid)
 			put_u(h, "WakeUpBy", s->sample->waker_tid, 1);
 		if (s->sample->owner_tid)

@@ -43,6 +43,7 @@
 #include "hookfn.h"
 #include "pbwriter.h"
 #include "stalls.h"
+#include "symbolize.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -162,12 +163,14 @@ enum {
 	A_OBJECT,
 	A_WAKER,
 	A_OWNER,
+	A_OBJECT_NAME,
 	A_COUNT
 };
 static const char *const annotation_names[A_COUNT] = {
 	NULL, "MessageId", "Trigger", "WallTime", "CPUTime", "SelfTime", "SelfCpuTime",
 	"AllocatedObjects", "AllocatedBytes", "SelfAllocatedObjects", "SelfAllocatedBytes",
 	"MinFlt", "MajFlt", "NvCsw", "NivCsw", "BlockTime", "BlockedOn", "WakeUpBy", "LockOwner",
+	"BlockedOnName",
 };
 
 #define MAX_FRAMES MODEL_MAX_FRAMES
@@ -428,6 +431,14 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 			pbwriter_varint(&p->w, DA_NAME_IID, A_OBJECT);
 			pbwriter_varint(&p->w, DA_POINTER, s->sample->object);
 			pbwriter_end(&p->w);
+			char name[256];
+			if (rhea_fn_class(s->sample->trigger) == RHEA_C_LOCK && p->c->m->sym &&
+			    sym_data_name(p->c->m->sym, s->sample->object, name, sizeof(name)) == 0) {
+				pbwriter_begin(&p->w, TE_DEBUG);
+				pbwriter_varint(&p->w, DA_NAME_IID, A_OBJECT_NAME);
+				pbwriter_string(&p->w, DA_STRING, name);
+				pbwriter_end(&p->w);
+			}
 		}
 		if (s->sample->waker_tid)
 			annotation_u(p, A_WAKER, s->sample->waker_tid);

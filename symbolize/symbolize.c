@@ -182,6 +182,12 @@ struct entry {
 	struct sym_frame f;
 };
 
+struct dataname {
+	uint64_t addr;
+	char *name; /* NULL: none */
+	bool used;
+};
+
 struct dmentry {
 	const char *key; /* mangled name, pointer into ELF string data */
 	char *val;       /* demangled, NULL when demangling failed */
@@ -211,6 +217,9 @@ struct symbolizer {
 
 	struct dmentry *dmtab;
 	size_t dmcap, dmn;
+
+	struct dataname *dntab; /* sym_data_name's answers by address (power of two) */
+	size_t dncap, dnn;
 
 	char **warn;
 	size_t nwarn, capwarn;
@@ -280,6 +289,11 @@ static void clear_cache(struct symbolizer *s)
 		memset(s->tab, 0, s->tabcap * sizeof(*s->tab));
 		s->tabn = 0;
 	}
+	for (size_t i = 0; i < s->dncap; i++)
+		free(s->dntab[i].name);
+	if (s->dnn)
+		memset(s->dntab, 0, s->dncap * sizeof(*s->dntab));
+	s->dnn = 0;
 }
 
 static bool is_vdso(const char *path)
@@ -1278,10 +1292,60 @@ static int variable_type(struct mod *md, const char *name, uint64_t a, Dwarf_Die
 	return -1;
 }
 
+static int data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len);
+
+/* The slot of addr in the cache of data names (grown as needed), NULL when
+ * memory runs out. */
+static struct dataname *dn_slot(struct symbolizer *s, uint64_t addr)
+{
+	if ((s->dnn + 1) * 2 > s->dncap) {
+		size_t ncap = s->dncap ? s->dncap * 2 : 64;
+		struct dataname *nt = calloc(ncap, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < s->dncap; i++)
+			if (s->dntab[i].used) {
+				size_t h = hash64(s->dntab[i].addr) & (ncap - 1);
+				while (nt[h].used)
+					h = (h + 1) & (ncap - 1);
+				nt[h] = s->dntab[i];
+			}
+		free(s->dntab);
+		s->dntab = nt;
+		s->dncap = ncap;
+	}
+	size_t h = hash64(addr) & (s->dncap - 1);
+	while (s->dntab[h].used && s->dntab[h].addr != addr)
+		h = (h + 1) & (s->dncap - 1);
+	return &s->dntab[h];
+}
+
 int sym_data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
 {
 	if (!s || !buf || !len)
 		return -EINVAL;
+	struct dataname *d = dn_slot(s, addr);
+	if (d && d->used) {
+		if (!d->name)
+			return -ENOENT;
+		snprintf(buf, len, "%s", d->name);
+		return 0;
+	}
+	char name[512];
+	int r = data_name(s, addr, name, sizeof(name));
+	if (d) {
+		d->used = true;
+		d->addr = addr;
+		d->name = r == 0 ? strdup(name) : NULL;
+		s->dnn++;
+	}
+	if (r == 0)
+		snprintf(buf, len, "%s", name);
+	return r;
+}
+
+static int data_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
+{
 	if (s->reporting) {
 		dwfl_report_end(s->dwfl, NULL, NULL);
 		s->reporting = false;
@@ -1528,6 +1592,9 @@ void sym_free(struct symbolizer *s)
 	for (size_t i = 0; i < s->njit; i++)
 		free(s->jit[i].name);
 	free(s->jit);
+	for (size_t i = 0; i < s->dncap; i++)
+		free(s->dntab[i].name);
+	free(s->dntab);
 	free(s->maxhi);
 	free(s->tab);
 	for (size_t i = 0; i < s->dmcap; i++)

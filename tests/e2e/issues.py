@@ -303,6 +303,17 @@ def t_timed_waits():
     for where, fn, lo, hi, waker, var in want:
         check_wait(rep, fn, where, lo, hi, b_tid if waker else None, waker, var)
     stacks_complete(rep, 0.99, "timedwaits")
+    # the traces name the objects too (Chrome JSON's BlockedOnName; Perfetto's
+    # annotation of the same name)
+    js = os.path.join(TMP, "timedwaits.json")
+    c = subprocess.run([RHEA, "convert", "-q", "-f", "chrome", "-o", js, path], capture_output=True, text=True,
+                       timeout=60)
+    check(c.returncode == 0, "rhea convert: " + c.stderr[-300:])
+    with open(js) as f:
+        ev = json.load(f)
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    named = {(e["name"], e["args"]["BlockedOnName"]) for e in ev if "BlockedOnName" in e.get("args", {})}
+    check({(fn, var) for _, fn, _, _, _, var in want} <= named, "BlockedOnName in the Chrome trace: %s" % sorted(named))
 
 
 def t_cxx_waits():
