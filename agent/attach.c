@@ -311,7 +311,7 @@ static const char *const hooked[] = {
 	"pthread_cond_signal", "pthread_cond_broadcast", "sem_wait", "sem_timedwait", "sem_post",
 	"pthread_cond_clockwait", "pthread_mutex_timedlock", "pthread_mutex_clocklock", "pthread_rwlock_timedrdlock",
 	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock", "pthread_rwlock_clockwrlock", "sem_clockwait",
-	"pthread_barrier_wait",
+	"pthread_barrier_wait", "epoll_pwait2", "pthread_timedjoin_np", "pthread_clockjoin_np",
 	"read", "write", "pread", "pwrite", "pread64", "pwrite64", "readv", "writev", "open", "open64",
 	"openat", "openat64", "close", "close_range", "closefrom", "dup2", "dup3", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "send",
 	"sendto", "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",

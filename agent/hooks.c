@@ -130,6 +130,7 @@
 	X(pselect, int, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *)) \
 	X(epoll_wait, int, (int, struct epoll_event *, int, int))                \
 	X(epoll_pwait, int, (int, struct epoll_event *, int, int, const sigset_t *)) \
+	X(epoll_pwait2, int, (int, struct epoll_event *, int, const struct timespec *, const sigset_t *)) \
 	X(nanosleep, int, (const struct timespec *, struct timespec *))          \
 	X(clock_nanosleep, int, (clockid_t, int, const struct timespec *, struct timespec *)) \
 	X(usleep, int, (useconds_t))                                             \
@@ -151,6 +152,8 @@
 	X(pthread_setname_np, int, (pthread_t, const char *))                    \
 	X(prctl, int, (int, unsigned long, unsigned long, unsigned long, unsigned long)) \
 	X(pthread_join, int, (pthread_t, void **))                               \
+	X(pthread_timedjoin_np, int, (pthread_t, void **, const struct timespec *)) \
+	X(pthread_clockjoin_np, int, (pthread_t, void **, clockid_t, const struct timespec *)) \
 	X(waitpid, pid_t, (pid_t, int *, int))                                   \
 	X(wait, pid_t, (int *))                                                  \
 	X(wait3, pid_t, (int *, int, struct rusage *))                           \
@@ -213,6 +216,27 @@ static void *real_cond(const char *name)
 	return real_of(name, f ? f : dlsym(resolve_from, name));
 }
 
+/* Stand-ins for the real functions an older glibc lacks: they fail as
+ * the function would be missing. */
+static int no_epoll_pwait2(int fd, struct epoll_event *e, int n, const struct timespec *ts, const sigset_t *m)
+{
+	(void)fd, (void)e, (void)n, (void)ts, (void)m;
+	errno = ENOSYS;
+	return -1;
+}
+
+static int no_timedjoin(pthread_t th, void **ret, const struct timespec *ts)
+{
+	(void)th, (void)ret, (void)ts;
+	return ENOSYS;
+}
+
+static int no_clockjoin(pthread_t th, void **ret, clockid_t clk, const struct timespec *ts)
+{
+	(void)th, (void)ret, (void)clk, (void)ts;
+	return ENOSYS;
+}
+
 static void resolve(void)
 {
 	if (resolved || resolving)
@@ -220,6 +244,12 @@ static void resolve(void)
 	resolving = 1;
 #define REAL_SET(name, ret, args) real_##name = (ret(*) args)real_of(#name, dlsym(resolve_from, #name));
 	REAL_LIST(REAL_SET)
+	if (!real_epoll_pwait2)
+		real_epoll_pwait2 = no_epoll_pwait2;
+	if (!real_pthread_timedjoin_np)
+		real_pthread_timedjoin_np = no_timedjoin;
+	if (!real_pthread_clockjoin_np)
+		real_pthread_clockjoin_np = no_clockjoin;
 	real_pthread_cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))real_cond("pthread_cond_wait");
 	real_pthread_cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))real_cond(
 		"pthread_cond_timedwait");
@@ -1279,6 +1309,15 @@ SLEEP_HOOK(int, clock_nanosleep, RHEA_FN_CLOCK_NANOSLEEP,
 SLEEP_HOOK(int, usleep, RHEA_FN_USLEEP, (useconds_t u), (u))
 SLEEP_HOOK(unsigned, sleep, RHEA_FN_SLEEP, (unsigned s), (s))
 SLEEP_HOOK(int, pthread_join, RHEA_FN_PTHREAD_JOIN, (pthread_t th, void **ret), (th, ret))
+
+/* The waits glibc added later (epoll_pwait2 2.35, the joins with a
+ * deadline 2.31; on an older glibc their real functions fail: resolve). */
+LOOP_HOOK(int, epoll_pwait2, RHEA_FN_EPOLL_PWAIT2,
+	  (int fd, struct epoll_event *e, int n, const struct timespec *ts, const sigset_t *m), (fd, e, n, ts, m))
+SLEEP_HOOK(int, pthread_timedjoin_np, RHEA_FN_PTHREAD_TIMEDJOIN, (pthread_t th, void **ret, const struct timespec *ts),
+	   (th, ret, ts))
+SLEEP_HOOK(int, pthread_clockjoin_np, RHEA_FN_PTHREAD_CLOCKJOIN,
+	   (pthread_t th, void **ret, clockid_t clk, const struct timespec *ts), (th, ret, clk, ts))
 
 /*
  * The wait family: timed like the sleeps, and the status of a child it

@@ -41,6 +41,7 @@ int rhea_fn_is_loop(unsigned fn)
 	case RHEA_FN_PSELECT:
 	case RHEA_FN_EPOLL_WAIT:
 	case RHEA_FN_EPOLL_PWAIT:
+	case RHEA_FN_EPOLL_PWAIT2:
 		return 1;
 	}
 	return 0;

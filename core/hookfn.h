@@ -104,7 +104,10 @@ enum rhea_class {
 	X(RWLOCK_CLOCKRDLOCK, "pthread_rwlock_clockrdlock", RHEA_C_LOCK, 1) \
 	X(RWLOCK_CLOCKWRLOCK, "pthread_rwlock_clockwrlock", RHEA_C_LOCK, 1) \
 	X(SEM_CLOCKWAIT, "sem_clockwait", RHEA_C_LOCK, 1)          \
-	X(BARRIER_WAIT, "pthread_barrier_wait", RHEA_C_LOCK, 1)
+	X(BARRIER_WAIT, "pthread_barrier_wait", RHEA_C_LOCK, 1)    \
+	X(EPOLL_PWAIT2, "epoll_pwait2", RHEA_C_WAIT, 1)            \
+	X(PTHREAD_TIMEDJOIN, "pthread_timedjoin_np", RHEA_C_WAIT, 1) \
+	X(PTHREAD_CLOCKJOIN, "pthread_clockjoin_np", RHEA_C_WAIT, 1)
 
 enum rhea_fn {
 #define RHEA_FN_ENUM(id, name, cls, blk) RHEA_FN_##id,

@@ -358,6 +358,29 @@ def t_barrier_waits():
     stacks_complete(rep, 0.99, "barrier")
 
 
+def t_new_waits():
+    """newwaits.c: the waits glibc added later - epoll_pwait2 (30 ms, an
+    event loop's wait), pthread_timedjoin_np (40 ms) and
+    pthread_clockjoin_np (20 ms) - each recorded as a blocking call of its
+    own name under the function that made it.  They were not hooked."""
+    prog = build("newwaits")
+    for attempt in range(5):
+        path, out = record("newwaits", prog)
+        took = [int(x) for x in out.split()]
+        if all(t <= (ms + 5) * MS for t, ms in zip(took, (30, 40, 20))) or attempt == 4:
+            break
+    rep = report(path)
+    for where, fn, ms in (("loop_wait", "epoll_pwait2", 30), ("join_timed", "pthread_timedjoin_np", 40),
+                          ("join_clock", "pthread_clockjoin_np", 20)):
+        got = [w for w in rep["waits"] if w["function"] == fn]
+        check(len(got) == 1 and got[0]["count"] == 1 and where in got[0]["stack"],
+              "want one %s under %s, got %s" % (fn, where, [(w["count"], w["stack"][-3:]) for w in got]))
+        check((ms - 2) * MS <= got[0]["total_ns"] <= (ms + 10) * MS,
+              "%s lasted %.1f ms, want %d (the program measured %s)"
+              % (fn, got[0]["total_ns"] / MS, ms, [round(t / MS, 1) for t in took]))
+    check(rep["stalls"]["loop_threads"] >= 1, "epoll_pwait2 is an event loop's wait: no loop thread seen")
+
+
 def t_futex_waits():
     """futexlock.c: a mutex and an event made of futex(2) calls through
     syscall(), as Rust's std makes its locks: the main thread waits 50 ms
@@ -1095,7 +1118,7 @@ def t_compacted_recordings():
     check(not left, "temporary files left: %s" % left)
 
 
-TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_timed_waits, t_cxx_waits, t_barrier_waits, t_futex_waits, t_rust_futex_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
+TESTS = [t_compacted_recordings, t_libdw_only_when_compiling, t_make_build, t_pooled_correction, t_idle_ticker_wakes, t_ticker_coasts, t_ticker_coasts_without_tsc, t_unlocks_keep_the_ticker_ticking, t_lock_wait_and_waker, t_late_releaser, t_late_broadcaster, t_late_rwlock_unlock, t_rwlock_waits, t_timed_waits, t_cxx_waits, t_barrier_waits, t_new_waits, t_futex_waits, t_rust_futex_waits, t_process_shared_waits, t_condvar_producers, t_sleep_spin_faults, t_hammer,
          t_parents_reap_killed_children, t_redis_under_load, t_redis_daemonized, t_redis_stalls, t_postgres_shared_waits, t_attach_redis, t_pure_compute, t_sampler_cadence, t_own_signals, t_churn_stress]
 
 
