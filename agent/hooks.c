@@ -216,26 +216,34 @@ static void *real_cond(const char *name)
 	return real_of(name, f ? f : dlsym(resolve_from, name));
 }
 
-/* Stand-ins for the real functions an older glibc lacks: they fail as
- * the function would be missing. */
-static int no_epoll_pwait2(int fd, struct epoll_event *e, int n, const struct timespec *ts, const sigset_t *m)
-{
-	(void)fd, (void)e, (void)n, (void)ts, (void)m;
-	errno = ENOSYS;
-	return -1;
-}
-
-static int no_timedjoin(pthread_t th, void **ret, const struct timespec *ts)
-{
-	(void)th, (void)ret, (void)ts;
-	return ENOSYS;
-}
-
-static int no_clockjoin(pthread_t th, void **ret, clockid_t clk, const struct timespec *ts)
-{
-	(void)th, (void)ret, (void)clk, (void)ts;
-	return ENOSYS;
-}
+/*
+ * Stand-ins for the real functions an older glibc lacks (epoll_pwait2 came
+ * in 2.35, the joins with a deadline in 2.31, the clock variants of the
+ * lock waits in 2.30): a program that looked ours up there gets the error
+ * a missing function would give (ENOSYS), and the hooks call their real
+ * function without asking whether there is one.
+ */
+#define LATER_LIST(X)                                                            \
+	X(epoll_pwait2, ERRNO, (int fd, struct epoll_event *e, int n, const struct timespec *ts, const sigset_t *m)) \
+	X(pthread_timedjoin_np, RET, (pthread_t th, void **ret, const struct timespec *ts)) \
+	X(pthread_clockjoin_np, RET, (pthread_t th, void **ret, clockid_t clk, const struct timespec *ts)) \
+	X(pthread_mutex_clocklock, RET, (pthread_mutex_t * m, clockid_t clk, const struct timespec *ts)) \
+	X(pthread_rwlock_clockrdlock, RET, (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts)) \
+	X(pthread_rwlock_clockwrlock, RET, (pthread_rwlock_t * l, clockid_t clk, const struct timespec *ts)) \
+	X(pthread_cond_clockwait, RET, (pthread_cond_t * c, pthread_mutex_t * m, clockid_t clk, const struct timespec *ts)) \
+	X(sem_clockwait, ERRNO, (sem_t * s, clockid_t clk, const struct timespec *ts))
+/* (RET: the error is the result, as pthread functions return it; ERRNO:
+ * -1 and errno, as the others) */
+#define MISSING_RET return ENOSYS
+#define MISSING_ERRNO \
+	errno = ENOSYS; \
+	return -1
+#define MISSING_DEF(name, how, params) \
+	static int missing_##name params  \
+	{                                 \
+		MISSING_##how;            \
+	}
+LATER_LIST(MISSING_DEF)
 
 static void resolve(void)
 {
@@ -244,12 +252,10 @@ static void resolve(void)
 	resolving = 1;
 #define REAL_SET(name, ret, args) real_##name = (ret(*) args)real_of(#name, dlsym(resolve_from, #name));
 	REAL_LIST(REAL_SET)
-	if (!real_epoll_pwait2)
-		real_epoll_pwait2 = no_epoll_pwait2;
-	if (!real_pthread_timedjoin_np)
-		real_pthread_timedjoin_np = no_timedjoin;
-	if (!real_pthread_clockjoin_np)
-		real_pthread_clockjoin_np = no_clockjoin;
+#define MISSING_SET(name, how, params) \
+	if (!real_##name)              \
+		real_##name = missing_##name;
+	LATER_LIST(MISSING_SET)
 	real_pthread_cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))real_cond("pthread_cond_wait");
 	real_pthread_cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))real_cond(
 		"pthread_cond_timedwait");
@@ -721,10 +727,6 @@ NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow
 
 /* ---- locks --------------------------------------------------------------- */
 
-/* A real function this glibc lacks (an older one: the clock variants are
- * 2.30's) fails as it would be missing. */
-#define REAL_OR_ENOSYS(name, args) (real_##name ? real_##name args : ENOSYS)
-
 /* A lock taken through obj: tried first (taken at once, a tick), else a
  * wait for it (trycall: the try; call: the real lock). */
 #define TRY_THEN_WAIT(t, FN, obj, trycall, owner_expr, shared_expr, call)        \
@@ -748,8 +750,8 @@ NEW_HOOK(_ZnamRKSt9nothrow_t, (size_t n, const void *tag), (n, tag), new_nothrow
 		if (unlikely(!resolved))                                         \
 			resolve();                                               \
 		struct rhea_tstate *t = enter(RHEA_C_LOCK);                      \
-		if (!t || !real_##name)                                          \
-			return REAL_OR_ENOSYS(name, args);                       \
+		if (!t)                                                          \
+			return real_##name args;                                 \
 		return TRY_THEN_WAIT(t, FN, obj, real_##tryname(obj), OWNER(obj), SHARED(obj), \
 				     real_##name args);                          \
 	}
@@ -1032,8 +1034,8 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
 	if (unlikely(!resolved))
 		resolve();
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
-	if (!t || !real_pthread_cond_clockwait)
-		return REAL_OR_ENOSYS(pthread_cond_clockwait, (c, m, clk, ts));
+	if (!t)
+		return real_pthread_cond_clockwait(c, m, clk, ts);
 	return SYNC_WAIT(t, RHEA_FN_COND_CLOCKWAIT, c, 0, cond_is_shared(c),
 			 real_pthread_cond_clockwait(c, m, clk, ts));
 }
@@ -1060,12 +1062,8 @@ EXPORT int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *ts)
 	if (unlikely(!resolved))
 		resolve();
 	struct rhea_tstate *t = enter(RHEA_C_LOCK);
-	if (!t || !real_sem_clockwait) {
-		if (real_sem_clockwait)
-			return real_sem_clockwait(s, clk, ts);
-		errno = ENOSYS;
-		return -1;
-	}
+	if (!t)
+		return real_sem_clockwait(s, clk, ts);
 	return SYNC_WAIT(t, RHEA_FN_SEM_CLOCKWAIT, s, 0, sem_is_shared(s), real_sem_clockwait(s, clk, ts));
 }
 
@@ -1310,8 +1308,7 @@ SLEEP_HOOK(int, usleep, RHEA_FN_USLEEP, (useconds_t u), (u))
 SLEEP_HOOK(unsigned, sleep, RHEA_FN_SLEEP, (unsigned s), (s))
 SLEEP_HOOK(int, pthread_join, RHEA_FN_PTHREAD_JOIN, (pthread_t th, void **ret), (th, ret))
 
-/* The waits glibc added later (epoll_pwait2 2.35, the joins with a
- * deadline 2.31; on an older glibc their real functions fail: resolve). */
+/* The waits glibc added later (on an older one: LATER_LIST). */
 LOOP_HOOK(int, epoll_pwait2, RHEA_FN_EPOLL_PWAIT2,
 	  (int fd, struct epoll_event *e, int n, const struct timespec *ts, const sigset_t *m), (fd, e, n, ts, m))
 SLEEP_HOOK(int, pthread_timedjoin_np, RHEA_FN_PTHREAD_TIMEDJOIN, (pthread_t th, void **ret, const struct timespec *ts),
