@@ -320,6 +320,13 @@ int model_build_shared(struct model *m, struct recording *r, int policy, struct 
 	return 0;
 }
 
+const char *model_object_name(const struct model *m, unsigned trigger, uint64_t obj, char *buf, size_t len)
+{
+	if (rhea_fn_class(trigger) != RHEA_C_LOCK || !m->sym || sym_data_name(m->sym, obj, buf, len) != 0)
+		return NULL;
+	return buf;
+}
+
 void model_free(struct model *m)
 {
 	for (uint32_t i = 0; i < m->nfuncs; i++) {

@@ -75,6 +75,12 @@ int model_build(struct model *m, struct recording *r, int policy);
  * files for the next recording (sym_begin_process): several recordings of
  * one program's processes are symbolized once per library. */
 int model_build_shared(struct model *m, struct recording *r, int policy, struct symbolizer *sym);
+/* The variable a lock wait (trigger) was on, obj, when it is a global or
+ * static one of a module with symbols: "stats_lock", "work_q.cond" into
+ * buf, returned; NULL for another class's object (a descriptor) or an
+ * unnamed one (heap, stack). */
+const char *model_object_name(const struct model *m, unsigned trigger, uint64_t obj, char *buf, size_t len);
+
 void model_free(struct model *m);
 
 /* The sampling periods of CPU a capture of the sampler stands for (its

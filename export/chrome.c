@@ -16,7 +16,6 @@
 #include "hookfn.h"
 #include "json.h"
 #include "stalls.h"
-#include "symbolize.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -96,9 +95,7 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 		if (s->sample->object) {
 			fprintf(h->f, ",\"BlockedOn\":\"0x%" PRIx64 "\"", s->sample->object);
 			char name[256];
-			if (rhea_fn_class(s->sample->trigger) == RHEA_C_LOCK && h->c->m->sym &&
-			    sym_data_name(h->c->m->sym, s->sample->object, name, sizeof(name)) == 0)
-			{
+			if (model_object_name(h->c->m, s->sample->trigger, s->sample->object, name, sizeof(name))) {
 				fputs(",\"BlockedOnName\":", h->f);
 				json_write_string(h->f, name);
 			}

@@ -43,7 +43,6 @@
 #include "hookfn.h"
 #include "pbwriter.h"
 #include "stalls.h"
-#include "symbolize.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -432,8 +431,7 @@ static void slice_end(void *arg, const struct rec_thread *t, const struct conver
 			pbwriter_varint(&p->w, DA_POINTER, s->sample->object);
 			pbwriter_end(&p->w);
 			char name[256];
-			if (rhea_fn_class(s->sample->trigger) == RHEA_C_LOCK && p->c->m->sym &&
-			    sym_data_name(p->c->m->sym, s->sample->object, name, sizeof(name)) == 0) {
+			if (model_object_name(p->c->m, s->sample->trigger, s->sample->object, name, sizeof(name))) {
 				pbwriter_begin(&p->w, TE_DEBUG);
 				pbwriter_varint(&p->w, DA_NAME_IID, A_OBJECT_NAME);
 				pbwriter_string(&p->w, DA_STRING, name);

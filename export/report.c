@@ -555,16 +555,6 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 	return n;
 }
 
-/* The variable a lock wait was on, when it is a global or static one:
- * "stats_lock", "work_q+0x8"; else "" (a heap object, a stack's). */
-static const char *object_name(const struct model *m, uint64_t obj, char *buf, size_t len)
-{
-	buf[0] = 0;
-	if (m->sym && sym_data_name(m->sym, obj, buf, len) != 0)
-		buf[0] = 0;
-	return buf;
-}
-
 static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
 {
 	json_arr_begin(j, "waits");
@@ -575,7 +565,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_str(j, "function", rhea_fn_name(g[i].trigger));
 		json_str(j, "class", rhea_class_name(rhea_fn_class(g[i].trigger)));
 		json_str(j, "object", obj);
-		if (rhea_fn_class(g[i].trigger) == RHEA_C_LOCK && object_name(m, g[i].object, oname, sizeof(oname))[0])
+		if (model_object_name(m, g[i].trigger, g[i].object, oname, sizeof(oname)))
 			json_str(j, "object_name", oname);
 		json_u64(j, "tid", g[i].tid);
 		json_u64(j, "count", g[i].count);
@@ -879,7 +869,7 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 			continue;
 		shown++;
 		char oname[256], on[300];
-		if (object_name(m, g[i].object, oname, sizeof(oname))[0])
+		if (model_object_name(m, g[i].trigger, g[i].object, oname, sizeof(oname)))
 			snprintf(on, sizeof(on), "%s (0x%" PRIx64 ")", oname, g[i].object);
 		else
 			snprintf(on, sizeof(on), "0x%" PRIx64, g[i].object);
