@@ -59,6 +59,7 @@
  * FDE that libdw cannot evaluate leaves a CFI_NONE gap from that row on.
  */
 #include "cfi.h"
+#include "sys.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -69,6 +70,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -815,4 +817,30 @@ void cfi_free(struct cfi_table *t)
 {
 	if (t)
 		munmap(t, t->mapped_size);
+}
+
+/* The vDSO has no file: its in-memory ELF image goes to the compiler
+ * through a memfd (samples taken inside clock_gettime & co. then unwind;
+ * rhea attach builds it ahead too: the kernel's, the same in every
+ * process). */
+int cfi_build_vdso(struct cfi_table **out)
+{
+	*out = NULL;
+	uint64_t base = getauxval(AT_SYSINFO_EHDR);
+	if (!base)
+		return -ENOENT;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return -ENOEXEC;
+	size_t size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size == 0 || size > (1u << 20))
+		return -ENOEXEC;
+	int fd = (int)syscall(SYS_memfd_create, "rhea-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return -ENOMEM;
+	int err = -EIO;
+	if (syscall(SYS_write, fd, (const void *)base, size) == (long)size)
+		err = cfi_build_fd(fd, out);
+	syscall(SYS_close, fd);
+	return err;
 }

@@ -67,6 +67,9 @@ int cfi_build(const char *path, struct cfi_table **out);
 /* The same from an open descriptor (not closed, offset not used). */
 int cfi_build_fd(int fd, struct cfi_table **out);
 
+/* The same for this process's vDSO (its image in memory). */
+int cfi_build_vdso(struct cfi_table **out);
+
 /* The row covering vaddr, NULL outside [t->lo, t->hi) or when t is NULL.
  * Bucket index, then a binary search among a few rows; async-signal-safe. */
 const struct cfi_row *cfi_lookup(const struct cfi_table *t, uint64_t vaddr);

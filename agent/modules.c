@@ -354,30 +354,6 @@ static void sort_index(struct module **a, uint32_t n)
 	}
 }
 
-/* The vDSO has no file: hand its in-memory ELF image to the CFI compiler
- * through a memfd (samples taken inside clock_gettime & co. then unwind). */
-static int vdso_cfi(struct cfi_table **t)
-{
-	*t = NULL;
-	uint64_t base = getauxval(AT_SYSINFO_EHDR);
-	if (!base)
-		return -ENOENT;
-	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-		return -ENOEXEC;
-	size_t size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
-	if (size == 0 || size > (1u << 20))
-		return -ENOEXEC;
-	int fd = (int)syscall(SYS_memfd_create, "rhea-vdso", MFD_CLOEXEC);
-	if (fd < 0)
-		return -ENOMEM;
-	int err = -EIO;
-	if (syscall(SYS_write, fd, (const void *)base, size) == (long)size)
-		err = cfi_build_fd(fd, t);
-	syscall(SYS_close, fd);
-	return err;
-}
-
 static uint32_t *seen_gen;
 
 static uint32_t scan_lock; /* serializes scans (dlopen on several threads) */
@@ -401,7 +377,7 @@ static void module_table(struct module *m, int compile)
 		/* (timed: the program's thread waits for it, the first time a
 		 * library is seen; the report says how long) */
 		uint64_t t0 = rhea_now();
-		int err = is_vdso ? vdso_cfi(&t) : cfi_build(m->path, &t);
+		int err = is_vdso ? cfi_build_vdso(&t) : cfi_build(m->path, &t);
 		__atomic_fetch_add(&rhea_g.cfi_build_ns, rhea_now() - t0, __ATOMIC_RELAXED);
 		if (err == -ELIBACC)
 			agent_warn("libdw.so.1 (elfutils) cannot be loaded: stacks through code "

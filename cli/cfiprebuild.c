@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -106,48 +105,35 @@ static size_t file_build_id(const struct mapped *m, unsigned char *id, size_t ca
 	return len;
 }
 
-/* Build and store the table of the ELF file fd holds (build-id id, len)
+/* Build and store path's table (the vDSO's when NULL), build-id id (len),
  * unless the cache has it: 1 when built. */
-static int build_one(int fd, const char *path, const unsigned char *id, size_t len)
+static int build_one(const char *path, const unsigned char *id, size_t len)
 {
 	if (len == 0 || cficache_has(id, (uint32_t)len))
 		return 0;
 	struct cfi_table *t = NULL;
-	int err = path ? cfi_build(path, &t) : cfi_build_fd(fd, &t);
+	int err = path ? cfi_build(path, &t) : cfi_build_vdso(&t);
 	if (err == 0)
 		cficache_store(id, (uint32_t)len, t);
 	cfi_free(t);
 	return err == 0;
 }
 
-/* This process's vDSO, through a memfd as the agent does it (modules.c). */
+/* This process's vDSO, by its build-id. */
 static int build_vdso(void)
 {
-	const unsigned char *base = (const unsigned char *)getauxval(AT_SYSINFO_EHDR);
-	if (!base)
+	const char *base = (const char *)getauxval(AT_SYSINFO_EHDR);
+	if (!base || memcmp(base, ELFMAG, SELFMAG) != 0)
 		return 0;
 	const GElf_Ehdr *eh = (const GElf_Ehdr *)(const void *)base;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-		return 0;
-	size_t size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
-	if (size == 0 || size > (1u << 20))
-		return 0;
 	unsigned char id[40];
 	size_t len = 0;
-	Elf *e = elf_memory((char *)(uintptr_t)base, size);
+	Elf *e = elf_memory((char *)(uintptr_t)base, eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize);
 	if (e) {
 		len = sym_elf_build_id(e, id, sizeof(id), NULL);
 		elf_end(e);
 	}
-	if (len == 0 || cficache_has(id, (uint32_t)len))
-		return 0;
-	int fd = memfd_create("rhea-vdso", MFD_CLOEXEC), built = 0;
-	if (fd < 0)
-		return 0;
-	if (write(fd, base, size) == (ssize_t)size)
-		built = build_one(fd, NULL, id, len);
-	close(fd);
-	return built;
+	return build_one(NULL, id, len);
 }
 
 /* Add to m (n so far, cap) the agent's file and the libraries it needs,
@@ -221,7 +207,7 @@ int cli_prebuild_cfi(pid_t pid, const char *agent, int quiet)
 	int built = build_vdso();
 	for (size_t i = 0; i < n; i++) {
 		unsigned char id[40];
-		built += build_one(-1, m[i].path, id, file_build_id(&m[i], id, sizeof(id)));
+		built += build_one(m[i].path, id, file_build_id(&m[i], id, sizeof(id)));
 	}
 	double s = seconds_since(&t0);
 	if (built && !quiet && s >= 0.5)
