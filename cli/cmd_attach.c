@@ -687,10 +687,6 @@ int cmd_attach(int argc, char **argv)
 		fprintf(conf, "RHEA_CFI_CACHE=0\n");
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
-	/* the tables the cache lacks, built here rather than on a thread of
-	 * the program (cfiprebuild.c) */
-	if (!foreign && strcmp(ao.unwind, "fp") != 0)
-		cli_prebuild_cfi(pid, agent, quiet);
 	agent_opts_each(&ao, put_conf, conf);
 	/* then the RHEA_* environment, as rhea record's agent sees it (the
 	 * stack table's size, RHEA_MAX_NODES, say); the agent takes a
@@ -702,6 +698,11 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot write %s", p2);
 		goto out;
 	}
+	/* the unwind tables the cache lacks, built here rather than on a
+	 * thread of the program (cfiprebuild.c; a container's files are not
+	 * the ones our cache names) */
+	if (!foreign && strcmp(ao.unwind, "fp") != 0)
+		cli_prebuild_cfi(pid, agent, quiet);
 	/* the files the agent writes, as the process's user: root attaching
 	 * to another user's process gives them to that user */
 	if (agent_file(dir, RHEA_ATTACH_STATUS, other_user ? (int)pst.st_uid : -1) != 0 ||
