@@ -213,14 +213,26 @@ def t_pooled_correction():
 
 # ---- blocking attribution -------------------------------------------------
 
+def record_steady(name, prog, want_ms, lead=1, over_ms=5, under_ms=5):
+    """Record prog, whose stdout is `lead` numbers (a thread id) and then
+    one duration in ns per entry of want_ms, as it measured its own waits;
+    again (5 times at most) while one is more than over_ms above, or
+    under_ms below, what it should be: a loaded machine delayed the program
+    itself, and the recording would say nothing of rhea.  Returns the path,
+    the lead numbers and the durations of the last run."""
+    for attempt in range(5):
+        path, out = record(name, prog)
+        nums = [int(x) for x in out.split()]
+        lead_nums, took = nums[:lead], nums[lead:]
+        if all(-under_ms * MS <= t - ms * MS <= over_ms * MS for t, ms in zip(took, want_ms)):
+            break
+    return path, lead_nums, took
+
+
 def t_lock_wait_and_waker():
     prog = build("lockhold")
-    for attempt in range(5):
-        path, out = record("lockhold", prog)
-        b_tid, own_ns = (int(x) for x in out.split())
-        # Disturbed: main saw the lock taken but got the CPU back late.
-        if abs(own_ns - 50 * MS) <= 5 * MS or attempt == 4:
-            break
+    # (disturbed: main saw the lock taken but got the CPU back late)
+    path, (b_tid,), (own_ns,) = record_steady("lockhold", prog, (50,))
     check(abs(own_ns - 50 * MS) <= 5 * MS, "every run disturbed: the program itself measured %.1f ms" % (own_ns / MS))
     rep = report(path)
     waits = [w for w in rep["waits"] if w["function"] == "pthread_mutex_lock"
@@ -263,12 +275,7 @@ def t_rwlock_waits():
     to write it while it is held to read: each 40 ms, its owner and its
     releaser the holding thread, the releaser's stack where it held it."""
     prog = build("rwhold")
-    for attempt in range(5):
-        path, out = record("rwhold", prog)
-        b_tid, read_ns, write_ns = (int(x) for x in out.split())
-        # Disturbed: main saw the lock taken but got the CPU back late.
-        if (abs(read_ns - 40 * MS) <= 5 * MS and abs(write_ns - 40 * MS) <= 5 * MS) or attempt == 4:
-            break
+    path, (b_tid,), (read_ns, write_ns) = record_steady("rwhold", prog, (40, 40))
     check(abs(read_ns - 40 * MS) <= 5 * MS and abs(write_ns - 40 * MS) <= 5 * MS,
           "every run disturbed: the program itself measured %.1f and %.1f ms" % (read_ns / MS, write_ns / MS))
     rep = report(path)
@@ -293,12 +300,7 @@ def t_timed_waits():
             ("wait_rwlock", "pthread_rwlock_clockwrlock", 15, 31, "hold_read", "rw"),
             ("wait_sem", "sem_clockwait", 28, 40, "post_later", "sem"),
             ("wait_timeout", "pthread_mutex_clocklock", 19, 26, None, "m")]
-    for attempt in range(5):
-        path, out = record("timedwaits", prog)
-        b_tid, *took = (int(x) for x in out.split())
-        # disturbed: main measured a function more than 6 ms over its time
-        if all(t <= (ms + 6) * MS for t, ms in zip(took, (40, 30, 30, 30, 25))) or attempt == 4:
-            break
+    path, (b_tid,), took = record_steady("timedwaits", prog, (40, 30, 30, 30, 25), over_ms=6, under_ms=40)
     rep = report(path)
     for where, fn, lo, hi, waker, var in want:
         check_wait(rep, fn, where, lo, hi, b_tid if waker else None, waker, var)
@@ -347,11 +349,7 @@ def t_barrier_waits():
     the last to arrive, from arrive_late (every arrival records itself as
     the barrier's releaser; a waiter names the latest it had not seen)."""
     prog = build("barrier")
-    for attempt in range(5):
-        path, out = record("barrier", prog)
-        b_tid, main_ns = (int(x) for x in out.split())
-        if abs(main_ns - 40 * MS) <= 5 * MS or attempt == 4:
-            break
+    path, (b_tid,), _ = record_steady("barrier", prog, (40,))
     rep = report(path)
     for where in ("meet_main", "meet_a"):
         check_wait(rep, "pthread_barrier_wait", where, 35, 46, b_tid, "arrive_late", "bar")
@@ -364,11 +362,7 @@ def t_new_waits():
     pthread_clockjoin_np (20 ms) - each recorded as a blocking call of its
     own name under the function that made it.  They were not hooked."""
     prog = build("newwaits")
-    for attempt in range(5):
-        path, out = record("newwaits", prog)
-        took = [int(x) for x in out.split()]
-        if all(t <= (ms + 5) * MS for t, ms in zip(took, (30, 40, 20))) or attempt == 4:
-            break
+    path, _, took = record_steady("newwaits", prog, (30, 40, 20), lead=0, under_ms=40)
     rep = report(path)
     for where, fn, ms in (("loop_wait", "epoll_pwait2", 30), ("join_timed", "pthread_timedjoin_np", 40),
                           ("join_clock", "pthread_clockjoin_np", 20)):
@@ -389,11 +383,7 @@ def t_futex_waits():
     (hold_lock's unlock, post_event).  Without the syscall() hook's futex
     path neither wait was in the recording at all."""
     prog = build("futexlock")
-    for attempt in range(5):
-        path, out = record("futexlock", prog)
-        b_tid, lock_ns, event_ns = (int(x) for x in out.split())
-        if (abs(lock_ns - 50 * MS) <= 5 * MS and abs(event_ns - 40 * MS) <= 5 * MS) or attempt == 4:
-            break
+    path, (b_tid,), (lock_ns, event_ns) = record_steady("futexlock", prog, (50, 40))
     check(abs(lock_ns - 50 * MS) <= 5 * MS and abs(event_ns - 40 * MS) <= 5 * MS,
           "every run disturbed: the program itself measured %.1f and %.1f ms" % (lock_ns / MS, event_ns / MS))
     rep = report(path)
