@@ -85,6 +85,8 @@ void cficache_settings(const char *(*get)(const char *));
 struct cfi_table *cficache_load(const uint8_t *build_id, uint32_t len);
 int cficache_has(const uint8_t *build_id, uint32_t len);
 int cficache_usable(void); /* a cache directory is there to use */
+/* Where the table of build_id is (or would be) kept: 0, or -1 (no cache). */
+int cficache_file(const uint8_t *build_id, uint32_t len, char *out, size_t cap);
 void cficache_store(const uint8_t *build_id, uint32_t len, const struct cfi_table *t);
 
 /* The [lo, hi) vaddr ranges of the .eh_frame FDEs of an ELF file, sorted:

@@ -146,6 +146,11 @@ int cficache_usable(void)
 	return cache_dir();
 }
 
+int cficache_file(const uint8_t *id, uint32_t len, char *out, size_t cap)
+{
+	return cache_dir() ? file_name(out, cap, id, len) : -1;
+}
+
 int cficache_has(const uint8_t *id, uint32_t len)
 {
 	struct cfi_table *t = cficache_load(id, len);

@@ -9,8 +9,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void cli_err(const char *fmt, ...)
 {
@@ -168,4 +170,26 @@ void cli_free_notes(char **notes)
 	for (size_t i = 0; notes && notes[i]; i++)
 		free(notes[i]);
 	free(notes);
+}
+
+int cli_copy_file(int in, const char *dst, mode_t mode)
+{
+	int out = in >= 0 ? open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) : -1, r = -1;
+	char buf[65536];
+	ssize_t n;
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) >= 0) {
+		if (n == 0) {
+			r = 0;
+			break;
+		}
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	}
+	int e = errno;
+	if (out >= 0 && close(out) != 0 && r == 0)
+		r = -1, e = errno;
+	if (in >= 0)
+		close(in);
+	errno = e;
+	return r;
 }

@@ -37,14 +37,21 @@ void cli_compact_said(const struct compact_tally *t);
  * quiet).  0, or -1 with one line said. */
 int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
 
+/* A copy of what fd in reads (it is closed) at dst, a new file of that
+ * mode (rhea attach: the agent, the recording out of a container, the
+ * unwind tables into one).  0, or -1 with errno set. */
+int cli_copy_file(int in, const char *dst, mode_t mode);
 /* getenv as the settings getter core/paths.h's rhea_cache_base takes. */
 const char *cli_getenv(const char *name);
 /* cfiprebuild.c: build the unwind tables the CFI cache lacks for process
  * pid's mapped files, the agent (file agent) and the vDSO, before rhea
  * attach loads the agent (which would build them on a thread of the
  * program); says so when that took half a second or more, unless quiet.
- * The number built. */
-int cli_prebuild_cfi(pid_t pid, const char *agent, int quiet);
+ * export: NULL for a process that sees our files and our cache; for one
+ * in another mount namespace, the directory (ours to write, in its /tmp)
+ * its agent's cache is, where the tables it needs are copied (given to
+ * user export_uid, -1: ours).  The number built. */
+int cli_prebuild_cfi(pid_t pid, const char *agent, const char *export, int export_uid, int quiet);
 /* cfiprune.c: the cache of compiled CFI tables back under
  * RHEA_CFI_CACHE_MAX (default 1G), least recently used first. */
 void cli_prune_cfi_cache(void);

@@ -103,13 +103,43 @@ static const char *wait_status(const char *dir, pid_t pid, long ms, const char *
 	return buf;
 }
 
+/* The agent's cache of unwind tables in the attach directory (dirfd, dir
+ * its path), for a process in a container: RHEA_ATTACH_CACHE/cfi, given
+ * to user uid (-1: ours), its path into export.  0, or -1 (no cache then). */
+static int agent_cache(int dirfd, int uid, const char *dir, char *export, size_t cap)
+{
+	if (dirfd < 0 || mkdirat(dirfd, RHEA_ATTACH_CACHE, 0755) != 0 ||
+	    mkdirat(dirfd, RHEA_ATTACH_CACHE "/cfi", 0755) != 0 ||
+	    (uid >= 0 && (fchownat(dirfd, RHEA_ATTACH_CACHE, (uid_t)uid, (gid_t)-1, 0) != 0 ||
+			  fchownat(dirfd, RHEA_ATTACH_CACHE "/cfi", (uid_t)uid, (gid_t)-1, 0) != 0)) ||
+	    (size_t)snprintf(export, cap, "%s/" RHEA_ATTACH_CACHE "/cfi", dir) >= cap) {
+		export[0] = 0;
+		return -1;
+	}
+	return 0;
+}
+
 /* Remove the attach directory name (in tmpfd, its files in dirfd): by
- * descriptors, which outlive a process whose /proc/PID/root led there. */
+ * descriptors, which outlive a process whose /proc/PID/root led there.
+ * The cache's tables are whatever the prebuild and the agent put there. */
 static void cleanup(int tmpfd, int dirfd, const char *name)
 {
 	const char *files[] = {RHEA_ATTACH_FILES, "out.rhea"};
 	for (size_t i = 0; dirfd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
 		unlinkat(dirfd, files[i], 0);
+	int cfd = dirfd >= 0 ? openat(dirfd, RHEA_ATTACH_CACHE "/cfi", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	DIR *d = cfd >= 0 ? fdopendir(cfd) : NULL;
+	for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			unlinkat(cfd, e->d_name, 0);
+	if (d)
+		closedir(d);
+	else if (cfd >= 0)
+		close(cfd);
+	if (dirfd >= 0) {
+		unlinkat(dirfd, RHEA_ATTACH_CACHE "/cfi", AT_REMOVEDIR);
+		unlinkat(dirfd, RHEA_ATTACH_CACHE, AT_REMOVEDIR);
+	}
 	if (tmpfd >= 0)
 		unlinkat(tmpfd, name, AT_REMOVEDIR);
 }
@@ -121,12 +151,13 @@ static void cleanup(int tmpfd, int dirfd, const char *name)
  * them.  Its recording is written there too and copied out at the end.
  * In another PID namespace, the agent knows itself by its pid there.
  */
-static int other_mount_ns(pid_t pid)
+static int other_ns(pid_t pid, const char *ns)
 {
-	char path[64];
+	char path[64], self[64];
 	struct stat a, b;
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	return stat(path, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev);
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
+	snprintf(self, sizeof(self), "/proc/self/ns/%s", ns);
+	return stat(path, &a) == 0 && stat(self, &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev);
 }
 
 static long pid_inside(pid_t pid)
@@ -325,30 +356,6 @@ static int spent_agents(pid_t pid, const char *agent, uint64_t *entry)
 	return n;
 }
 
-/* A copy of what fd in reads (it is closed) at dst, a new file of that
- * mode (the agent: see agent_in; the recording out of a container).  0, or
- * -1 with errno set. */
-static int copy_file(int in, const char *dst, mode_t mode)
-{
-	int out = in >= 0 ? open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) : -1, r = -1;
-	char buf[65536];
-	ssize_t n;
-	while (out >= 0 && (n = read(in, buf, sizeof(buf))) >= 0) {
-		if (n == 0) {
-			r = 0;
-			break;
-		}
-		if (write(out, buf, (size_t)n) != n)
-			break;
-	}
-	int e = errno;
-	if (out >= 0 && close(out) != 0 && r == 0)
-		r = -1, e = errno;
-	if (in >= 0)
-		close(in);
-	errno = e;
-	return r;
-}
 
 /*
  * Memory the process may still take before its memory cgroup's limit (the
@@ -639,7 +646,7 @@ int cmd_attach(int argc, char **argv)
 		return EXIT_BADINPUT;
 
 	char root[64] = "", dir[128];
-	int foreign = other_mount_ns(pid);
+	int foreign = other_ns(pid, "mnt");
 	if (foreign)
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
 	snprintf(dir, sizeof(dir), "%s" RHEA_ATTACH_DIR_PREFIX "XXXXXX", root);
@@ -677,14 +684,20 @@ int cmd_attach(int argc, char **argv)
 	fprintf(conf, "RHEA_OUTPUT=%s\nRHEA_ROOT_PID=%ld\nRHEA_AGENT_FILE=%s\n", via_tmp ? tout : out, pid_inside(pid),
 		agent);
 	/* we trace the process while we load the agent: no debugger to it
-	 * (from another pid namespace it sees no tracer at all) */
-	if (!foreign)
+	 * (from another pid namespace it sees no tracer at all; a mount
+	 * namespace of its own alone, unshare -m, sees us) */
+	if (!other_ns(pid, "pid"))
 		fprintf(conf, "RHEA_ATTACH_TRACER=%ld\n", (long)getpid());
-	/* compiled CFI: our cache (the process's HOME is left alone), none in
-	 * a container, whose files are not the ones our cache names */
-	char cache[PATH_MAX];
-	if (foreign || rhea_cache_base(cli_getenv, cache, sizeof(cache)) != 0)
+	/* compiled CFI: our cache (the process's HOME is left alone); in a
+	 * container, which cannot see it, a cache of the attach's own that
+	 * the prebuild below fills from ours (cfiprebuild.c) */
+	char cache[PATH_MAX], export[PATH_MAX] = "";
+	int uid = other_user ? (int)pst.st_uid : -1;
+	if (rhea_cache_base(cli_getenv, cache, sizeof(cache)) != 0 ||
+	    (foreign && agent_cache(dirfd, uid, dir, export, sizeof(export)) != 0))
 		fprintf(conf, "RHEA_CFI_CACHE=0\n");
+	else if (foreign)
+		fprintf(conf, "RHEA_CACHE_DIR=%s/" RHEA_ATTACH_CACHE "\n", tdir);
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
 	agent_opts_each(&ao, put_conf, conf);
@@ -699,14 +712,12 @@ int cmd_attach(int argc, char **argv)
 		goto out;
 	}
 	/* the unwind tables the cache lacks, built here rather than on a
-	 * thread of the program (cfiprebuild.c; a container's files are not
-	 * the ones our cache names) */
-	if (!foreign && strcmp(ao.unwind, "fp") != 0)
-		cli_prebuild_cfi(pid, agent, quiet);
+	 * thread of the program (cfiprebuild.c) */
+	if ((!foreign || export[0]) && strcmp(ao.unwind, "fp") != 0)
+		cli_prebuild_cfi(pid, agent, export[0] ? export : NULL, uid, quiet);
 	/* the files the agent writes, as the process's user: root attaching
 	 * to another user's process gives them to that user */
-	if (agent_file(dir, RHEA_ATTACH_STATUS, other_user ? (int)pst.st_uid : -1) != 0 ||
-	    agent_file(dir, RHEA_ATTACH_WARNINGS, other_user ? (int)pst.st_uid : -1) != 0)
+	if (agent_file(dir, RHEA_ATTACH_STATUS, uid) != 0 || agent_file(dir, RHEA_ATTACH_WARNINGS, uid) != 0)
 		goto out;
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_CONTROL, dir);
 	if (mkfifo(p2, 0644) != 0 || (ctl = open(p2, O_RDWR | O_CLOEXEC)) < 0) {
@@ -743,7 +754,7 @@ int cmd_attach(int argc, char **argv)
 	if (said != 0) {
 		char lib[PATH_MAX];
 		snprintf(lib, sizeof(lib), "%s/" RHEA_ATTACH_AGENT, dir);
-		if (copy_file(open(agent, O_RDONLY | O_CLOEXEC), lib, 0755) != 0) {
+		if (cli_copy_file(open(agent, O_RDONLY | O_CLOEXEC), lib, 0755) != 0) {
 			cli_err("attach: cannot copy the agent to %s: %s", lib, strerror(errno));
 			goto out;
 		}
@@ -849,7 +860,7 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: the recording stays in process %d's %s until then", (int)pid, tout);
 		close(dirfd); /* nothing removed */
 		dirfd = -1;
-	} else if (via_tmp && copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
+	} else if (via_tmp && cli_copy_file(openat(dirfd, "out.rhea", O_RDONLY | O_CLOEXEC), out, 0644) != 0) {
 		cli_err("attach: cannot copy the recording to %s (%s): it stays in process %d's %s", out,
 			strerror(errno), (int)pid, tout);
 		rc = 1;

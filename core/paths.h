@@ -19,6 +19,7 @@
 #define RHEA_ATTACH_CONTROL "control"         /* FIFO: a byte, or no writer left, detaches */
 #define RHEA_ATTACH_STATUS "status"           /* "started", "stopped", "failed: ..." */
 #define RHEA_ATTACH_WARNINGS "warnings"       /* the agent's warnings, one a line */
+#define RHEA_ATTACH_CACHE "cache"             /* a container's: its cfi/ of unwind tables */
 /* Every file either side may leave there, for removing it. */
 #define RHEA_ATTACH_FILES                                                                                 \
 	RHEA_ATTACH_AGENT, RHEA_ATTACH_CONF, RHEA_ATTACH_CONTROL, RHEA_ATTACH_STATUS, RHEA_ATTACH_WARNINGS

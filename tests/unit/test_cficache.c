@@ -68,8 +68,13 @@ Test(cficache, round_trip_and_refusals)
 	other[19] ^= 1;
 	cr_assert_null(cficache_load(other, 20));
 
-	char path[512];
+	char path[512], named[512];
 	cache_path(path, sizeof(path));
+	/* Where it is kept, as rhea attach copies it into a container's cache. */
+	cr_assert_eq(cficache_file(id, 20, named, sizeof(named)), 0);
+	cr_assert_str_eq(named, path);
+	cr_assert_eq(access(named, R_OK), 0);
+	cr_assert_neq(cficache_file(id, 20, named, 10), 0, "a name that does not fit");
 	/* Truncated: refused. */
 	int fd = open(path, O_WRONLY);
 	cr_assert_geq(fd, 0);
@@ -96,5 +101,6 @@ Test(cficache, can_be_turned_off)
 	char path[512];
 	cache_path(path, sizeof(path));
 	cr_assert_neq(access(path, F_OK), 0, "nothing written when off");
+	cr_assert_neq(cficache_file(id, 20, path, sizeof(path)), 0, "no file when off");
 	cfi_free(t);
 }
