@@ -157,6 +157,11 @@ uint32_t model_func_intern(struct model *m, const char *name, const char *module
  */
 static void add_perf_map(struct model *m, const struct recording *r)
 {
+	/* the names of a container's functions that rhea attach kept (its
+	 * files are the container's: cli/compact.c, keep_code_names) */
+	const char *names = recording_meta(r, "code_names");
+	if (names)
+		sym_add_perf_map_text(m->sym, names, strlen(names), "the recording's code names");
 	const char *env = getenv("RHEA_PERF_MAP");
 	if (env && strcmp(env, "none") == 0)
 		return;
@@ -247,12 +252,12 @@ int model_build_shared(struct model *m, struct recording *r, int policy, struct 
 	if (!m->index || !m->sym)
 		return -ENOMEM;
 	model_func_intern(m, "[unknown]", NULL, NULL, 0, MODEL_SPECIAL);
+	add_perf_map(m, r); /* first: a module whose file is unusable says whether it names it */
 	for (size_t i = 0; i < r->nmods; i++) {
 		const struct rec_module *rm = &r->mods[i];
 		struct sym_module sm = {rm->path, rm->bias, rm->lo, rm->hi, rm->build_id, rm->build_id_len};
 		sym_add_module(m->sym, &sm);
 	}
-	add_perf_map(m, r);
 	m->node_func = calloc(r->nnodes ? r->nnodes : 1, sizeof(uint32_t));
 	m->memo = calloc(1, sizeof(*m->memo));
 	if (!m->node_func || !m->memo || !(m->memo->at = calloc(r->nnodes ? r->nnodes : 1, sizeof(uint32_t))))

@@ -3,6 +3,7 @@
 #include "model.h"
 #include "recording.h"
 #include "rfile.h"
+#include "symbolize.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -192,4 +193,13 @@ int cli_copy_file(int in, const char *dst, mode_t mode)
 		close(in);
 	errno = e;
 	return r;
+}
+
+int cli_sysroot(const char *dir)
+{
+	int e = sym_set_default_root(dir);
+	if (e == 0)
+		return 0;
+	cli_err("--sysroot %s: %s", dir, strerror(-e));
+	return -1;
 }

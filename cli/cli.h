@@ -20,8 +20,9 @@ int cli_parse_hooks(const char *s, uint32_t *mask);
 int cli_find_agent(char *out, size_t cap);
 void cli_summarize(const char *path, int child);
 /* A finished recording rewritten smaller (compact_recording); a failure says
- * one line and leaves the file as it was. */
-void cli_compact(const char *path);
+ * one line and leaves the file as it was.  root: NULL, or a process's
+ * root when it has its own (compact_recording_root). */
+void cli_compact(const char *path, const char *root);
 /* The same for many recordings (a program's and its children's): the
  * first COMPACT_SAID failures are said one a line, the rest summed up by
  * cli_compact_said (a full disk fails them all alike). */
@@ -41,6 +42,9 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
  * mode (rhea attach: the agent, the recording out of a container, the
  * unwind tables into one).  0, or -1 with errno set. */
 int cli_copy_file(int in, const char *dst, mode_t mode);
+/* --sysroot DIR of report and convert: every symbolizer looks for the
+ * modules' files under dir first (sym_set_default_root).  0, or -1 (said). */
+int cli_sysroot(const char *dir);
 /* getenv as the settings getter core/paths.h's rhea_cache_base takes. */
 const char *cli_getenv(const char *name);
 /* cfiprebuild.c: build the unwind tables the CFI cache lacks for process

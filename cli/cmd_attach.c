@@ -867,8 +867,10 @@ int cmd_attach(int argc, char **argv)
 		close(dirfd); /* nothing removed */
 		dirfd = -1;
 	} else if (!unfinished) {
-		if (compact) /* (a recording the agent may still write has no END: left alone) */
-			cli_compact(out);
+		/* (a recording the agent may still write has no END: left alone;
+		 * a container's keeps the names of its functions, read in it) */
+		if (compact)
+			cli_compact(out, foreign ? root : NULL);
 		if (!quiet)
 			cli_summarize(out, 0);
 	}

@@ -69,6 +69,8 @@ static void usage(FILE *f)
 		"  --samples all|cpu  perfetto: the flame graph's samples are every capture\n"
 		"                     (default), or the sampler's alone: an unbiased CPU profile\n"
 		"  --salvage          read a damaged recording up to the damage\n"
+		"  --sysroot DIR      look for the program's files under DIR first (a\n"
+		"                     container's root: /proc/PID/root while it runs)\n"
 		"  --no-follow-exec   FILE itself when its process exec'ed (by default the\n"
 		"                     program the process became: a wrapper's exec)\n"
 		"  --timing           print load, symbolization and conversion times\n"
@@ -446,7 +448,8 @@ int cmd_convert(int argc, char **argv)
 		{"salvage", no_argument, NULL, 's'},      {"timing", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},      {"quiet", no_argument, NULL, 'q'},
 		{"timeline", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
-		{"no-follow-exec", no_argument, NULL, 'X'}, {NULL, 0, NULL, 0},
+		{"no-follow-exec", no_argument, NULL, 'X'}, {"sysroot", required_argument, NULL, 'R'},
+		{NULL, 0, NULL, 0},
 	};
 	struct convert_opts o = {CONVERT_PERFETTO, MODEL_END_NEXT, CONVERT_V_WALL, NULL, 0, 0, -1, 0, 0, 0, 0, NULL};
 	const char *fmt_name = "perfetto", *ext = ".pftrace", *output = NULL;
@@ -542,6 +545,10 @@ int cmd_convert(int argc, char **argv)
 			break;
 		case 's': salvage = 1; break;
 		case 'X': follow_exec = 0; break;
+		case 'R':
+			if (cli_sysroot(optarg) != 0)
+				goto out;
+			break;
 		case 'S': timing = 1; break;
 		case 'v': verbose = 1; break;
 		case 'q': quiet = 1; break;

@@ -35,6 +35,9 @@ static void usage(FILE *f)
 		"                  far more often than the sampler does loses their time to\n"
 		"                  its caller (a note names it); raw: as captured\n"
 		"  --salvage       read a damaged recording up to the damage\n"
+		"  --sysroot DIR   look for the program's files under DIR first (a container's\n"
+		"                  root: /proc/PID/root while it runs; another machine's\n"
+		"                  files), used where their build-id is the recorded one\n"
 		"  --no-follow-exec\n"
 		"                  FILE itself when its process exec'ed (by default the report\n"
 		"                  is of the program the process became: a wrapper's exec)\n");
@@ -96,7 +99,7 @@ int cmd_report(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'}, {"blocking", no_argument, NULL, 'b'},
 		{"stalls", no_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
 		{"timeline", required_argument, NULL, 'L'}, {"no-follow-exec", no_argument, NULL, 'X'},
-		{NULL, 0, NULL, 0},
+		{"sysroot", required_argument, NULL, 'R'},  {NULL, 0, NULL, 0},
 	};
 	struct report_opts o = {.top = 15, .width = 80};
 	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, follow_exec = 1, c;
@@ -107,6 +110,10 @@ int cmd_report(int argc, char **argv)
 		case 't': o.top = atoi(optarg); break;
 		case 's': salvage = 1; break;
 		case 'X': follow_exec = 0; break;
+		case 'R':
+			if (cli_sysroot(optarg) != 0)
+				return EXIT_BADINPUT;
+			break;
 		case 'b': o.blocking = 1; break;
 		case 'S': o.stalls = 1; break;
 		case 'T': {

@@ -47,6 +47,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -72,6 +73,7 @@
 #define NODES_PER_ENTRY 65536u /* (at most 1.3 MB coded: nodepack_bound) */
 #define PERF_MAP_KEY "perf_map"     /* (the NUL included: a key of its own) */
 #define PERF_MAP_MAX (CHUNK_RAW / 2) /* the lines kept, at most */
+#define CODE_NAMES_KEY "code_names"   /* (as PERF_MAP_KEY) */
 
 struct tsamples {
 	uint32_t tid;
@@ -125,6 +127,7 @@ struct compactor {
 	int to_spill; /* full chunks go to the spill (while reading) */
 	uint64_t period_us; /* the capture interval: the samples' grid */
 	int has_perf_map;   /* the old file keeps one already */
+	int has_code_names; /* the same for code_names */
 };
 
 static struct tsamples *thread_of(struct compactor *c, uint32_t tid)
@@ -242,6 +245,9 @@ static int take_entry(void *arg, const struct rhea_entry *e)
 			if (e->size >= sizeof(struct rhea_meta) + sizeof(PERF_MAP_KEY) &&
 			    memcmp(e + 1, PERF_MAP_KEY, sizeof(PERF_MAP_KEY)) == 0)
 				c->has_perf_map = 1;
+			if (e->size >= sizeof(struct rhea_meta) + sizeof(CODE_NAMES_KEY) &&
+			    memcmp(e + 1, CODE_NAMES_KEY, sizeof(CODE_NAMES_KEY)) == 0)
+				c->has_code_names = 1;
 			break;
 		}
 	return append(c, &c->other, &c->other_len, &c->other_cap, e);
@@ -598,6 +604,109 @@ static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr
 	return 0;
 }
 
+/*
+ * A process in another mount namespace (rhea attach of a container) maps
+ * files of its own, which a report made later, or on another machine,
+ * cannot read: its functions would be module+offset.  rhea attach
+ * compacts right after it leaves the process, which still runs: its files
+ * are read through its root (root: /proc/PID/root, sym_set_root), and the
+ * functions on the recording's stacks that the files here do not name
+ * (another file at that path, or none) but the process's do are kept as
+ * META "code_names", lines of a perf map ("START SIZE name", hexadecimal;
+ * a function without a size: its one address), which the report uses for
+ * a module it cannot read (symbolize.c).  Names only: no source lines, no
+ * inlined frames.
+ */
+struct code_name {
+	uint64_t lo, size;
+	const char *name; /* the rooted symbolizer's */
+};
+
+static int cmp_code_name(const void *a, const void *b)
+{
+	const struct code_name *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void add_modules(struct symbolizer *s, const struct compactor *c)
+{
+	for (size_t o = 0; o + sizeof(struct rhea_entry) <= c->other_len;) {
+		const struct rhea_entry *e = (const void *)(c->other + o);
+		if (e->size < sizeof(*e) || o + e->size > c->other_len)
+			break;
+		const struct rhea_module *m = (const void *)e;
+		if (e->kind == RHEA_E_MODULE && e->size >= sizeof(*m) + m->path_len && m->path_len > 0 &&
+		    m->build_id_len <= sizeof(m->build_id) && ((const char *)(m + 1))[m->path_len - 1] == 0) {
+			struct sym_module sm = {(const char *)(m + 1), m->bias, m->lo, m->hi, m->build_id,
+						m->build_id_len};
+			sym_add_module(s, &sm);
+		}
+		o += e->size;
+	}
+}
+
+/* 0, or -1 out of memory; names that cannot be had are left out. */
+static int keep_code_names(struct compactor *c, const char *root)
+{
+	if (!root || c->has_code_names)
+		return 0;
+	struct symbolizer *here = sym_new(), *there = sym_new();
+	struct code_name *v = NULL;
+	size_t n = 0, cap = 0;
+	char *text = NULL;
+	size_t len = 0, tcap = 0;
+	int rc = -1;
+	if (!here || !there)
+		goto out;
+	if (sym_set_root(there, root) != 0) {
+		rc = 0; /* the process is gone: nothing to read */
+		goto out;
+	}
+	add_modules(here, c);
+	add_modules(there, c);
+	for (size_t id = 0; id < c->nodes_cap; id++) {
+		struct sym_frame f;
+		if (!c->nodes_known[id] || c->nodes[id].addr <= 1)
+			continue;
+		uint64_t addr = c->nodes[id].addr;
+		sym_resolve(here, addr, &f);
+		if (f.resolved)
+			continue;
+		sym_resolve(there, addr, &f);
+		if (!f.resolved || !f.func || strchr(f.func, '\n'))
+			continue;
+		if (vec_grow((void **)&v, &cap, n + 1, sizeof(*v)))
+			goto out;
+		v[n++] = f.func_size ? (struct code_name){f.func_lo, f.func_size, f.func}
+				     : (struct code_name){addr, 1, f.func};
+	}
+	qsort(v, n, sizeof(*v), cmp_code_name);
+	for (size_t i = 0; i < n; i++) {
+		if (i && v[i].lo == v[i - 1].lo)
+			continue; /* one function, several addresses */
+		char line[64];
+		int hl = snprintf(line, sizeof(line), "%" PRIx64 " %" PRIx64 " ", v[i].lo, v[i].size);
+		size_t nl = strlen(v[i].name);
+		if (vec_grow((void **)&text, &tcap, len + (size_t)hl + nl + 2, 1))
+			goto out;
+		memcpy(text + len, line, (size_t)hl);
+		memcpy(text + len + hl, v[i].name, nl);
+		len += (size_t)hl + nl;
+		text[len++] = '\n';
+		text[len] = 0;
+	}
+	rc = 0;
+	if (len && len <= PERF_MAP_MAX &&
+	    (put_meta(c, "code_names_source", root, strlen(root)) || put_meta(c, CODE_NAMES_KEY, text, len)))
+		rc = -1;
+out:
+	free(v);
+	free(text);
+	sym_free(here);
+	sym_free(there);
+	return rc == 0 ? 0 : oom(c);
+}
+
 /* ---- the whole ------------------------------------------------------------ */
 
 static void say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -678,13 +787,28 @@ static int write_new(struct compactor *c, const struct rhea_file_header *hdr, in
 	return c->werr;
 }
 
+static int compact_at(const char *path, size_t window, const char *root, struct compact_result *res, char *err,
+		      size_t errlen);
+
 int compact_recording(const char *path, struct compact_result *res, char *err, size_t errlen)
 {
-	return compact_recording_window(path, COMPACT_WINDOW, res, err, errlen);
+	return compact_at(path, COMPACT_WINDOW, NULL, res, err, errlen);
 }
 
 int compact_recording_window(const char *path, size_t window, struct compact_result *res, char *err,
 			     size_t errlen)
+{
+	return compact_at(path, window, NULL, res, err, errlen);
+}
+
+int compact_recording_root(const char *path, const char *root, struct compact_result *res, char *err,
+			   size_t errlen)
+{
+	return compact_at(path, COMPACT_WINDOW, root, res, err, errlen);
+}
+
+static int compact_at(const char *path, size_t window, const char *root, struct compact_result *res, char *err,
+		      size_t errlen)
 {
 	memset(res, 0, sizeof(*res));
 	err[0] = 0;
@@ -713,7 +837,7 @@ int compact_recording_window(const char *path, size_t window, struct compact_res
 	c.period_us = (hdr.interval_ns + 500) / 1000;
 	rc = read_old(&c, r, err, errlen);
 	rfile_close(r);
-	if (rc == COMPACT_DONE && keep_perf_map(&c, &hdr) != 0) {
+	if (rc == COMPACT_DONE && (keep_perf_map(&c, &hdr) != 0 || keep_code_names(&c, root) != 0)) {
 		say(err, errlen, "out of memory");
 		rc = COMPACT_FAILED;
 	}
@@ -757,11 +881,11 @@ int compact_recording_window(const char *path, size_t window, struct compact_res
 	return COMPACT_DONE;
 }
 
-void cli_compact(const char *path)
+void cli_compact(const char *path, const char *root)
 {
 	struct compact_result res;
 	char err[512];
-	if (compact_recording(path, &res, err, sizeof(err)) == COMPACT_FAILED)
+	if (compact_recording_root(path, root, &res, err, sizeof(err)) == COMPACT_FAILED)
 		cli_err("%s: left as written (could not compact it: %s)", path, err);
 }
 

@@ -46,6 +46,12 @@ enum compact_status {
  * many samples and captures.  Only for a recording that has its END.
  */
 int compact_recording(const char *path, struct compact_result *res, char *err, size_t errlen);
+/* The same for a process that runs in another mount namespace, whose
+ * files are reached through root (/proc/PID/root): the names of its
+ * functions that the files here do not give are kept in the recording
+ * (META code_names). */
+int compact_recording_root(const char *path, const char *root, struct compact_result *res, char *err,
+			   size_t errlen);
 /* The same holding at most `window` samples in memory (tests). */
 int compact_recording_window(const char *path, size_t window, struct compact_result *res, char *err,
 			     size_t errlen);

@@ -383,7 +383,7 @@ static void sweep(struct recover_collector *c)
 			path[sizeof(path) - 1] = 0;
 			if (c->alone && c->compact && c->base[0] && h.pid == c->pids[i] &&
 			    derived_from(c->base, path, h.pid))
-				cli_compact(path);
+				cli_compact(path, NULL);
 			close(c->fds[i]);
 		} else {
 			c->pids[k] = c->pids[i];
@@ -506,7 +506,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 			}
 			recover_close(&v);
 			if (n >= 0 && c->compact)
-				cli_compact(path);
+				cli_compact(path, NULL);
 		} else {
 			recover_close(&v);
 		}
@@ -531,7 +531,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 			}
 			recover_close(&v);
 			if (n >= 0 && c->alone && c->compact)
-				cli_compact(path);
+				cli_compact(path, NULL);
 		} else if (keep_running && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
 			   !gone(c->pids[i])) {
 			c->pids[k] = c->pids[i];

@@ -40,11 +40,15 @@
 #include "safepoint.h"
 #include "inject.h"
 
+#include <dirent.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_FRAMES 256
 #define BOTTOM_FRAMES 3
@@ -219,16 +223,56 @@ static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, 
 	return -1;
 }
 
+/* The process whose modules mapped_find_elf opens (find_elf has no
+ * argument of its own for it; the CLI looks at one process at a time). */
+static pid_t find_pid;
+
+/*
+ * A module's file as the kernel mapped it: /proc/PID/map_files/START-END
+ * of the mapping at base (root only), the very file even when another one
+ * is at its path now (replaced on disk), or when its path names another
+ * file here or none (a process in a container: judged by our libc's
+ * symbols, its own libc's functions would have been misnamed, and a
+ * program of its own had no name at all, which left a computing thread no
+ * safe point).  Else libdwfl's way: the path, or the image in memory.
+ */
+static int mapped_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			   char **file_name, Elf **elfp)
+{
+	char dir[64], want[32];
+	snprintf(dir, sizeof(dir), "/proc/%d/map_files", (int)find_pid);
+	int wl = snprintf(want, sizeof(want), "%" PRIx64 "-", (uint64_t)base);
+	DIR *d = modname[0] == '/' ? opendir(dir) : NULL;
+	int fd = -1;
+	for (struct dirent *e; d && fd < 0 && (e = readdir(d)) != NULL;)
+		if (strncmp(e->d_name, want, (size_t)wl) == 0) {
+			char path[sizeof(dir) + sizeof(e->d_name) + 1];
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0 && !(*file_name = strdup(path))) {
+				close(fd);
+				fd = -1;
+			}
+		}
+	if (d)
+		closedir(d);
+	if (fd >= 0) {
+		*elfp = NULL;
+		return fd;
+	}
+	return dwfl_linux_proc_find_elf(mod, userdata, modname, base, file_name, elfp);
+}
+
 struct safepoint *safepoint_open(pid_t pid)
 {
 	static const Dwfl_Callbacks cb = {
-		.find_elf = dwfl_linux_proc_find_elf,
+		.find_elf = mapped_find_elf,
 		.find_debuginfo = no_debuginfo,
 	};
 	struct safepoint *sp = calloc(1, sizeof(*sp));
 	if (!sp)
 		return NULL;
 	sp->pid = pid;
+	find_pid = pid;
 	sp->dwfl = dwfl_begin(&cb);
 	if (!sp->dwfl || dwfl_linux_proc_report(sp->dwfl, pid) != 0 ||
 	    dwfl_report_end(sp->dwfl, NULL, NULL) != 0 ||

@@ -89,8 +89,11 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -99,6 +102,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /*
@@ -148,6 +152,7 @@ struct symidx {
 struct dfile {
 	char *path;       /* owned copy */
 	Dwfl_Module *dm;  /* as reported to libdwfl; NULL: could not be opened */
+	char *err;        /* why not, when it could not */
 	struct symidx idx;
 	struct cuidx *cus; /* hash by CU offset */
 	size_t ncus, cucap;
@@ -228,7 +233,12 @@ struct symbolizer {
 
 	struct jitsym *jit; /* from a perf map, sorted by lo (sym_add_perf_map) */
 	size_t njit;
+
+	char *root; /* sym_set_root: module files are looked for under it first */
+	int rootfd; /* its O_PATH descriptor, -1 without one */
 };
+
+static char *default_root; /* sym_set_default_root: every new symbolizer's */
 
 static uint64_t hash64(uint64_t x)
 {
@@ -280,7 +290,74 @@ struct symbolizer *sym_new(void)
 		return NULL;
 	}
 	s->sorted = true;
+	s->rootfd = -1;
+	if (default_root && sym_set_root(s, default_root) != 0)
+		add_warning(s, "%s: cannot use it as the files' root (%s)", default_root, strerror(errno));
 	return s;
+}
+
+int sym_set_root(struct symbolizer *s, const char *dir)
+{
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char *copy = fd >= 0 ? strdup(dir) : NULL;
+	if (!copy) {
+		int e = fd >= 0 ? ENOMEM : errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return -e;
+	}
+	if (s->rootfd >= 0)
+		close(s->rootfd);
+	free(s->root);
+	s->root = copy;
+	s->rootfd = fd;
+	return 0;
+}
+
+int sym_set_default_root(const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	char *copy = strdup(dir);
+	if (!copy)
+		return -ENOMEM;
+	free(default_root);
+	default_root = copy;
+	return 0;
+}
+
+/*
+ * The module file path under the symbolizer's root, when there is one and
+ * it holds a file of the recorded build-id (any file when none was
+ * recorded): its descriptor, name (root + path) into name; else -1.  The
+ * path is resolved inside the root (an absolute symbolic link in a
+ * container's root stays in it).
+ */
+static int rooted_file(struct symbolizer *s, const struct sym_module *m, char *name, size_t cap)
+{
+	if (s->rootfd < 0 || m->path[0] != '/' ||
+	    (size_t)snprintf(name, cap, "%s%s", s->root, m->path) >= cap)
+		return -1;
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+	int fd = (int)syscall(SYS_openat2, s->rootfd, m->path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS) /* before Linux 5.6 */
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !m->build_id_len)
+		return fd;
+	unsigned char id[MAX_BUILD_ID];
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	size_t len = e ? sym_elf_build_id(e, id, sizeof(id), NULL) : 0;
+	if (e)
+		elf_end(e);
+	if (len == m->build_id_len && memcmp(id, m->build_id, len) == 0)
+		return fd;
+	close(fd);
+	add_warning(s, "%s: build-id differs from the recording: not used (the file at %s instead)", name, m->path);
+	return -1;
 }
 
 static void clear_cache(struct symbolizer *s)
@@ -311,56 +388,78 @@ static const char *base_name(const char *path)
 /* The file at path, opened (reported to libdwfl at bias) the first time it
  * is asked for; NULL when out of memory.  A file that cannot be opened is
  * kept too (dm NULL), so that it is tried and warned about once. */
-static struct dfile *file_of(struct symbolizer *s, const char *path, uint64_t bias)
+static struct dfile *file_of(struct symbolizer *s, const char *path, uint64_t bias, int fd)
 {
 	for (size_t i = 0; i < s->nfiles; i++)
-		if (!strcmp(s->files[i]->path, path))
+		if (!strcmp(s->files[i]->path, path)) {
+			if (fd >= 0)
+				close(fd);
 			return s->files[i];
-	if (vec_grow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
-		return NULL;
-	struct dfile *d = calloc(1, sizeof(*d));
-	if (!d || !(d->path = strdup(path))) {
+		}
+	struct dfile *d = NULL;
+	if (vec_grow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)) ||
+	    !(d = calloc(1, sizeof(*d))) || !(d->path = strdup(path))) {
 		free(d);
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	if (!s->reporting) {
 		dwfl_report_begin_add(s->dwfl);
 		s->reporting = true;
 	}
-	/* ET_DYN with add_p_vaddr: base is the load bias.  ET_EXEC: ignored. */
-	d->dm = dwfl_report_elf(s->dwfl, d->path, d->path, -1, bias, true);
+	/* ET_DYN with add_p_vaddr: base is the load bias.  ET_EXEC: ignored.
+	 * (fd, when given, is libdwfl's once it succeeds) */
+	d->dm = dwfl_report_elf(s->dwfl, d->path, d->path, fd, bias, true);
+	if (!d->dm && fd >= 0)
+		close(fd);
 	if (!d->dm)
-		add_warning(s, "%s: cannot open (%s); its frames are shown as module+offset", path,
-			    dwfl_errmsg(-1));
+		d->err = strdup(dwfl_errmsg(-1));
 	s->files[s->nfiles++] = d;
 	return d;
+}
+
+/* Whether a perf map's names (a recording's code_names) cover some of
+ * md's recorded range: then resolve names its addresses from them when its
+ * file is unusable. */
+static bool named_by_map(const struct symbolizer *s, const struct mod *md)
+{
+	for (size_t i = 0; i < s->njit; i++)
+		if (s->jit[i].lo < md->hi && s->jit[i].hi > md->lo)
+			return true;
+	return false;
 }
 
 /*
  * md's file, as libdwfl opened it (file_of), if its build-id is the
  * recorded one.  NULL when unusable.
  */
-static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const struct sym_module *m, const char *file)
+static Dwfl_Module *open_module(struct symbolizer *s, struct mod *md, const struct sym_module *m, const char *file,
+			       int fd)
 {
-	md->d = file_of(s, file, m->bias);
+	md->d = file_of(s, file, m->bias, fd);
 	Dwfl_Module *dm = md->d ? md->d->dm : NULL;
-	if (!dm)
-		return NULL; /* could not be opened: warned already */
+	const char *then = named_by_map(s, md) ? "its functions are named from the names the recording kept"
+					       : "its frames are shown as module+offset";
+	if (!dm) {
+		if (md->d)
+			add_warning(s, "%s: cannot open (%s); %s", file, md->d->err ? md->d->err : "?", then);
+		return NULL;
+	}
 	if (m->build_id_len) {
 		const unsigned char *bits = NULL;
 		GElf_Addr vaddr;
 		int n = dwfl_module_build_id(dm, &bits, &vaddr);
 		if (n <= 0 || (size_t)n != m->build_id_len ||
 		    memcmp(bits, m->build_id, m->build_id_len)) {
-			add_warning(s, "%s: build-id differs from the recording: binary changed since recording; its frames are shown as module+offset",
-				    md->path);
+			add_warning(s, "%s: build-id differs from the recording: binary changed since recording; %s",
+				    md->path, then);
 			return NULL;
 		}
 	}
 	Dwarf_Addr bias = 0;
 	if (!dwfl_module_getelf(dm, &bias)) {
-		add_warning(s, "%s: cannot read ELF (%s); its frames are shown as module+offset",
-			    md->path, dwfl_errmsg(-1));
+		add_warning(s, "%s: cannot read ELF (%s); %s", md->path, dwfl_errmsg(-1), then);
 		return NULL;
 	}
 	md->dwbias = bias;
@@ -457,10 +556,14 @@ int sym_add_module(struct symbolizer *s, const struct sym_module *m)
 	const unsigned char *id;
 	size_t idlen;
 	const char *vdso = is_vdso(m->path) && m->build_id_len ? own_vdso(&id, &idlen) : NULL;
-	if (!is_vdso(m->path))
-		md->dm = open_module(s, md, m, md->path);
+	char rooted[PATH_MAX];
+	int fd = is_vdso(m->path) ? -1 : rooted_file(s, m, rooted, sizeof(rooted));
+	if (fd >= 0)
+		md->dm = open_module(s, md, m, rooted, fd);
+	else if (!is_vdso(m->path))
+		md->dm = open_module(s, md, m, md->path, -1);
 	else if (vdso && idlen == m->build_id_len && memcmp(id, m->build_id, idlen) == 0)
-		md->dm = open_module(s, md, m, vdso); /* the kernel that recorded */
+		md->dm = open_module(s, md, m, vdso, -1); /* the kernel that recorded */
 	s->nmods++;
 	s->sorted = false;
 	clear_cache(s);
@@ -1098,8 +1201,18 @@ static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 	}
 	f->module = md->name;
 	f->module_off = addr - md->bias;
-	if (!md->dm)
+	if (!md->dm) {
+		/* its file unusable here: the names the recording kept, if any
+		 * (a container's files: cli/compact.c, keep_code_names) */
+		const struct jitsym *j = s->njit ? find_jit(s, addr) : NULL;
+		if (j) {
+			f->func = j->name;
+			f->resolved = 1;
+			f->func_lo = j->lo;
+			f->func_size = j->hi - j->lo;
+		}
 		return;
+	}
 	uint64_t a = f->module_off + md->dwbias;
 	const struct ksym *k = lookup_sym(md, a);
 	const char *subname = NULL;
@@ -1108,13 +1221,17 @@ static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 	if (name) {
 		f->func = demangled(s, name, k ? k->bind == 1 : 0);
 		f->resolved = 1;
+		if (k && k->size) {
+			f->func_lo = k->lo - md->dwbias + md->bias;
+			f->func_size = k->size;
+		}
 		return;
 	}
 	/* Stripped: name the address after the function that contains it, the
 	 * FDE covering it, so that all its addresses are one function. */
 	if (!md->d->fdes_loaded) {
 		md->d->fdes_loaded = true;
-		if (cfi_fde_ranges(md->path, &md->d->fdes, &md->d->nfde) < 0) {
+		if (cfi_fde_ranges(md->d->path, &md->d->fdes, &md->d->nfde) < 0) {
 			md->d->fdes = NULL;
 			md->d->nfde = 0;
 		}
@@ -1577,6 +1694,7 @@ void sym_free(struct symbolizer *s)
 	for (size_t i = 0; i < s->nfiles; i++) {
 		struct dfile *d = s->files[i];
 		free(d->path);
+		free(d->err);
 		free(d->idx.v);
 		free(d->idx.maxend);
 		for (size_t j = 0; j < d->cucap; j++) {
@@ -1592,6 +1710,9 @@ void sym_free(struct symbolizer *s)
 	for (size_t i = 0; i < s->njit; i++)
 		free(s->jit[i].name);
 	free(s->jit);
+	free(s->root);
+	if (s->rootfd >= 0)
+		close(s->rootfd);
 	for (size_t i = 0; i < s->dncap; i++)
 		free(s->dntab[i].name);
 	free(s->dntab);

@@ -51,6 +51,8 @@ struct sym_frame {
 	int inlined_depth;   /* inlined calls at addr (file:line is then the outermost call site) */
 	uint64_t func_off;   /* unresolved: start of the enclosing function (its .eh_frame FDE), */
 	int func_off_known;  /* so that a stripped function is one name: module+0xSTART */
+	uint64_t func_lo;    /* resolved from a sized symbol (or a perf map's line): the */
+	uint64_t func_size;  /* function's runtime address range; 0 when not known */
 };
 
 struct symbolizer;
@@ -69,6 +71,19 @@ struct symbolizer *sym_new(void);
 int sym_add_module(struct symbolizer *s, const struct sym_module *m);
 
 /*
+ * Look for the modules' files under dir first (a container's root, through
+ * /proc/PID/root while it runs, or a copy of another machine's files), as
+ * perf's --symfs does: a module's path P is opened as dir/P, resolved
+ * inside dir, and used when its build-id is the recorded one; else P
+ * itself.  For modules added from here on.  0, or -errno (the directory
+ * cannot be opened; errno set too).
+ */
+int sym_set_root(struct symbolizer *s, const char *dir);
+/* The same for every symbolizer sym_new makes from here on (rhea report
+ * and convert --sysroot).  0, or -errno (-ENOTDIR: not a directory). */
+int sym_set_default_root(const char *dir);
+
+/*
  * Another process (another recording) from here on: forget the modules
  * added, the perf map's names and the results cached, keep the files opened
  * and what was read from them (symbol indexes, CU indexes, decompressed
@@ -82,7 +97,9 @@ void sym_begin_process(struct symbolizer *s);
  * lines (hexadecimal START and SIZE) that perf reads from
  * /tmp/perf-PID.map, written by node --perf-basic-prof, the JVM's perf-map
  * agents, python3.12 -X perf, LuaJIT...  Addresses that no module covers
- * are looked up there; where entries overlap, the file's later line wins.
+ * are looked up there, and those of a module whose file is unusable here
+ * (the names a recording of a container kept: cli/compact.c); where
+ * entries overlap, the file's later line wins.
  * Malformed lines are skipped (one warning).  Returns 0, -errno when the
  * file cannot be read, -ENOMEM.
  */

@@ -3741,22 +3741,30 @@ def t_attach_mount_namespace(c, variant):
     """The same in a mount namespace of its own only (unshare -m): the
     process sees rhea attach as its tracer while the agent is loaded, and
     its agent must not take it for a debugger (it did, and paused its
-    sampler: "a debugger traces the process")."""
-    attach_in_namespaces(c, variant, False)
+    sampler: "a debugger traces the process").  Its only thread computes:
+    it is used where it runs, which its stack must tell, read from the
+    files it mapped (/proc/PID/map_files: its program is no file here; the
+    attach failed after 5 s for want of a safe point)."""
+    attach_in_namespaces(c, variant, False, spin=True)
 
 
-def attach_in_namespaces(c, variant, pid_ns):
+def attach_in_namespaces(c, variant, pid_ns, spin=False):
     """Both: the unwind tables of the process's files are built by rhea
     attach, from an empty cache, and handed to the agent through a cache
     directory of the attach (until 2026-11-29 the agent in a container had
-    none and built them all on the program's thread)."""
+    none and built them all on the program's thread).  The program runs
+    from a copy in its own /tmp, a file the host cannot see: the names of
+    its functions come from the recording (META code_names, read in the
+    process by rhea attach), the report run after the process ended."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         raise Skip("needs root and unshare(1) to make namespaces")
     prog = c.prog(variant, "attachme")
+    inside = "/tmp/attachme-inside"
     # a fresh /tmp, with the build directory (under the old /tmp) bound back
-    # at its place so that the program and its symbols stay where they were
+    # at its place (the program's libraries), the program copied into it
     script = ('B=%s; mount --bind "$B" /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p "$B" && '
-              'mount --bind /mnt "$B" && exec %s 3 & wait $!; ls -A /tmp') % (c.build, prog)
+              'mount --bind /mnt "$B" && cp %s %s && exec %s %s & wait $!; ls -A /tmp') % (
+                  c.build, prog, inside, inside, "5 spin" if spin else "3")
     ns = ["--mount", "--pid", "--fork", "--mount-proc"] if pid_ns else ["--mount", "--fork"]
     p = subprocess.Popen(["unshare"] + ns + ["sh", "-c", script],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
@@ -3768,15 +3776,15 @@ def attach_in_namespaces(c, variant, pid_ns):
             for pid in map(int, [d for d in os.listdir("/proc") if d.isdigit()]):
                 try:
                     with open("/proc/%d/cmdline" % pid, "rb") as f:
-                        if f.read().split(b"\0")[0] == prog.encode():
+                        if f.read().split(b"\0")[0] == inside.encode():
                             host = pid
                 except OSError:
                     pass
             if host:
                 break
             time.sleep(0.02)
-        inside = int(line.split()[1])
-        c.check(host and (host != inside) == pid_ns, "host pid %d, pid inside %s" % (host, line.split()[1:]))
+        inner = int(line.split()[1])
+        c.check(host and (host != inner) == pid_ns, "host pid %d, pid inside %s" % (host, line.split()[1:]))
         time.sleep(0.3)
         err = attach_ok(c, host, "out.rhea", env=dict(os.environ, RHEA_CACHE_DIR=c.path("cache")))
     finally:
@@ -3784,7 +3792,9 @@ def attach_in_namespaces(c, variant, pid_ns):
     c.check("attachme ok" in out, "attachme: %r %r" % (out, perr[-300:]))
     left = [l for l in out.splitlines()[1:] if l.startswith("rhea-attach.")]
     c.check(not left, "left in the process's /tmp: %s" % left)
-    c.check("debugger" not in err, "rhea attach: %s" % one_line(err))
+    c.check(not os.path.exists(inside), "%s is there outside the namespace" % inside)
+    c.check("debugger" not in err and (not spin or "running in spin_step" in err),
+            "rhea attach: %s" % one_line(err))
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "detach", 0)
     tables = os.listdir(c.path("cache/cfi")) if os.path.isdir(c.path("cache/cfi")) else []
@@ -3792,7 +3802,55 @@ def attach_in_namespaces(c, variant, pid_ns):
             "the agent built unwind tables for %.1f ms on the program's thread (rhea attach's cache: %d)"
             % (rec["stats"]["cfi_build_ns"] / 1e6, len(tables)))
     n, nbytes, _ = sites_of(rec, "attach_work")
-    c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    c.check(n >= (100 if spin else 10000) and nbytes == 64 * n, "attach_work: %d allocations, %d bytes"
+            % (n, nbytes))
+    warned = [w for w in rec.get("warnings", []) if w.startswith(inside)]
+    c.check(warned and "named from the names the recording kept" in warned[0],
+            "the symbolizer on %s: %s" % (inside, warned))
+    c.done()
+
+
+def t_report_sysroot(c, variant):
+    """A recording read where the program's file is not at its path any
+    more (another machine, a container gone): its functions are
+    module+offset, with a warning; with --sysroot DIR, the file at DIR/path
+    (the same build-id) names them, in report and convert alike; a file of
+    another build-id there is not used; a --sysroot that is no directory is
+    one line and status 2."""
+    src = c.prog(variant, "attachme")
+    where = c.path("gone/attachme")
+    os.makedirs(os.path.dirname(where))
+    shutil.copy(src, where)
+    rc, out, err = c.record([where, "1"])
+    expect_status(c, rc, 0, err)
+    root = c.path("root")
+    os.makedirs(root + os.path.dirname(where))
+    shutil.move(where, root + where)
+    plain = c.report(c.path("out.rhea"))
+    c.check(not sites_of(plain, "attach_work")[0] and
+            any(w.startswith(where) and "module+offset" in w for w in plain.get("warnings", [])),
+            "without --sysroot: attach_work named (%s), warnings %s" % (sites_of(plain, "attach_work"),
+                                                                        plain.get("warnings")))
+    rooted = c.report(c.path("out.rhea"), extra=["--sysroot", root])
+    n, nbytes, _ = sites_of(rooted, "attach_work")
+    c.check(n > 0 and nbytes == 64 * n and not rooted.get("warnings"),
+            "--sysroot: attach_work %d allocations, %d bytes; warnings %s" % (n, nbytes, rooted.get("warnings")))
+    rc, _, err = c.run([c.rhea, "convert", "-q", "-f", "folded", "--sysroot", root, "-o", c.path("out.folded"),
+                        c.path("out.rhea")])
+    with open(c.path("out.folded")) as f:
+        folded = f.read()
+    c.check(rc == 0 and ";main;" in folded, "convert --sysroot: status %d, %s; %s" % (rc, one_line(err),
+                                                                                       folded[:200]))
+    # another program at that path under the root: not used
+    shutil.copy(c.prog(variant, "lockhold") if os.path.exists(os.path.join(c.build, variant, "lockhold"))
+                else "/bin/true", root + where)
+    other = c.report(c.path("out.rhea"), extra=["--sysroot", root])
+    c.check(not sites_of(other, "attach_work")[0] and
+            any("build-id differs" in w for w in other.get("warnings", [])),
+            "another file under --sysroot was used: %s" % other.get("warnings"))
+    rc, out, err = c.run([c.rhea, "report", "--sysroot", c.path("nowhere"), c.path("out.rhea")])
+    c.check(rc == 2 and err.count("\n") == 1 and "--sysroot" in err and not out,
+            "--sysroot of no directory: status %d, %r" % (rc, err))
     c.done()
 
 
@@ -4398,6 +4456,7 @@ def all_tests():
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-mount-namespace", t_attach_mount_namespace, ("gcc-O2",)))
+    t.append(Test("report-sysroot", t_report_sysroot, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))

@@ -514,6 +514,72 @@ Test(symbolize, wrong_build_id)
 	free(map);
 }
 
+static const char *make_tmpdir(void);
+
+/* A module whose file is elsewhere than its path says (a container's,
+ * seen through /proc/PID/root): looked for under the root first, used
+ * when its build-id is the recorded one; its function's range comes with
+ * the name.  Then the names a recording kept (a perf map's lines) for a
+ * module whose file is not there at all. */
+Test(symbolize, root_and_kept_names)
+{
+	struct live_map *map = live_map();
+	uintptr_t addr = (uintptr_t)&symtest_caller + 1;
+	const struct live_mod *self = live_find(map, addr);
+	cr_assert_not_null(self);
+	const char *root = make_tmpdir();
+	cr_assert_eq(run("mkdir -p '%s/inside/bin' && cp '%s' '%s/inside/bin/prog'", root, self->path, root), 0);
+	struct live_mod moved = *self;
+	snprintf(moved.path, sizeof(moved.path), "/inside/bin/prog");
+
+	struct symbolizer *s = sym_new();
+	cr_assert_eq(sym_set_root(s, root), 0);
+	struct sym_module m = to_sym(&moved);
+	cr_assert_eq(sym_add_module(s, &m), 0);
+	struct sym_frame f;
+	cr_assert_eq(sym_resolve(s, addr, &f), 0);
+	cr_assert_str_eq(f.func, "symtest_caller");
+	cr_assert_str_eq(f.module, "prog");
+	cr_assert_eq(f.func_lo, (uint64_t)(uintptr_t)&symtest_caller, "function start %#" PRIx64, f.func_lo);
+	cr_assert_gt(f.func_size, 1);
+	cr_assert_eq(count_warnings(s), 0, "unexpected: %s", sym_warning(s, 0));
+	sym_free(s);
+
+	/* Under the root, a file of another build-id: not used. */
+	struct live_mod other = moved;
+	other.bid[0] ^= 0xff;
+	s = sym_new();
+	cr_assert_eq(sym_set_root(s, root), 0);
+	m = to_sym(&other);
+	cr_assert_eq(sym_add_module(s, &m), 0);
+	cr_assert_eq(sym_resolve(s, addr, &f), 0);
+	cr_assert_eq(f.resolved, 0);
+	cr_assert(has_warning(s, "/inside/bin/prog", "module+offset"), "warning: %s", sym_warning(s, 0));
+	sym_free(s);
+	s = sym_new();
+	cr_assert_lt(sym_set_root(s, "/nonexistent/root"), 0);
+	sym_free(s);
+
+	/* No root: the names kept, for the module that cannot be read. */
+	char kept[128];
+	snprintf(kept, sizeof(kept), "%" PRIx64 " 40 kept_name\n", (uint64_t)(uintptr_t)&symtest_caller);
+	s = sym_new();
+	cr_assert_eq(sym_add_perf_map_text(s, kept, strlen(kept), "kept"), 0);
+	m = to_sym(&moved);
+	cr_assert_eq(sym_add_module(s, &m), 0);
+	cr_assert_eq(sym_resolve(s, addr, &f), 0);
+	cr_assert_str_eq(f.func, "kept_name");
+	cr_assert_str_eq(f.module, "prog", "the module's name, not [jit]");
+	cr_assert(has_warning(s, "/inside/bin/prog", "named from the names the recording kept"), "warning: %s",
+		  sym_warning(s, 0));
+	/* an address of it the names do not cover: module+offset */
+	cr_assert_eq(sym_resolve(s, (uintptr_t)&symtest_where + 2, &f), 0);
+	cr_assert_eq(f.resolved, 0);
+	cr_assert_str_eq(f.module, "prog");
+	sym_free(s);
+	free(map);
+}
+
 Test(symbolize, missing_file)
 {
 	struct symbolizer *s = sym_new();
