@@ -570,16 +570,38 @@ static int cmp_addr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* 0, or -1 out of memory; a map that cannot be read is left out. */
-static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr)
+/*
+ * The perf map of a process in another mount namespace, that rhea attach
+ * has just left (root: /proc/PID/root): in its own /tmp, under its pid
+ * there (the recording's), ours, root's or its own user's (the owner of
+ * /proc/PID).  1 with its path in buf, else 0.
+ */
+static int perf_map_in(const char *root, uint32_t pid, char *buf, size_t len)
+{
+	char proc[PATH_MAX];
+	struct stat st, pst;
+	size_t rl = strlen(root);
+	if (rl < 5 || strcmp(root + rl - 5, "/root") != 0 || rl - 5 >= sizeof(proc) ||
+	    snprintf(buf, len, "%s/tmp/perf-%" PRIu32 ".map", root, pid) >= (int)len)
+		return 0;
+	memcpy(proc, root, rl - 5);
+	proc[rl - 5] = 0;
+	return stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+	       (st.st_uid == geteuid() || st.st_uid == 0 || (stat(proc, &pst) == 0 && pst.st_uid == st.st_uid));
+}
+
+/* 0, or -1 out of memory; a map that cannot be read is left out.  root:
+ * the process's own, when it has one (rhea attach of a container). */
+static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr, const char *root)
 {
 	const struct rhea_end *end = NULL;
 	for (size_t o = 0; o + sizeof(*end) <= c->ends_len; o += ((const struct rhea_entry *)(c->ends + o))->size)
 		end = (const void *)(c->ends + o);
 	int alive = end && end->reason == RHEA_END_DETACH && hdr->pid &&
 		    (kill((pid_t)hdr->pid, 0) == 0 || errno == EPERM);
-	char path[64];
-	if (c->has_perf_map || !sym_perf_map_of(hdr->pid, hdr->start_realtime_ns, alive, path, sizeof(path)))
+	char path[PATH_MAX];
+	if (c->has_perf_map || !(root ? perf_map_in(root, hdr->pid, path, sizeof(path))
+				      : sym_perf_map_of(hdr->pid, hdr->start_realtime_ns, alive, path, sizeof(path))))
 		return 0;
 	size_t n = 0;
 	uint64_t *addrs = malloc((c->nodes_cap ? c->nodes_cap : 1) * sizeof(*addrs));
@@ -837,7 +859,7 @@ static int compact_at(const char *path, size_t window, const char *root, struct 
 	c.period_us = (hdr.interval_ns + 500) / 1000;
 	rc = read_old(&c, r, err, errlen);
 	rfile_close(r);
-	if (rc == COMPACT_DONE && (keep_perf_map(&c, &hdr) != 0 || keep_code_names(&c, root) != 0)) {
+	if (rc == COMPACT_DONE && (keep_perf_map(&c, &hdr, root) != 0 || keep_code_names(&c, root) != 0)) {
 		say(err, errlen, "out of memory");
 		rc = COMPACT_FAILED;
 	}

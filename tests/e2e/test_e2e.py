@@ -3748,43 +3748,56 @@ def t_attach_mount_namespace(c, variant):
     attach_in_namespaces(c, variant, False, spin=True)
 
 
+def start_in_namespace(c, prog, args, pid_ns):
+    """prog run from a copy in a /tmp of its own (a file the host cannot
+    see), in a mount namespace of its own (and a PID namespace with
+    pid_ns), as in a container: the build directory (under the old /tmp)
+    is bound back at its place for the program's libraries.  It prints
+    "ready PID" first, then its output; "ls -A /tmp" follows it.  (the
+    process, its host pid, its pid inside, its path inside)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare(1) to make namespaces")
+    inside = "/tmp/%s-inside" % os.path.basename(prog)
+    script = ('B=%s; mount --bind "$B" /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p "$B" && '
+              'mount --bind /mnt "$B" && cp %s %s && exec %s %s & wait $!; ls -A /tmp') % (
+                  c.build, prog, inside, inside, " ".join(args))
+    ns = ["--mount", "--pid", "--fork", "--mount-proc"] if pid_ns else ["--mount", "--fork"]
+    p = subprocess.Popen(["unshare"] + ns + ["sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        finish(p)
+        raise Fail("%s did not start in its namespaces: %r" % (prog, line))
+    host = 0
+    for _ in range(100):  # unshare -> sh -> the program, by host pids
+        for pid in map(int, [d for d in os.listdir("/proc") if d.isdigit()]):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if f.read().split(b"\0")[0] == inside.encode():
+                        host = pid
+            except OSError:
+                pass
+        if host:
+            break
+        time.sleep(0.02)
+    inner = int(line.split()[1])
+    if not host or (host != inner) != pid_ns:
+        finish(p)
+        raise Fail("host pid %d, pid inside %d" % (host, inner))
+    return p, host, inner, inside
+
+
 def attach_in_namespaces(c, variant, pid_ns, spin=False):
     """Both: the unwind tables of the process's files are built by rhea
     attach, from an empty cache, and handed to the agent through a cache
     directory of the attach (until 2026-11-29 the agent in a container had
-    none and built them all on the program's thread).  The program runs
-    from a copy in its own /tmp, a file the host cannot see: the names of
-    its functions come from the recording (META code_names, read in the
-    process by rhea attach), the report run after the process ended."""
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        raise Skip("needs root and unshare(1) to make namespaces")
-    prog = c.prog(variant, "attachme")
-    inside = "/tmp/attachme-inside"
-    # a fresh /tmp, with the build directory (under the old /tmp) bound back
-    # at its place (the program's libraries), the program copied into it
-    script = ('B=%s; mount --bind "$B" /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p "$B" && '
-              'mount --bind /mnt "$B" && cp %s %s && exec %s %s & wait $!; ls -A /tmp') % (
-                  c.build, prog, inside, inside, "5 spin" if spin else "3")
-    ns = ["--mount", "--pid", "--fork", "--mount-proc"] if pid_ns else ["--mount", "--fork"]
-    p = subprocess.Popen(["unshare"] + ns + ["sh", "-c", script],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    none and built them all on the program's thread).  The program is a
+    file the host cannot see: the names of its functions come from the
+    recording (META code_names, read in the process by rhea attach), the
+    report run after the process ended."""
+    p, host, _, inside = start_in_namespace(c, c.prog(variant, "attachme"), ["5", "spin"] if spin else ["3"],
+                                            pid_ns)
     try:
-        line = p.stdout.readline()
-        c.check(line.startswith("ready "), "attachme did not start in its namespaces: %r" % line)
-        host = 0
-        for _ in range(100):  # unshare -> sh -> attachme, by host pids
-            for pid in map(int, [d for d in os.listdir("/proc") if d.isdigit()]):
-                try:
-                    with open("/proc/%d/cmdline" % pid, "rb") as f:
-                        if f.read().split(b"\0")[0] == inside.encode():
-                            host = pid
-                except OSError:
-                    pass
-            if host:
-                break
-            time.sleep(0.02)
-        inner = int(line.split()[1])
-        c.check(host and (host != inner) == pid_ns, "host pid %d, pid inside %s" % (host, line.split()[1:]))
         time.sleep(0.3)
         err = attach_ok(c, host, "out.rhea", env=dict(os.environ, RHEA_CACHE_DIR=c.path("cache")))
     finally:
@@ -3807,6 +3820,29 @@ def attach_in_namespaces(c, variant, pid_ns, spin=False):
     warned = [w for w in rec.get("warnings", []) if w.startswith(inside)]
     c.check(warned and "named from the names the recording kept" in warned[0],
             "the symbolizer on %s: %s" % (inside, warned))
+    c.done()
+
+
+def t_jit_attach_namespace(c, variant):
+    """t_jit_attach in a container: the process's perf map is in its own
+    /tmp, under its pid there; rhea attach keeps the loop's line from it
+    (it looked in ours, under the pid inside: the loop was unnamed)."""
+    p, host, inner, _ = start_in_namespace(c, c.prog(variant, "jit"), ["4000", "thread"], True)
+    try:
+        time.sleep(1.5)
+        rc, _, err = c.run([c.rhea, "attach", "-d", "1s", "-o", c.path("out.rhea"), str(host)], timeout=60)
+    finally:
+        out, perr = finish(p)
+    c.check(rc == 0, "rhea attach: status %d: %s" % (rc, one_line(err)))
+    c.check(p.returncode == 0 and "jit at " in out, "the process after the detach: status %d, %r %r"
+            % (p.returncode, out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    jit = sum(f["self_cpu_ns"] for f in funcs_named(rec, "jit_countdown") if f["module"] == "[jit]")
+    pmap = "/proc/%d/root/tmp/perf-%d.map" % (host, inner)
+    c.check(jit >= 300 * MS and rec["recording"]["perf_map"] == pmap and rec["recording"]["perf_map_kept"],
+            "jit_countdown %s of self CPU in a 1 s attach, perf map %r (kept %s); functions: %s"
+            % (ms(jit), rec["recording"]["perf_map"], rec["recording"]["perf_map_kept"], top_names(rec)))
     c.done()
 
 
@@ -4457,6 +4493,7 @@ def all_tests():
     t.append(Test("attach-namespace", t_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-mount-namespace", t_attach_mount_namespace, ("gcc-O2",)))
     t.append(Test("report-sysroot", t_report_sysroot, ("gcc-O2",)))
+    t.append(Test("jit-attach-namespace", t_jit_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))
