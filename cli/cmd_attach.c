@@ -651,7 +651,17 @@ int cmd_attach(int argc, char **argv)
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
 	snprintf(dir, sizeof(dir), "%s" RHEA_ATTACH_DIR_PREFIX "XXXXXX", root);
 	if (!mkdtemp(dir)) {
-		cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(errno));
+		struct stat ps;
+		char pp[64];
+		snprintf(pp, sizeof(pp), "/proc/%d", (int)pid);
+		if (errno == EOVERFLOW && other_ns(pid, "user") && stat(pp, &ps) == 0)
+			/* its /tmp belongs to its user namespace, where our uid has
+			 * no name: a file of ours cannot be made there */
+			cli_err("attach: process %d runs in a user namespace of its own (a rootless container), "
+				"whose /tmp our user cannot write in: attach it as its own user (uid %u)",
+				(int)pid, (unsigned)ps.st_uid);
+		else
+			cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(errno));
 		return 1;
 	}
 	const char *tdir = dir + strlen(root); /* the process's view of it */

@@ -49,6 +49,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -3846,6 +3847,54 @@ def t_jit_attach_namespace(c, variant):
     c.done()
 
 
+def t_attach_rootless(c, variant):
+    """A process in a user namespace of its own, made by an unprivileged
+    user (a rootless container: unshare -U -r -m, its /tmp a tmpfs of that
+    namespace).  Its own user attaches it (rhea and the agent copied where
+    that user may read them): recorded and detached as anywhere.  Root
+    cannot make a file in its /tmp (EOVERFLOW: root has no uid there):
+    one line that says so and which user to attach it as, status 1, the
+    process untouched."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("unshare"):
+        raise Skip("needs root, setpriv(1) and unshare(1)")
+    d = tempfile.mkdtemp(prefix="rhea-rootless.", dir="/var/tmp")  # (not under /tmp: hidden in there)
+    try:
+        os.chmod(d, 0o777)
+        for f in (c.rhea, os.path.join(os.path.dirname(c.rhea), "librhea.so"), c.prog(variant, "attachme")):
+            shutil.copy(f, d)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        script = "mount -t tmpfs tmpfs /tmp && exec %s/attachme 4" % d
+        p = subprocess.Popen(nobody + ["unshare", "-U", "-r", "-m", "--fork", "sh", "-c", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
+        try:
+            line = p.stdout.readline()
+            if not line.startswith("ready "):
+                why = p.stderr.read()
+                if why.startswith("unshare:"):
+                    raise Skip("no user namespace for an unprivileged user here: %r" % why[-300:])
+                raise Fail("attachme did not start in its namespace: %r" % why[-300:])
+            pid = int(line.split()[1])  # (no PID namespace: the same pid)
+            time.sleep(0.3)
+            rc, _, err = c.run([c.rhea, "attach", "-d", "300ms", "-o", c.path("root.rhea"), str(pid)])
+            c.check(rc == 1 and err.count("\n") == 1 and "user namespace" in err and "uid 65534" in err,
+                    "root's attach: status %d, %r" % (rc, err))
+            rc, _, err = c.run(nobody + ["env", "HOME=" + d, os.path.join(d, "rhea"), "attach", "-d", "1s",
+                                         "-o", os.path.join(d, "own.rhea"), str(pid)])
+            c.check(rc == 0 and "attached to %d" % pid in err, "its own user's attach: status %d, %s"
+                    % (rc, one_line(err)))
+        finally:
+            out, perr = finish(p)
+        c.check(p.returncode == 0 and "attachme ok" in out, "attachme: status %d, %r %r"
+                % (p.returncode, out, perr[-300:]))
+        rec = c.report(os.path.join(d, "own.rhea"))
+        check_end(c, rec, "detach", 0)
+        n, nbytes, _ = sites_of(rec, "attach_work")
+        c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    c.done()
+
+
 def t_report_sysroot(c, variant):
     """A recording read where the program's file is not at its path any
     more (another machine, a container gone): its functions are
@@ -4494,6 +4543,7 @@ def all_tests():
     t.append(Test("attach-mount-namespace", t_attach_mount_namespace, ("gcc-O2",)))
     t.append(Test("report-sysroot", t_report_sysroot, ("gcc-O2",)))
     t.append(Test("jit-attach-namespace", t_jit_attach_namespace, ("gcc-O2",)))
+    t.append(Test("attach-rootless", t_attach_rootless, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))
