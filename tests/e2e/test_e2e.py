@@ -3890,6 +3890,8 @@ def t_attach_rootless(c, variant):
         check_end(c, rec, "detach", 0)
         n, nbytes, _ = sites_of(rec, "attach_work")
         c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+        c.check(rec["stats"]["cfi_build_ns"] == 0, "the agent built unwind tables for %.1f ms (the user's cache "
+                "empty: rhea attach builds them)" % (rec["stats"]["cfi_build_ns"] / 1e6))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     c.done()
