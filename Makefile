@@ -19,7 +19,7 @@ CFLAGS   ?= $(OPT) -g
 VERSION  := 0.1.0
 BASEFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DRHEA_VERSION_STRING='"$(VERSION)"' -Icore -Iagent -Isymbolize -Ianalysis -Iexport -Icli
 LIBS_CLI := -ldw -lelf -lzstd -lz -ldl -lm
-LIBS_AGENT := -lzstd -lz -ldl -lpthread
+LIBS_AGENT := -ldl -lpthread # (libzstd by dlopen, no zlib: core/rfile.c)
 
 ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer

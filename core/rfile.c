@@ -77,8 +77,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 #include <zstd.h>
+#ifdef RHEA_AGENT
+#include "crc32.h"
+#include <dlfcn.h>
+#else
+#include <zlib.h>
+#endif
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rfile.c copies little-endian structs as they are: port it first"
@@ -88,6 +93,59 @@ _Static_assert(sizeof(struct rhea_chunk_header) == 32, "chunk header size");
 _Static_assert(sizeof(struct rhea_entry) == 8, "entry header size");
 _Static_assert(sizeof(RHEA_MAGIC) == 8, "magic size");
 _Static_assert(sizeof(struct rhea_release) == 40, "RELEASE entry size (doc/format.md)");
+
+#ifdef RHEA_AGENT
+/*
+ * The agent writes, never reads, and needs neither zlib nor libzstd: it may
+ * be loaded into a process that has neither (rhea attach into a container
+ * from a minimal image, where a library it needs made its dlopen fail).
+ * The CRC is its own (crc32.h); zstd is taken with dlopen when the process
+ * can have it, and without it the chunks are written as they are (the
+ * reader takes both; rhea's compaction compresses them at the end).
+ */
+uint32_t rhea_crc32_table[256];
+#define crc32(c, p, n) crc32_of((c), (p), (n))
+#define ZS_FUNCS(X)                                                                                     \
+	X(ZSTD_maxCLevel) X(ZSTD_minCLevel) X(ZSTD_estimateCCtxSize) X(ZSTD_initStaticCCtx)               \
+	X(ZSTD_compressBound) X(ZSTD_compressCCtx) X(ZSTD_isError)
+static struct {
+#define ZS_MEMBER(f) __typeof__(f) *p_##f;
+	ZS_FUNCS(ZS_MEMBER)
+#undef ZS_MEMBER
+} zs;
+static int zs_state; /* 0 not tried yet, 1 loaded, -1 cannot be */
+
+/* libzstd's functions at hand: 1, else 0.  Tried once (a forked child
+ * inherits the answer: no dlopen after a fork). */
+static int zs_load(void)
+{
+	if (zs_state == 0) {
+		void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+		int ok = h != NULL;
+#define ZS_SYM(f)                                                    \
+	if (ok && (zs.p_##f = (__typeof__(f) *)dlsym(h, #f)) == NULL) \
+		ok = 0;
+		ZS_FUNCS(ZS_SYM)
+#undef ZS_SYM
+		zs_state = ok ? 1 : -1;
+	}
+	return zs_state > 0;
+}
+#define ZSTD_maxCLevel (*zs.p_ZSTD_maxCLevel)
+#define ZSTD_minCLevel (*zs.p_ZSTD_minCLevel)
+#define ZSTD_estimateCCtxSize (*zs.p_ZSTD_estimateCCtxSize)
+#define ZSTD_initStaticCCtx (*zs.p_ZSTD_initStaticCCtx)
+#define ZSTD_compressBound (*zs.p_ZSTD_compressBound)
+#define ZSTD_compressCCtx (*zs.p_ZSTD_compressCCtx)
+#define ZSTD_isError (*zs.p_ZSTD_isError)
+#define Bytef uint8_t
+#define uInt size_t
+#else
+static int zs_load(void)
+{
+	return 1;
+}
+#endif
 
 #define RFILE_CHDR sizeof(struct rhea_chunk_header)
 /* Largest header_size the reader accepts: room for decades of new fields,
@@ -123,8 +181,9 @@ int rfile_writer_init(struct rfile_writer *w, int fd, int level,
 
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
+	int zstd = zs_load();
 	if (fd < 0 || max_chunk == 0 || max_chunk > RHEA_CHUNK_MAX_RAW ||
-	    level > ZSTD_maxCLevel() || level < ZSTD_minCLevel())
+	    (zstd && (level > ZSTD_maxCLevel() || level < ZSTD_minCLevel())))
 		return -EINVAL;
 	w->level = level;
 	w->max_chunk = max_chunk;
@@ -141,26 +200,33 @@ int rfile_writer_init(struct rfile_writer *w, int fd, int level,
 
 	/* Sized for any input at this level, so the static context never
 	 * needs more (ZSTD_compressCCtx fails rather than allocates). */
-	w->work_size = ZSTD_estimateCCtxSize(level);
-	w->work = rfile_map(w->work_size);
-	if (!w->work) {
-		err = -ENOMEM;
-		goto out;
+	if (zstd) {
+		w->work_size = ZSTD_estimateCCtxSize(level);
+		w->work = rfile_map(w->work_size);
+		if (!w->work) {
+			err = -ENOMEM;
+			goto out;
+		}
+		w->cctx = ZSTD_initStaticCCtx(w->work, w->work_size);
+		if (!w->cctx) {
+			err = -ENOMEM;
+			goto out;
+		}
 	}
-	w->cctx = ZSTD_initStaticCCtx(w->work, w->work_size);
-	if (!w->cctx) {
-		err = -ENOMEM;
-		goto out;
-	}
-	w->out_cap = ZSTD_compressBound(max_chunk) + RFILE_CHDR;
+	w->out_cap = (zstd ? ZSTD_compressBound(max_chunk) : max_chunk) + RFILE_CHDR;
 	w->out = rfile_map(w->out_cap);
 	if (!w->out) {
 		err = -ENOMEM;
 		goto out;
 	}
-	/* zlib built with DYNAMIC_CRC_TABLE fills its table on first use:
-	 * make that happen here, not in a signal handler. */
+	/* The CRC's table filled here, not in a signal handler (zlib built
+	 * with DYNAMIC_CRC_TABLE fills its own on first use, the agent's is
+	 * crc32.h's). */
+#ifdef RHEA_AGENT
+	crc32_fill();
+#else
 	(void)crc32(0, Z_NULL, 0);
+#endif
 	return 0;
 out:
 	rfile_writer_destroy(w);
@@ -304,7 +370,7 @@ int rfile_write_chunk(struct rfile_writer *w, const void *payload,
 		goto out;
 	}
 	dst = (uint8_t *)w->out + RFILE_CHDR;
-	if (compress && len > 1) {
+	if (compress && len > 1 && w->cctx) {
 		/* A capacity of len - 1 makes "did not shrink" a zstd error,
 		 * which it reports as soon as the output overflows. */
 		size_t k = ZSTD_compressCCtx(w->cctx, dst, len - 1, payload,
@@ -335,6 +401,12 @@ out:
 	return err;
 }
 
+int rfile_writer_compresses(const struct rfile_writer *w)
+{
+	return w->cctx != NULL;
+}
+
+#ifndef RHEA_AGENT /* (the agent writes only) */
 /* ---- reader ---------------------------------------------------------- */
 
 struct rfile_reader {
@@ -778,3 +850,4 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return 1;
 	}
 }
+#endif /* RHEA_AGENT */

@@ -78,6 +78,10 @@ int rfile_write_chunk(struct rfile_writer *w, const void *payload,
 /* Release the buffers (the fd stays open).  Safe on a zeroed writer. */
 void rfile_writer_destroy(struct rfile_writer *w);
 
+/* Whether chunks asked to be compressed are: not in an agent loaded into
+ * a process without libzstd (rfile.c), which writes them as they are. */
+int rfile_writer_compresses(const struct rfile_writer *w);
+
 /* ---- reader ---------------------------------------------------------- */
 
 enum rfile_status {

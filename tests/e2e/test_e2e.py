@@ -3894,6 +3894,62 @@ def t_attach_rootless(c, variant):
     c.done()
 
 
+def t_attach_minimal_root(c, variant):
+    """A container from a minimal image: a root with the program and glibc
+    and nothing else (no zlib, no libzstd, no elfutils), its own /proc.
+    The agent needs only libc (it loaded libzstd and zlib as it was loaded,
+    and its dlopen failed: "libzstd.so.1: cannot open shared object
+    file"); it writes its chunks as they are, the unwind tables come from
+    rhea attach (the agent could not build them there), the names of the
+    program's functions from the recording."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare(1)")
+    prog = c.prog(variant, "attachme")
+    rc, libs, _ = c.run(["ldd", prog])
+    files = [w for w in libs.split() if w.startswith("/")]
+    c.check(rc == 0 and any("libc.so" in f for f in files), "ldd %s: %r" % (prog, libs))
+    root = c.path("root")
+    for f in files + [prog]:
+        dst = root + (f if f != prog else "/attachme")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy(os.path.realpath(f), dst)
+    for d in ("tmp", "proc"):
+        os.makedirs(os.path.join(root, d))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--root=" + root, "--mount-proc",
+                          "/attachme", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        c.check(line.startswith("ready "), "attachme did not start in its root: %r" % line)
+        host = 0
+        for _ in range(100):
+            for pid in map(int, [d for d in os.listdir("/proc") if d.isdigit()]):
+                try:
+                    if os.readlink("/proc/%d/root" % pid) == root:
+                        host = max(host, pid)
+                except OSError:
+                    pass
+            if host:
+                break
+            time.sleep(0.02)
+        c.check(host, "no process with its root at %s" % root)
+        time.sleep(0.3)
+        attach_ok(c, host, "out.rhea", env=dict(os.environ, RHEA_CACHE_DIR=c.path("cache")))
+    finally:
+        out, perr = finish(p)
+    c.check("attachme ok" in out, "attachme: %r %r" % (out, perr[-300:]))
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "detach", 0)
+    st = rec["stats"]
+    c.check(st["cfi_build_ns"] == 0 and st["unwind_errors"] == 0 and
+            st["stacks_reaching_root"] >= 0.95 * st["stacks"],
+            "unwind tables built %.1f ms, %d unwind failures, %d of %d stacks reach main" % (
+                st["cfi_build_ns"] / 1e6, st["unwind_errors"], st["stacks_reaching_root"], st["stacks"]))
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    c.done()
+
+
 def t_report_sysroot(c, variant):
     """A recording read where the program's file is not at its path any
     more (another machine, a container gone): its functions are
@@ -4543,6 +4599,7 @@ def all_tests():
     t.append(Test("report-sysroot", t_report_sysroot, ("gcc-O2",)))
     t.append(Test("jit-attach-namespace", t_jit_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-rootless", t_attach_rootless, ("gcc-O2",)))
+    t.append(Test("attach-minimal-root", t_attach_minimal_root, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "crc32.h"
 #include "packed.h"
 #include "rfile.h"
 
@@ -774,6 +775,31 @@ Test(rfile, single_byte_corruption, .timeout = 120)
 }
 
 /* ---- bad files ------------------------------------------------------- */
+
+/* The agent's CRC (crc32.h: it has no zlib) is zlib's, byte for byte:
+ * the reader checks the agent's chunks with zlib's.  Every length up to
+ * 64, odd offsets, long buffers, and continued from a CRC so far. */
+uint32_t rhea_crc32_table[256];
+
+Test(rfile, agent_crc_is_zlibs)
+{
+	crc32_fill();
+	uint8_t buf[70000];
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	cr_assert_eq(crc32_of(0, buf, 0), (uint32_t)crc32(0, buf, 0));
+	cr_assert_eq(crc32_of(0, "123456789", 9), 0xcbf43926u, "the check value of CRC-32/ISO-HDLC");
+	for (size_t n = 1; n <= 64; n++)
+		for (size_t off = 0; off < 3; off++)
+			cr_assert_eq(crc32_of(0, buf + off, n), (uint32_t)crc32(0, buf + off, (uInt)n), "%zu bytes at %zu", n,
+				     off);
+	cr_assert_eq(crc32_of(0, buf, sizeof(buf)), (uint32_t)crc32(0, buf, sizeof(buf)));
+	uint32_t part = crc32_of(0, buf, 1000);
+	cr_assert_eq(crc32_of(part, buf + 1000, 5000), (uint32_t)crc32(crc32(0, buf, 1000), buf + 1000, 5000));
+}
 
 Test(rfile, empty_file)
 {
