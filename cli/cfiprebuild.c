@@ -17,10 +17,12 @@
  * replaced on disk since, or on an overlay) or else by its path if that
  * still names the file mapped (same device and inode); the agent itself,
  * the libraries it needs (as the process's loader would find them), and
- * the vDSO (the kernel's, this process's the same).  A table the agent
- * lacked made it load libdw as well: 100 ms of redis-server's event loop
- * for the vDSO's alone, 76 ms for libz's.  Nothing here is an error:
- * whatever fails is built by the agent as before.
+ * the vDSO (the kernel's, this process's the same).  (The agent's
+ * libraries: those it needs, and libzstd, which it takes with dlopen.)
+ * A table the agent lacked made it load libdw as well: 100 ms of
+ * redis-server's event loop for the vDSO's alone, 76 ms for libz's.
+ * Nothing here is an error: whatever fails is built by the agent as
+ * before.
  *
  * A process in another mount namespace (a container) cannot see our cache,
  * and its files are its own.  Its paths are resolved inside its root
@@ -49,6 +51,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -154,15 +157,31 @@ static size_t fd_build_id(int fd, unsigned char *id, size_t cap)
 	return len;
 }
 
+/* Room a container's /tmp keeps after the tables: its recording goes
+ * there too, and so may the program's own files. */
+#define EXPORT_SPARE (64ull << 20)
+
 /* The table of build-id id (len) into the agent's cache directory export
- * (given to user uid, -1: ours), from ours; NULL export: nothing. */
+ * (given to user uid, -1: ours), from ours; NULL export: nothing.  Not
+ * when the file system would keep less than EXPORT_SPARE free (a table
+ * is up to some 13 MB, libLLVM's): the agent then builds it, if it can;
+ * a copy cut short is removed. */
 static void export_table(const char *export, int uid, const unsigned char *id, size_t len)
 {
 	char src[PATH_MAX], dst[PATH_MAX + 64];
-	if (!export || cficache_file(id, (uint32_t)len, src, sizeof(src)) != 0 || !cficache_has(id, (uint32_t)len))
+	struct stat st;
+	struct statvfs fs;
+	if (!export || cficache_file(id, (uint32_t)len, src, sizeof(src)) != 0 || !cficache_has(id, (uint32_t)len) ||
+	    stat(src, &st) != 0 || statvfs(export, &fs) != 0 ||
+	    (unsigned long long)fs.f_bavail * fs.f_frsize < (unsigned long long)st.st_size + EXPORT_SPARE)
 		return;
 	snprintf(dst, sizeof(dst), "%s/%s", export, strrchr(src, '/') + 1);
-	if (cli_copy_file(open(src, O_RDONLY | O_CLOEXEC), dst, 0644) == 0 && uid >= 0 && chown(dst, (uid_t)uid, (gid_t)-1) != 0) {
+	if (cli_copy_file(open(src, O_RDONLY | O_CLOEXEC), dst, 0644) != 0) {
+		if (errno != EEXIST)
+			unlink(dst);
+		return;
+	}
+	if (uid >= 0 && chown(dst, (uid_t)uid, (gid_t)-1) != 0) {
 		/* readable all the same */
 	}
 }
@@ -258,6 +277,10 @@ static size_t add_agent(const struct proc *p, const char *agent, struct mapped *
 		elf_end(e);
 	if (fd >= 0)
 		close(fd);
+	/* and the one it takes with dlopen (core/rfile.c) */
+	char zstd[PATH_MAX];
+	if (np < 64 && find_library(p, "libzstd.so.1", zstd, sizeof(zstd)) == 0)
+		paths[np] = strdup(zstd), np += paths[np] != NULL;
 	for (size_t k = 0; k < np; k++) {
 		int ours = k == 0; /* the agent's file is ours, its libraries the process's */
 		int lfd = ours ? open(paths[k], O_RDONLY | O_CLOEXEC) : open_in(p, paths[k]);
