@@ -632,8 +632,9 @@ static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr
  * cannot read: its functions would be module+offset.  rhea attach
  * compacts right after it leaves the process, which still runs: its files
  * are read through its root (root: /proc/PID/root, sym_set_root), and the
- * functions on the recording's stacks that the files here do not name
- * (another file at that path, or none) but the process's do are kept as
+ * functions on the recording's stacks and allocation sites that the
+ * files here do not name (another file at that path, or none) but the
+ * process's do (a stripped file: by their unwind entries) are kept as
  * META "code_names", lines of a perf map ("START SIZE name", hexadecimal;
  * a function without a size: its one address), which the report uses for
  * a module it cannot read (symbolize.c).  Names only: no source lines, no
@@ -641,7 +642,8 @@ static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr
  */
 struct code_name {
 	uint64_t lo, size;
-	const char *name; /* the rooted symbolizer's */
+	const char *name; /* the rooted symbolizer's, or */
+	int owned;        /* made here (a stripped file's) */
 };
 
 static int cmp_code_name(const void *a, const void *b)
@@ -686,21 +688,28 @@ static int keep_code_names(struct compactor *c, const char *root)
 	}
 	add_modules(here, c);
 	add_modules(there, c);
-	for (size_t id = 0; id < c->nodes_cap; id++) {
+	/* the stacks' addresses, then the allocation sites' (their callers) */
+	for (size_t k = 0; k < c->nodes_cap + c->nsites; k++) {
 		struct sym_frame f;
-		if (!c->nodes_known[id] || c->nodes[id].addr <= 1)
+		uint64_t addr = k < c->nodes_cap ? (c->nodes_known[k] ? c->nodes[k].addr : 0) : c->sites[k - c->nodes_cap].pc;
+		if (addr <= 1)
 			continue;
-		uint64_t addr = c->nodes[id].addr;
 		sym_resolve(here, addr, &f);
-		if (f.resolved)
-			continue;
+		if (f.resolved || f.func_off_known)
+			continue; /* the file here serves (a stripped one too) */
 		sym_resolve(there, addr, &f);
-		if (!f.resolved || !f.func || strchr(f.func, '\n'))
+		/* a stripped file: its functions by their unwind entries
+		 * ("prog+0x1230", as the report names them beside the file) */
+		char stripped[512];
+		const char *name = f.resolved ? f.func : f.func_off_known && f.func_size
+								 ? sym_frame_name(&f, stripped, sizeof(stripped))
+								 : NULL;
+		if (!name || strchr(name, '\n'))
 			continue;
-		if (vec_grow((void **)&v, &cap, n + 1, sizeof(*v)))
+		if (vec_grow((void **)&v, &cap, n + 1, sizeof(*v)) || (!f.resolved && !(name = strdup(name))))
 			goto out;
-		v[n++] = f.func_size ? (struct code_name){f.func_lo, f.func_size, f.func}
-				     : (struct code_name){addr, 1, f.func};
+		v[n++] = f.func_size ? (struct code_name){f.func_lo, f.func_size, name, !f.resolved}
+				     : (struct code_name){addr, 1, name, 0};
 	}
 	qsort(v, n, sizeof(*v), cmp_code_name);
 	for (size_t i = 0; i < n; i++) {
@@ -722,6 +731,9 @@ static int keep_code_names(struct compactor *c, const char *root)
 	    (put_meta(c, "code_names_source", root, strlen(root)) || put_meta(c, CODE_NAMES_KEY, text, len)))
 		rc = -1;
 out:
+	for (size_t i = 0; i < n; i++)
+		if (v[i].owned)
+			free((char *)v[i].name);
 	free(v);
 	free(text);
 	sym_free(here);

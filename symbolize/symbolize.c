@@ -1246,6 +1246,8 @@ static void resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *f)
 		else {
 			f->func_off = md->d->fdes[mid].lo;
 			f->func_off_known = 1;
+			f->func_lo = md->bias + md->d->fdes[mid].lo;
+			f->func_size = md->d->fdes[mid].hi - md->d->fdes[mid].lo;
 			break;
 		}
 	}

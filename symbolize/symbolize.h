@@ -51,8 +51,9 @@ struct sym_frame {
 	int inlined_depth;   /* inlined calls at addr (file:line is then the outermost call site) */
 	uint64_t func_off;   /* unresolved: start of the enclosing function (its .eh_frame FDE), */
 	int func_off_known;  /* so that a stripped function is one name: module+0xSTART */
-	uint64_t func_lo;    /* resolved from a sized symbol (or a perf map's line): the */
-	uint64_t func_size;  /* function's runtime address range; 0 when not known */
+	uint64_t func_lo;    /* resolved from a sized symbol (or a perf map's line), or */
+	uint64_t func_size;  /* func_off_known: the function's runtime address range;
+	                      * 0 when not known */
 };
 
 struct symbolizer;
