@@ -176,11 +176,14 @@ static void export_table(const char *export, int uid, const unsigned char *id, s
 	    (unsigned long long)fs.f_bavail * fs.f_frsize < (unsigned long long)st.st_size + EXPORT_SPARE)
 		return;
 	snprintf(dst, sizeof(dst), "%s/%s", export, strrchr(src, '/') + 1);
-	if (cli_copy_file(open(src, O_RDONLY | O_CLOEXEC), dst, 0644) != 0) {
-		if (errno != EEXIST)
-			unlink(dst);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	cli_fs_enter(); /* (a rootless container's: made as its user) */
+	int copied = cli_copy_file(in, dst, 0644) == 0;
+	if (!copied && errno != EEXIST)
+		unlink(dst);
+	cli_fs_leave();
+	if (!copied)
 		return;
-	}
 	if (uid >= 0 && chown(dst, (uid_t)uid, (gid_t)-1) != 0) {
 		/* readable all the same */
 	}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -202,4 +203,28 @@ int cli_sysroot(const char *dir)
 		return 0;
 	cli_err("--sysroot %s: %s", dir, strerror(-e));
 	return -1;
+}
+
+static int fs_uid = -1, fs_gid = -1;
+
+void cli_fs_owner(int uid, int gid)
+{
+	fs_uid = uid;
+	fs_gid = gid;
+}
+
+void cli_fs_enter(void)
+{
+	if (fs_uid >= 0) {
+		setfsgid((gid_t)fs_gid);
+		setfsuid((uid_t)fs_uid);
+	}
+}
+
+void cli_fs_leave(void)
+{
+	if (fs_uid >= 0) {
+		setfsuid(geteuid());
+		setfsgid(getegid());
+	}
 }

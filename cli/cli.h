@@ -42,6 +42,14 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
  * mode (rhea attach: the agent, the recording out of a container, the
  * unwind tables into one).  0, or -1 with errno set. */
 int cli_copy_file(int in, const char *dst, mode_t mode);
+/* rhea attach, root, to a process in a user namespace of its own (a
+ * rootless container): root has no uid there, and a file it makes in the
+ * process's /tmp fails (EOVERFLOW).  cli_fs_owner names the process's user
+ * (-1: none); between cli_fs_enter and cli_fs_leave the files made are
+ * made as that user (setfsuid, setfsgid), and read with its rights. */
+void cli_fs_owner(int uid, int gid);
+void cli_fs_enter(void);
+void cli_fs_leave(void);
 /* --sysroot DIR of report and convert: every symbolizer looks for the
  * modules' files under dir first (sym_set_default_root).  0, or -1 (said). */
 int cli_sysroot(const char *dir);

@@ -649,29 +649,34 @@ int cmd_attach(int argc, char **argv)
 	int foreign = other_ns(pid, "mnt");
 	if (foreign)
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	struct stat pst;
+	char p2[PATH_MAX], err[512], st[256], tout[PATH_MAX + 16];
+	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
+	int other_user = stat(p2, &pst) == 0 && pst.st_uid != geteuid();
+	/* A rootless container's /tmp belongs to its user namespace, where
+	 * root has no uid: what goes in there is made as the process's user
+	 * (from here to the agent's copy, and the tables the prebuild puts in) */
+	if (foreign && other_user && geteuid() == 0 && other_ns(pid, "user"))
+		cli_fs_owner((int)pst.st_uid, (int)pst.st_gid);
 	snprintf(dir, sizeof(dir), "%s" RHEA_ATTACH_DIR_PREFIX "XXXXXX", root);
+	cli_fs_enter();
 	if (!mkdtemp(dir)) {
-		struct stat ps;
-		char pp[64];
-		snprintf(pp, sizeof(pp), "/proc/%d", (int)pid);
-		if (errno == EOVERFLOW && other_ns(pid, "user") && stat(pp, &ps) == 0)
+		int e = errno;
+		cli_fs_leave();
+		if (e == EOVERFLOW && other_ns(pid, "user"))
 			/* its /tmp belongs to its user namespace, where our uid has
 			 * no name: a file of ours cannot be made there */
 			cli_err("attach: process %d runs in a user namespace of its own (a rootless container), "
 				"whose /tmp our user cannot write in: attach it as its own user (uid %u)",
-				(int)pid, (unsigned)ps.st_uid);
+				(int)pid, (unsigned)pst.st_uid);
 		else
-			cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(errno));
+			cli_err("attach: cannot create a directory in %s/tmp: %s", root, strerror(e));
 		return 1;
 	}
 	const char *tdir = dir + strlen(root); /* the process's view of it */
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof(tmp), "%s/tmp", root);
 	int tmpfd = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC), dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct stat pst;
-	char p2[PATH_MAX], err[512], st[256], tout[PATH_MAX + 16];
-	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
-	int other_user = stat(p2, &pst) == 0 && pst.st_uid != geteuid();
 	/* The agent writes the recording as the process's user: into our
 	 * directory for it, and copied out at the end, when the output's
 	 * directory is not the process's to see (another mount namespace) or
@@ -722,9 +727,11 @@ int cmd_attach(int argc, char **argv)
 		goto out;
 	}
 	/* the unwind tables the cache lacks, built here rather than on a
-	 * thread of the program (cfiprebuild.c) */
+	 * thread of the program (cfiprebuild.c), into our cache */
+	cli_fs_leave();
 	if ((!foreign || export[0]) && strcmp(ao.unwind, "fp") != 0)
 		cli_prebuild_cfi(pid, agent, export[0] ? export : NULL, uid, quiet);
+	cli_fs_enter();
 	/* the files the agent writes, as the process's user: root attaching
 	 * to another user's process gives them to that user */
 	if (agent_file(dir, RHEA_ATTACH_STATUS, uid) != 0 || agent_file(dir, RHEA_ATTACH_WARNINGS, uid) != 0)
@@ -734,6 +741,7 @@ int cmd_attach(int argc, char **argv)
 		cli_err("attach: cannot make the control FIFO %s: %s", p2, strerror(errno));
 		goto out;
 	}
+	cli_fs_leave();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
@@ -764,7 +772,11 @@ int cmd_attach(int argc, char **argv)
 	if (said != 0) {
 		char lib[PATH_MAX];
 		snprintf(lib, sizeof(lib), "%s/" RHEA_ATTACH_AGENT, dir);
-		if (cli_copy_file(open(agent, O_RDONLY | O_CLOEXEC), lib, 0755) != 0) {
+		int in = open(agent, O_RDONLY | O_CLOEXEC);
+		cli_fs_enter();
+		int copied = cli_copy_file(in, lib, 0755) == 0;
+		cli_fs_leave();
+		if (!copied) {
 			cli_err("attach: cannot copy the agent to %s: %s", lib, strerror(errno));
 			goto out;
 		}
@@ -885,6 +897,7 @@ int cmd_attach(int argc, char **argv)
 			cli_summarize(out, 0);
 	}
 out:
+	cli_fs_leave();
 	if (ctl >= 0)
 		close(ctl);
 	if (dirfd >= 0) {
