@@ -356,7 +356,6 @@ static int spent_agents(pid_t pid, const char *agent, uint64_t *entry)
 	return n;
 }
 
-
 /*
  * Memory the process may still take before its memory cgroup's limit (the
  * smallest room of its cgroup and every parent), bytes; UINT64_MAX when
