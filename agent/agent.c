@@ -1865,6 +1865,40 @@ static uint64_t env_u64(const char *name, uint64_t def)
 	return *end ? def : (uint64_t)x;
 }
 
+/*
+ * The directory of the recording as rhea record sees it, from a process
+ * that may not (RHEA_OUTPUT_HOME, "CLIPID:DEV:INO", rhea record's pid and
+ * the directory's identity).  A program that entered a mount namespace of
+ * its own (unshare -m, bwrap, a test's sandbox) and mounted over it (a
+ * tmpfs on /tmp) wrote its recording into that mount, where rhea record
+ * never saw it: the program's work was simply missing.  It now writes
+ * through rhea record's root, /proc/CLIPID/root, when that is the
+ * directory; else it says where its recording goes, once.
+ */
+static void output_home(void)
+{
+	const char *home = attach_getenv("RHEA_OUTPUT_HOME");
+	unsigned long long pid, dev, ino;
+	if (!home || sscanf(home, "%llu:%llu:%llu", &pid, &dev, &ino) != 3 || output_base[0] != '/')
+		return;
+	char dir[sizeof(output_base)], alt[sizeof(output_base)];
+	snprintf(dir, sizeof(dir), "%s", output_base);
+	char *slash = strrchr(dir, '/');
+	slash[slash == dir] = 0; /* (the root itself: "/") */
+	struct stat st;
+	if (stat(dir, &st) == 0 && st.st_dev == (dev_t)dev && st.st_ino == (ino_t)ino)
+		return;
+	int n = snprintf(alt, sizeof(alt), "/proc/%llu/root%s", pid, dir);
+	if (n > 0 && (size_t)n < sizeof(alt) && stat(alt, &st) == 0 && st.st_dev == (dev_t)dev &&
+	    st.st_ino == (ino_t)ino &&
+	    (size_t)snprintf(alt, sizeof(alt), "/proc/%llu/root%s", pid, output_base) < sizeof(alt)) {
+		memcpy(output_base, alt, sizeof(output_base));
+		return;
+	}
+	say("this process does not see rhea record's ", dir,
+	    " (another mount namespace): its recording is written to its own ", dir);
+}
+
 static void read_config(void)
 {
 	struct rhea_config *c = &rhea_g.cfg;
@@ -1918,6 +1952,7 @@ static void read_config(void)
 		snprintf(output_base, sizeof(output_base), "rhea-%s-%s.rhea", comm, num);
 	}
 	is_root = env_u64("RHEA_ROOT_PID", 0) == (uint64_t)getpid() || !(out && *out);
+	output_home();
 }
 
 /* Bounds of the main thread's stack, from /proc/self/maps ([stack]). */

@@ -703,6 +703,19 @@ int cmd_record(int argc, char **argv)
 		char path[PATH_MAX + 64];
 		output_path(path, sizeof(path), output ? out_abs : NULL, prog[0], getpid());
 		setenv("RHEA_OUTPUT", path, 1);
+		/* where it is for us: a process that sees another directory at
+		 * that path writes through our root (agent.c, output_home) */
+		char dir[PATH_MAX + 64];
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+		struct stat ds;
+		if (slash && (slash[slash == dir] = 0, stat(dir, &ds) == 0)) {
+			snprintf(buf, sizeof(buf), "%d:%llu:%llu", (int)getppid(), (unsigned long long)ds.st_dev,
+				 (unsigned long long)ds.st_ino);
+			setenv("RHEA_OUTPUT_HOME", buf, 1);
+		} else {
+			unsetenv("RHEA_OUTPUT_HOME");
+		}
 		snprintf(buf, sizeof(buf), "%d", (int)getpid());
 		setenv("RHEA_ROOT_PID", buf, 1);
 		if (salvage_path[0])

@@ -3973,6 +3973,43 @@ def t_attach_minimal_root(c, variant):
     c.done()
 
 
+def t_record_unshare(c, variant):
+    """rhea record of a sandbox: the program enters a mount namespace of its
+    own and mounts a tmpfs over the recording's directory (unshare -m, as
+    bwrap or a test harness does), then runs attachme.  Its agent sees
+    another directory at that path and writes through rhea record's root
+    (/proc/CLIPID/root): its recording is next to the others, whole (it went
+    into the tmpfs, and the program's work was missing).  In a PID
+    namespace too, rhea record's /proc entry is out of sight: the agent
+    says in one line where its recording goes."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare(1)")
+    prog = c.prog(variant, "attachme")
+    outdir = os.path.dirname(c.path("out.rhea"))
+    script = "mount -t tmpfs tmpfs %s && %s 1" % (outdir, prog)
+    rc, out, err = c.record(["unshare", "--mount", "--fork", "sh", "-c", script])
+    expect_status(c, rc, 0, err)
+    mine = []
+    for f in sorted(os.listdir(outdir)):
+        if f.startswith("out.") and f.endswith(".rhea"):
+            rec = c.report(os.path.join(outdir, f))
+            if rec["recording"]["command"].startswith(prog):
+                mine.append(rec)
+    c.check(len(mine) == 1, "attachme's recordings next to the others: %d; stderr %s" % (len(mine), one_line(err)))
+    if mine:
+        check_end(c, mine[0], "exit", 0)
+        n, nbytes, _ = sites_of(mine[0], "attach_work")
+        c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes" % (n, nbytes))
+    c.check("does not see rhea record's" not in err, "a warning: %s" % one_line(err))
+    rc, out, err = c.record(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                            out="pidns.rhea")
+    expect_status(c, rc, 0, err)
+    said = [l for l in err.splitlines() if "does not see rhea record's %s" % outdir in l]
+    c.check(len(said) == 1 and "its recording is written to its own %s" % outdir in said[0],
+            "in a PID namespace too: %s" % one_line(err))
+    c.done()
+
+
 def t_report_sysroot(c, variant):
     """A recording read where the program's file is not at its path any
     more (another machine, a container gone): its functions are
@@ -4623,6 +4660,7 @@ def all_tests():
     t.append(Test("jit-attach-namespace", t_jit_attach_namespace, ("gcc-O2",)))
     t.append(Test("attach-rootless", t_attach_rootless, ("gcc-O2",)))
     t.append(Test("attach-minimal-root", t_attach_minimal_root, ("gcc-O2",)))
+    t.append(Test("record-unshare", t_record_unshare, ("gcc-O2",)))
     t.append(Test("attach-until-exit", t_attach_until_exit, ("gcc-O2",)))
     t.append(Test("attach-table-full", t_attach_table_full, ("gcc-O2",)))
     t.append(Test("attach-killed", t_attach_killed, ("gcc-O2",)))
