@@ -694,8 +694,7 @@ static int keep_code_names(struct compactor *c, const char *root)
 		uint64_t addr = k < c->nodes_cap ? (c->nodes_known[k] ? c->nodes[k].addr : 0) : c->sites[k - c->nodes_cap].pc;
 		if (addr <= 1)
 			continue;
-		sym_resolve(here, addr, &f);
-		if (f.resolved || f.func_off_known)
+		if (sym_file_in_use(here, addr))
 			continue; /* the file here serves (a stripped one too) */
 		sym_resolve(there, addr, &f);
 		/* a stripped file: its functions by their unwind entries

@@ -1282,6 +1282,18 @@ static int cache_put(struct symbolizer *s, uint64_t addr, const struct sym_frame
 	return 0;
 }
 
+int sym_file_in_use(struct symbolizer *s, uint64_t addr)
+{
+	if (s->reporting) {
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		s->reporting = false;
+	}
+	if (!s->sorted && sort_mods(s))
+		return 0;
+	const struct mod *md = find_mod(s, addr);
+	return md && md->dm;
+}
+
 int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out)
 {
 	if (!s || !out)

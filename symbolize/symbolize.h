@@ -136,6 +136,10 @@ int sym_perf_map_keep(const char *path, const uint64_t *addrs, size_t n, char **
  */
 int sym_resolve(struct symbolizer *s, uint64_t addr, struct sym_frame *out);
 
+/* Whether a module covers addr and its file is the one recorded, read here
+ * (not: no module, no file, another build-id), without resolving addr. */
+int sym_file_in_use(struct symbolizer *s, uint64_t addr);
+
 /*
  * The variable at data address addr (a lock's, say): a global or static
  * one of a module with symbols, as "name" or "name+0xoff" into buf.  0, or

@@ -543,6 +543,8 @@ Test(symbolize, root_and_kept_names)
 	cr_assert_eq(f.func_lo, (uint64_t)(uintptr_t)&symtest_caller, "function start %#" PRIx64, f.func_lo);
 	cr_assert_gt(f.func_size, 1);
 	cr_assert_eq(count_warnings(s), 0, "unexpected: %s", sym_warning(s, 0));
+	cr_assert(sym_file_in_use(s, addr));
+	cr_assert(!sym_file_in_use(s, 8), "no module there");
 	sym_free(s);
 
 	/* Under the root, a file of another build-id: not used. */
@@ -570,6 +572,7 @@ Test(symbolize, root_and_kept_names)
 	cr_assert_eq(sym_resolve(s, addr, &f), 0);
 	cr_assert_str_eq(f.func, "kept_name");
 	cr_assert_str_eq(f.module, "prog", "the module's name, not [jit]");
+	cr_assert(!sym_file_in_use(s, addr), "no file: named from the kept names only");
 	cr_assert(has_warning(s, "/inside/bin/prog", "named from the names the recording kept"), "warning: %s",
 		  sym_warning(s, 0));
 	/* an address of it the names do not cover: module+offset */
