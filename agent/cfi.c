@@ -59,6 +59,7 @@
  * FDE that libdw cannot evaluate leaves a CFI_NONE gap from that row on.
  */
 #include "cfi.h"
+#include "dllib.h"
 #include "sys.h"
 
 #include <dlfcn.h>
@@ -85,28 +86,13 @@
 	X(elf_getshdrstrndx) X(elf_kind) X(elf_nextscn) X(elf_strptr)            \
 	X(elf_version) X(gelf_getehdr) X(gelf_getphdr) X(gelf_getshdr)
 
-static struct {
-#define DW_MEMBER(f) __typeof__(f) *p_##f;
-	DW_FUNCS(DW_MEMBER)
-#undef DW_MEMBER
-} dwlib;
-static int dw_state; /* 0 not tried yet, 1 loaded, -1 cannot be */
+DL_LIBRARY(dwlib, "libdw.so.1", DW_FUNCS)
 
 /* 0 once libdw's functions are at hand, else -ELIBACC.  Callers are
  * serialized (the agent's module scan, the CLI's one thread). */
 static int dw_load(void)
 {
-	if (dw_state == 0) {
-		void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-		int ok = h != NULL;
-#define DW_SYM(f)                                                       \
-	if (ok && (dwlib.p_##f = (__typeof__(f) *)dlsym(h, #f)) == NULL) \
-		ok = 0;
-		DW_FUNCS(DW_SYM)
-#undef DW_SYM
-		dw_state = ok ? 1 : -1;
-	}
-	return dw_state > 0 ? 0 : -ELIBACC;
+	return dwlib_load() ? 0 : -ELIBACC;
 }
 
 #define dwarf_begin_elf (*dwlib.p_dwarf_begin_elf)

@@ -80,7 +80,7 @@
 #include <zstd.h>
 #ifdef RHEA_AGENT
 #include "crc32.h"
-#include <dlfcn.h>
+#include "dllib.h"
 #else
 #include <zlib.h>
 #endif
@@ -108,29 +108,8 @@ uint32_t rhea_crc32_table[256];
 #define ZS_FUNCS(X)                                                                                     \
 	X(ZSTD_maxCLevel) X(ZSTD_minCLevel) X(ZSTD_estimateCCtxSize) X(ZSTD_initStaticCCtx)               \
 	X(ZSTD_compressBound) X(ZSTD_compressCCtx) X(ZSTD_isError)
-static struct {
-#define ZS_MEMBER(f) __typeof__(f) *p_##f;
-	ZS_FUNCS(ZS_MEMBER)
-#undef ZS_MEMBER
-} zs;
-static int zs_state; /* 0 not tried yet, 1 loaded, -1 cannot be */
-
-/* libzstd's functions at hand: 1, else 0.  Tried once (a forked child
- * inherits the answer: no dlopen after a fork). */
-static int zs_load(void)
-{
-	if (zs_state == 0) {
-		void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
-		int ok = h != NULL;
-#define ZS_SYM(f)                                                    \
-	if (ok && (zs.p_##f = (__typeof__(f) *)dlsym(h, #f)) == NULL) \
-		ok = 0;
-		ZS_FUNCS(ZS_SYM)
-#undef ZS_SYM
-		zs_state = ok ? 1 : -1;
-	}
-	return zs_state > 0;
-}
+/* (zs_load: tried once, so a forked child inherits the answer) */
+DL_LIBRARY(zs, "libzstd.so.1", ZS_FUNCS)
 #define ZSTD_maxCLevel (*zs.p_ZSTD_maxCLevel)
 #define ZSTD_minCLevel (*zs.p_ZSTD_minCLevel)
 #define ZSTD_estimateCCtxSize (*zs.p_ZSTD_estimateCCtxSize)
