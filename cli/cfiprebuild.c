@@ -45,14 +45,12 @@
 #include <link.h>
 #include <libelf.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,16 +74,9 @@ struct proc {
 /* path as the process sees it, opened read-only: -1 if it cannot be. */
 static int open_in(const struct proc *p, const char *path)
 {
-	if (p->rootfd < 0)
-		return open(path, O_RDONLY | O_CLOEXEC);
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-	int fd = (int)syscall(SYS_openat2, p->rootfd, path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS) { /* before Linux 5.6: through the magic link */
-		char full[PATH_MAX + 32];
-		snprintf(full, sizeof(full), "/proc/%d/root%s", (int)p->pid, path);
-		fd = open(full, O_RDONLY | O_CLOEXEC);
-	}
-	return fd;
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)p->pid);
+	return p->rootfd < 0 ? open(path, O_RDONLY | O_CLOEXEC) : sym_open_in_root(p->rootfd, root, path);
 }
 
 /* The executable file mappings of /proc/PID/maps, each file once. */

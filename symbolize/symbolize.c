@@ -337,15 +337,27 @@ int sym_set_default_root(const char *dir)
  * path is resolved inside the root (an absolute symbolic link in a
  * container's root stays in it).
  */
+int sym_open_in_root(int rootfd, const char *root, const char *path)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+	int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS) { /* before Linux 5.6 */
+		char full[PATH_MAX + 64];
+		if ((size_t)snprintf(full, sizeof(full), "%s%s", root, path) >= sizeof(full)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = open(full, O_RDONLY | O_CLOEXEC);
+	}
+	return fd;
+}
+
 static int rooted_file(struct symbolizer *s, const struct sym_module *m, char *name, size_t cap)
 {
 	if (s->rootfd < 0 || m->path[0] != '/' ||
 	    (size_t)snprintf(name, cap, "%s%s", s->root, m->path) >= cap)
 		return -1;
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-	int fd = (int)syscall(SYS_openat2, s->rootfd, m->path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS) /* before Linux 5.6 */
-		fd = open(name, O_RDONLY | O_CLOEXEC);
+	int fd = sym_open_in_root(s->rootfd, s->root, m->path);
 	if (fd < 0 || !m->build_id_len)
 		return fd;
 	unsigned char id[MAX_BUILD_ID];

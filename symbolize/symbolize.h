@@ -80,6 +80,11 @@ int sym_add_module(struct symbolizer *s, const struct sym_module *m);
  * cannot be opened; errno set too).
  */
 int sym_set_root(struct symbolizer *s, const char *dir);
+/* path (absolute) opened read-only inside the directory rootfd (root its
+ * name), as a process whose root it is would (openat2 RESOLVE_IN_ROOT: an
+ * absolute symbolic link in it stays in it; before Linux 5.6, root + path).
+ * A descriptor, or -1 and errno.  (Also rhea attach's, cli/cfiprebuild.c.) */
+int sym_open_in_root(int rootfd, const char *root, const char *path);
 /* The same for every symbolizer sym_new makes from here on (rhea report
  * and convert --sysroot).  0, or -errno (-ENOTDIR: not a directory). */
 int sym_set_default_root(const char *dir);
