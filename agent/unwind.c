@@ -382,8 +382,20 @@ int unwind_fp(const struct unwind_regs *r, const struct unwind_stack *st, uint64
 	uint64_t sp = r->sp, bp = r->bp, ra, next;
 	out[n++] = r->ip;
 	/* The frame record [bp] must sit at or above sp, inside the stack when
-	 * we know it, and each record above the previous one. */
-	while (bp >= sp && !(bp & 7) && (!stack_known(&s) || in_stack(&s, bp, 16))) {
+	 * we know it, and each record above the previous one.  A walk that
+	 * starts on another stack (the agent's own, where the recording ends:
+	 * agent.c; a program's alternate signal stack) follows the chain
+	 * there, each read guarded (unwind_read), until it reaches the
+	 * thread's stack, and never leaves it again: it stopped at the first
+	 * frame, and every fp recording ended with an unwind failure. */
+	int inside = !stack_known(&s) || in_stack(&s, sp, 8);
+	while (bp >= sp && !(bp & 7)) {
+		if (stack_known(&s) && !in_stack(&s, bp, 16)) {
+			if (inside)
+				break;
+		} else {
+			inside = 1;
+		}
 		if (unwind_read(&s, bp + 8, &ra) < 0 || unwind_read(&s, bp, &next) < 0 || ra == 0)
 			break;
 		if (n >= max) {

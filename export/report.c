@@ -1600,7 +1600,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "\nRecording\n");
 	fprintf(out, "  samples %s (%s captures, %s merged away), dropped %s\n", fmt_count(r->nsamples, b1),
 		fmt_count(captures, b2), fmt_count(r->nmerged, b3), fmt_count(r->stats.dropped, b4));
-	fprintf(out, "  stacks: %s truncated, %s unwind failures, %s reach main/start_thread of %s\n",
+	/* (truncated stacks and failed walks are counted per capture, as the
+	 * agent took them; the roots per sample) */
+	fprintf(out, "  stacks: %s truncated, %s unwind failures (of the captures); %s of %s samples reach"
+		     " main/start_thread\n",
 		fmt_count(r->stats.truncated, b1), fmt_count(r->stats.unwind_errors, b2),
 		fmt_count(stacks_rooted, b3), fmt_count(stacks_total, b4));
 	fprintf(out, "  file: %s in %s chunk%s, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),

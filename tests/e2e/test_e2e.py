@@ -61,7 +61,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -820,6 +820,35 @@ def t_smallstack(c, variant, mode):
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "exit", want)
     check_site(c, rec, site, count, count * size)
+    c.done()
+
+
+def t_deepstack(c, variant, unwind, depth):
+    """deepstack.c: 3000 frames of ~230 bytes below main (700 KB: the
+    kernel maps ~132 KB of a main stack at exec, the rest as it grows),
+    deep_work() at the bottom making exactly 3000 allocations of 80 bytes
+    and computing ~100 ms.  The agent took the main stack's extent at start
+    for its bounds: frame-pointer walks stopped at the hook there (144 of
+    159 captures without a stack, nine tenths of the CPU in none), and every
+    fp recording ended with a failed walk (the end runs on the agent's own
+    stack).  Every capture has a stack, truncated at --depth (all of them
+    here: 3000 frames), the allocations are counted, and the CPU is under
+    deep_work on the timeline, as the thread's CPU says."""
+    opts = ["--unwind", unwind, "--depth", str(depth)]
+    rc, out, err = c.record([c.prog(variant, "deepstack")], opts=opts)
+    expect_status(c, rc, 0, err)
+    c.check(re.fullmatch(r"deepstack \d+\n", out) is not None, "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    st = rec["stats"]
+    c.check(st["unwind_errors"] == 0, "%d captures without a stack (of %d)" % (st["unwind_errors"], st["captures"]))
+    c.check(st["truncated"] >= st["captures"] - 2, "%d of %d captures truncated at --depth %d"
+            % (st["truncated"], st["captures"], depth))
+    check_site(c, rec, "deep_work", 3000, 3000 * 80)
+    cpu = sum(t["cpu_ns"] for t in rec["threads"])
+    work = incl_cpu(rec, "deep_work")
+    c.check(cpu > 50 * MS and work >= 0.8 * cpu, "deep_work has %s of the threads' %s of CPU (top: %s)"
+            % (ms(work), ms(cpu), top_names(rec, 8)))
     c.done()
 
 
@@ -4707,6 +4736,8 @@ def all_tests():
     t.append(Test("sandboxed/exec/fork", t_sandboxed_exec, ("gcc-O2", True)))
     for mode in ("handler _exit", "handler exit", "thread"):
         t.append(Test("smallstack/" + mode.replace(" ", "-"), t_smallstack, ("gcc-O2", mode)))
+    for v, unwind, depth in (("gcc-O2-fp", "fp", 64), ("clang-O2-fp", "fp", 256), ("gcc-O2-nofp", "dwarf", 64)):
+        t.append(Test("deepstack/%s/%s-%d" % (v, unwind, depth), t_deepstack, (v, unwind, depth)))
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("daemonize/storm", t_daemonize_storm, ("gcc-O2",)))
     t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))

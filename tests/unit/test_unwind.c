@@ -990,6 +990,43 @@ Test(unwind, garbage_registers_are_harmless)
 		    (double)frames_random / (double)walks_random);
 }
 
+/* A frame-pointer walk that starts on a stack it was not told about (the
+ * agent's own, where a recording ends; a program's alternate signal
+ * stack) follows the chain there until it reaches the thread's stack,
+ * and stops where the chain leaves that stack again.  It used to stop at
+ * the first frame. */
+Test(unwind, fp_walks_from_another_stack_into_the_threads)
+{
+	/* one array, two fake stacks: the low half where the walk starts,
+	 * the high half above it; frame records [bp] = caller's bp, [bp + 8]
+	 * = return address, the chain climbing from one into the other */
+	static uint64_t mem[128];
+	uint64_t out[16], *low = mem, *high = mem + 64;
+	int truncated;
+	uint64_t *f0 = &low[4], *f1 = &low[20], *f2 = &high[4], *f3 = &high[20];
+	f0[0] = (uint64_t)(uintptr_t)f1, f0[1] = 0x1001;
+	f1[0] = (uint64_t)(uintptr_t)f2, f1[1] = 0x1002;
+	f2[0] = (uint64_t)(uintptr_t)f3, f2[1] = 0x1003;
+	f3[0] = 0, f3[1] = 0x1004; /* bp 0: the end */
+	struct unwind_regs r = {0x1000, (uint64_t)(uintptr_t)&low[2], (uint64_t)(uintptr_t)f0};
+
+	/* the thread's stack is the high half: from the other into it, every
+	 * frame */
+	struct unwind_stack st = {(uint64_t)(uintptr_t)high, (uint64_t)(uintptr_t)(high + 64), NULL};
+	int n = unwind_fp(&r, &st, out, 16, &truncated);
+	cr_assert_eq(n, 5, "%d frames", n);
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(out[i], 0x1000u + (unsigned)i);
+	cr_assert_eq(truncated, 0);
+
+	/* the thread's stack is the low half: the chain leaves it, the walk
+	 * stops there */
+	st = (struct unwind_stack){(uint64_t)(uintptr_t)low, (uint64_t)(uintptr_t)(low + 64), NULL};
+	n = unwind_fp(&r, &st, out, 16, &truncated);
+	cr_assert_eq(n, 3, "%d frames", n);
+	cr_assert_eq(truncated, 0);
+}
+
 Test(unwind, read_never_faults)
 {
 	volatile uint64_t word = 0x1122334455667788ull;
