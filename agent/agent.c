@@ -883,6 +883,27 @@ static void end_as_leader(void)
 	_exit((code >> 8) & 0xff); /* (the hook ends the recording) */
 }
 
+/*
+ * rhea attach -d: the CLI's word to stop comes that long after the program
+ * goes on, and was read once a writer round (FLUSH_PERIOD_NS): an attach
+ * for 200 ms recorded 250-300 (the CLI counted its naps, not the time,
+ * too).  From a little before it is due (the program goes on after this
+ * thread starts), the writer looks every STOP_POLL_NS, for at most
+ * STOP_POLL_FOR_NS (a CLI stopped by a debugger, say); the rounds keep
+ * their period.  0: no -d (Ctrl-C ends it, a round's wait is fine).
+ */
+#define STOP_POLL_EARLY_NS 20000000ull
+#define STOP_POLL_NS 5000000ull
+#define STOP_POLL_FOR_NS 2000000000ull
+
+static uint64_t attach_poll_from(uint64_t now)
+{
+	uint64_t d = rhea_g.cfg.attach_for_ns;
+	if (!rhea_attached || !d)
+		return 0;
+	return now + (d > STOP_POLL_EARLY_NS ? d - STOP_POLL_EARLY_NS : 0);
+}
+
 /* arg: rhea_g.buf.wake as it was before the thread was created. */
 static void *writer_main(void *arg)
 {
@@ -892,16 +913,33 @@ static void *writer_main(void *arg)
 	/* A call for a round counts from before this thread existed: a forked
 	 * child's first capture may come before it first runs (capture.c). */
 	uint32_t seen = (uint32_t)(uintptr_t)arg;
+	uint64_t last_round = rhea_now_slow(), poll_from = attach_poll_from(last_round);
 	while (!threads_stop) {
 		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
+		int polling = 0;
 		if (w == seen) {
-			struct timespec ts = {0, FLUSH_PERIOD_NS};
+			uint64_t ns = FLUSH_PERIOD_NS, now = poll_from ? rhea_now_slow() : 0;
+			if (poll_from && now >= poll_from + STOP_POLL_FOR_NS) {
+				poll_from = 0;
+			} else if (poll_from && now >= poll_from) {
+				ns = STOP_POLL_NS;
+				polling = 1;
+			} else if (poll_from && poll_from - now < ns) {
+				ns = poll_from - now;
+			}
+			struct timespec ts = {0, (long)ns};
 			syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
 		}
 		/* calls from here on are for the next round */
 		seen = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		if (threads_stop || rhea_g.finished)
 			break;
+		if (polling && seen == w && rhea_now_slow() - last_round < FLUSH_PERIOD_NS) {
+			if (attach_should_stop())
+				break; /* (no round due: only a look at the word to stop) */
+			continue;
+		}
+		last_round = rhea_now_slow();
 		lock_drain(UINT64_MAX);
 		if (!rhea_g.finished)
 			flush_round(0);
@@ -1925,6 +1963,7 @@ static void read_config(void)
 	if (c->sample_main_ns && c->sample_main_ns < 100000)
 		c->sample_main_ns = 100000;
 	c->force_ns = env_u64("RHEA_FORCE_NS", 1000000000);
+	c->attach_for_ns = env_u64("RHEA_ATTACH_FOR_NS", 0);
 	c->signal = (int)env_u64("RHEA_SIGNAL", 0);
 	c->buffer_bytes = env_u64("RHEA_BUFFER", 8u << 20);
 	if (c->buffer_bytes < (1u << 20))

@@ -129,6 +129,8 @@ struct rhea_config {
 	int quiet;
 	int no_tsc; /* RHEA_NO_TSC=1, for tests: time from clock_gettime, as
 		       where the clocksource is not the TSC (no epoch grid) */
+	uint64_t attach_for_ns; /* rhea attach -d: when the word to stop is due
+				   (agent.c, attach_poll_from); 0: none */
 };
 
 struct rhea_agent {

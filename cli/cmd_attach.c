@@ -64,6 +64,13 @@ static int alive(pid_t pid)
 	return (kill(pid, 0) == 0 || errno == EPERM) && !inject_task_gone(pid, pid);
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -715,6 +722,10 @@ int cmd_attach(int argc, char **argv)
 	else
 		fprintf(conf, "RHEA_CACHE_DIR=%s\n", cache);
 	agent_opts_each(&ao, put_conf, conf);
+	/* -d: when our word to stop is due, which the agent then waits for
+	 * closely (agent.c, attach_poll_from) */
+	if (duration > 0)
+		fprintf(conf, "RHEA_ATTACH_FOR_NS=%lld\n", (long long)duration);
 	/* then the RHEA_* environment, as rhea record's agent sees it (the
 	 * stack table's size, RHEA_MAX_NODES, say); the agent takes a
 	 * setting's first line, so the ones above win */
@@ -747,6 +758,10 @@ int cmd_attach(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* the word to stop may meet a FIFO the agent has just closed (it
+	 * ended: the process exits, the agent switched itself off): an
+	 * error, not our death */
+	signal(SIGPIPE, SIG_IGN);
 
 	snprintf(p2, sizeof(p2), "%s/" RHEA_ATTACH_AGENT, tdir);
 	char via[200] = "";
@@ -807,14 +822,16 @@ int cmd_attach(int argc, char **argv)
 		fprintf(stderr, "rhea: attached to %d (%s) through %s, recording to %s %s\n", (int)pid, comm, via,
 			out, dur);
 	}
-	int64_t waited = 0;
+	/* (by the clock: naps of 20 ms took 25 on a busy machine, and an
+	 * attach for 200 ms recorded 300) */
+	int64_t waited = 0, t0 = mono_ns();
 	int execed = 0, unfinished = 0;
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
 		long step = 20;
 		if (duration > 0 && duration - waited < step * 1000000)
 			step = (long)((duration - waited) / 1000000) + 1;
 		nap_ms(step);
-		waited += (int64_t)step * 1000000;
+		waited = mono_ns() - t0;
 		/* the process exec'ed: the agent ended the recording, and went
 		 * with the old image */
 		if (read_status(dir, st, sizeof(st)) == 0 && strncmp(st, "exec", 4) == 0) {

@@ -3640,6 +3640,13 @@ def attached(c, p, res, says=None, want_out="attachme ok"):
             % (p.returncode, out, perr[-300:]))
     rec = c.report(c.path("out.rhea"))
     check_end(c, rec, "detach", 0)
+    # a thread's span is inside the recording's: the agent names the
+    # threads while the process is still stopped for it, and a thread's
+    # wall was the recording's and up to 200 ms more
+    dur = rec["recording"]["duration_ns"]
+    for t in rec["threads"]:
+        c.check(t["wall_ns"] <= dur + MS, "thread %d (%s): wall %s in a recording of %s"
+                % (t["tid"], t["name"], ms(t["wall_ns"]), ms(dur)))
     return rec
 
 
@@ -3688,6 +3695,11 @@ def t_attach(c, variant):
     rec = attached(c, p, attach_then_wait(c, p, pid, "1s", no_agent_threads), says="attached to %d" % pid)
     names = sorted(t["name"] for t in rec["threads"])
     c.check(names == ["attachme", "worker"], "threads %s, want attachme and worker" % names)
+    # -d 1s records a second: the word to stop is read at once (5 ms), then
+    # the end is written; it was read once a writer round (100 ms), and
+    # rhea attach counted its naps, not the time (1.03 to 1.15 s)
+    dur = rec["recording"]["duration_ns"]
+    c.check(0.95e9 <= dur <= 1.08e9, "recorded %s for -d 1s" % ms(dur))
     n, nbytes, _ = sites_of(rec, "attach_work")
     c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes, want >= 10000 of 64 B "
             "(1 s of 100 per 2 ms)" % (n, nbytes))
