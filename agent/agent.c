@@ -61,6 +61,7 @@ struct rhea_agent rhea_g __attribute__((aligned(64))) = {
 uint64_t rhea_main_stack_lo, rhea_main_stack_hi;
 
 void hooks_resolve(void);
+void hooks_env_save(void);
 int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 #define FLUSH_PERIOD_NS 100000000ull
@@ -2303,6 +2304,8 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	hooks_resolve();
 	read_config();
+	if (!rhea_attached)
+		hooks_env_save(); /* for an exec that loses it (hooks.c) */
 	rhea_g.pid = getpid();
 	clock_init();
 	if (!rhea_g.cfg.follow && !is_root) {

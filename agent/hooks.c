@@ -1967,14 +1967,135 @@ static char *const *env_with_base(char *const envp[], char **out, char *buf, siz
 	return changed ? out : envp;
 }
 
+/*
+ * An image exec'ed with an environment that lost the agent's (`env -i
+ * prog`, a program that cleans its children's environment, or takes
+ * librhea.so out of LD_PRELOAD) ran untraced, and `rhea record -- env -i
+ * ./prog` recorded env's 400 us without a word.  Children are followed:
+ * what it lacks of the RHEA_* settings the agent started with goes back
+ * in (a setting the program gave a value of its own keeps it), and
+ * librhea.so goes first in LD_PRELOAD, before what the program put there,
+ * as rhea record does.  Not under rhea attach (the process's own
+ * environment has none of them: an exec ends the attach) nor with
+ * --no-follow.  Saved at the agent's start (agent.c), into static memory:
+ * the hook may run in a vfork child, on its parent's stack.
+ */
+#define ENV_SAVED_MAX 64
+static char env_saved_buf[8192];
+static char *env_saved[ENV_SAVED_MAX];
+static size_t env_nsaved;
+static char agent_preload[1024]; /* LD_PRELOAD's element naming librhea.so */
+
+static int preload_names_agent(const char *v, const char **elem, size_t *elen)
+{
+	for (const char *p = v; *p;) {
+		size_t n = strcspn(p, ": ");
+		const char *slash = memrchr(p, '/', n);
+		const char *base = slash ? slash + 1 : p;
+		size_t bl = (size_t)(p + n - base);
+		if (bl == sizeof("librhea.so") - 1 && memcmp(base, "librhea.so", bl) == 0) {
+			if (elem)
+				*elem = p, *elen = n;
+			return 1;
+		}
+		p += n;
+		while (*p == ':' || *p == ' ')
+			p++;
+	}
+	return 0;
+}
+
+void hooks_env_save(void)
+{
+	extern char **environ;
+	size_t used = 0;
+	env_nsaved = 0;
+	agent_preload[0] = 0;
+	for (char **e = environ; e && *e; e++) {
+		const char *elem;
+		size_t n = strlen(*e), elen;
+		if (strncmp(*e, "LD_PRELOAD=", 11) == 0 && preload_names_agent(*e + 11, &elem, &elen) &&
+		    elen < sizeof(agent_preload)) {
+			memcpy(agent_preload, elem, elen);
+			agent_preload[elen] = 0;
+		}
+		if (strncmp(*e, "RHEA_", 5) != 0 || !strchr(*e, '=') || env_nsaved == ENV_SAVED_MAX ||
+		    used + n + 1 > sizeof(env_saved_buf))
+			continue;
+		memcpy(env_saved_buf + used, *e, n + 1);
+		env_saved[env_nsaved++] = env_saved_buf + used;
+		used += n + 1;
+	}
+}
+
+static int env_has_key(char *const envp[], const char *kv)
+{
+	size_t k = (size_t)(strchr(kv, '=') - kv) + 1;
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], kv, k) == 0)
+			return 1;
+	return 0;
+}
+
+/* envp with the agent's environment put back (above), in out (env_count
+ * + ENV_SAVED_MAX + 2 pointers) and buf; envp itself when it lacks
+ * nothing. */
+static char *const *env_with_agent(char *const envp[], char **out, char *buf, size_t cap)
+{
+	if (rhea_attached || !rhea_g.cfg.follow || !agent_preload[0])
+		return envp;
+	const char *pre = NULL;
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0)
+			pre = envp[i] + 11;
+	int has_out = env_has_key(envp, "RHEA_OUTPUT="), has_pre = pre && preload_names_agent(pre, NULL, NULL);
+	size_t al = strlen(agent_preload), pl = pre ? strlen(pre) : 0;
+	if ((has_out && has_pre) || 11 + al + 1 + pl + 1 > cap)
+		return envp;
+	size_t j = 0;
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (has_pre || strncmp(envp[i], "LD_PRELOAD=", 11) != 0)
+			out[j++] = envp[i];
+	for (size_t i = 0; !has_out && i < env_nsaved; i++)
+		if (!env_has_key(envp, env_saved[i]))
+			out[j++] = env_saved[i];
+	if (!has_pre) {
+		memcpy(buf, "LD_PRELOAD=", 11);
+		memcpy(buf + 11, agent_preload, al);
+		size_t len = 11 + al;
+		if (pl) {
+			buf[len++] = ':';
+			memcpy(buf + len, pre, pl);
+			len += pl;
+		}
+		buf[len] = 0;
+		out[j++] = buf;
+	}
+	out[j] = NULL;
+	return out;
+}
+
 /* The environment an exec'ed image gets: without librhea.so for a
- * foreign one (foreign_elf), else with the seccomp filters this thread
- * runs under, all judged harmless, as its base (base >= 0). */
-static char *const *exec_env(char *const envp[], char **out, char *buf, size_t cap, int foreign, long base)
+ * foreign one (foreign_elf), else with the agent's own put back (a child
+ * is followed) and the seccomp filters this thread runs under, all judged
+ * harmless, as its base (base >= 0).  bufs: the two arrays and buffers
+ * of EXEC_ENV_BUFS. */
+struct exec_bufs {
+	char **full, **out;
+	char *pbuf, *buf;
+	size_t cap;
+};
+#define EXEC_ENV_BUFS(b, envp)                                                   \
+	char *full_[env_count(envp) + ENV_SAVED_MAX + 2], *out_[env_count(envp) + ENV_SAVED_MAX + 2]; \
+	char pbuf_[4096], buf_[4096];                                            \
+	struct exec_bufs b = {full_, out_, pbuf_, buf_, sizeof(buf_)}
+
+static char *const *exec_env(char *const envp[], struct exec_bufs *b, int foreign, long base)
 {
 	if (foreign)
-		return env_without_agent(envp, out, buf, cap);
-	return base >= 0 ? env_with_base(envp, out, buf, cap, base) : envp;
+		return env_without_agent(envp, b->out, b->buf, b->cap);
+	char *const *e = env_with_agent(envp, b->full, b->pbuf, b->cap);
+	return base >= 0 ? env_with_base(e, b->out, b->buf, b->cap, base) : e;
 }
 
 /* (the execl* and execv hooks call these, not the exported names: in a
@@ -1985,8 +2106,8 @@ static int exec_path(const char *path, char *const argv[], char *const envp[])
 		resolve();
 	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	char *out[env_count(envp) + 1], buf[4096];
-	return real_execve(path, argv, exec_env(envp, out, buf, sizeof(buf), foreign_path(path), base));
+	EXEC_ENV_BUFS(b, envp);
+	return real_execve(path, argv, exec_env(envp, &b, foreign_path(path), base));
 }
 
 static int exec_search_env(const char *file, char *const argv[], char *const envp[])
@@ -1995,8 +2116,8 @@ static int exec_search_env(const char *file, char *const argv[], char *const env
 		resolve();
 	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	char *out[env_count(envp) + 1], buf[4096];
-	return real_execvpe(file, argv, exec_env(envp, out, buf, sizeof(buf), foreign_search(file), base));
+	EXEC_ENV_BUFS(b, envp);
+	return real_execvpe(file, argv, exec_env(envp, &b, foreign_search(file), base));
 }
 
 static int exec_search(const char *file, char *const argv[])
@@ -2032,8 +2153,8 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		resolve();
 	long base = agent_exec_seccomp_base();
 	agent_before_exec();
-	char *out[env_count(envp) + 1], buf[4096];
-	return real_fexecve(fd, argv, exec_env(envp, out, buf, sizeof(buf), foreign_elf(fd), base));
+	EXEC_ENV_BUFS(b, envp);
+	return real_fexecve(fd, argv, exec_env(envp, &b, foreign_elf(fd), base));
 }
 
 /* execl* build an argv on the stack and go through the hooks above. */

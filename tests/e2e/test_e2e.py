@@ -585,6 +585,43 @@ def t_forkexec(c, variant):
     c.done()
 
 
+def t_exec_cleared_env(c, variant):
+    """env -i, then allocs: the image exec'ed with an environment that lost
+    rhea's (and with an LD_PRELOAD of its own) is followed all the same:
+    the agent puts back its RHEA_* settings and librhea.so first in
+    LD_PRELOAD, the program's own values kept (FOO, its library).  It ran
+    untraced, rhea record saying nothing (env's 400 us recorded).  With
+    --no-follow the environment stays as env -i made it."""
+    prog = c.prog(variant, "allocs")
+    lib = "/lib/x86_64-linux-gnu/libm.so.6"
+    rc, out, err = c.record(["/usr/bin/env", "-i", "FOO=1", "LD_PRELOAD=" + lib, prog])
+    expect_status(c, rc, 0, err)
+    c.check("allocs done" in out, "stdout %r" % out)
+    rec = c.report(c.path("out.rhea"))
+    r = rec["recording"]
+    check_end(c, rec, "exit", 0)
+    c.check(prog in (r["command"] or "") and len(r["exec_before"]) == 1,
+            "rhea report out.rhea: command %r after %d programs, want %s after env"
+            % (r["command"], len(r["exec_before"]), prog))
+    check_site(c, rec, "make_allocs", 20000, 20000 * 48)
+    # what the exec'd program sees: its own variables, rhea's, the two
+    # libraries; with --no-follow, env -i's environment alone
+    for follow in (True, False):
+        rc, out, err = c.record(["/usr/bin/env", "-i", "FOO=1", "LD_PRELOAD=" + lib, "/usr/bin/env"],
+                                out="env%d.rhea" % follow, opts=[] if follow else ["--no-follow"])
+        got = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+        pre = got.get("LD_PRELOAD", "").split(":")
+        if follow:
+            c.check(got.get("FOO") == "1" and "RHEA_OUTPUT" in got and len(pre) == 2 and
+                    pre[0].endswith("/librhea.so") and pre[1] == lib,
+                    "the exec'd env saw FOO=%r, RHEA_OUTPUT %s, LD_PRELOAD %r" % (
+                        got.get("FOO"), "RHEA_OUTPUT" in got, got.get("LD_PRELOAD")))
+        else:
+            c.check(sorted(got) == ["FOO", "LD_PRELOAD"] and pre == [lib],
+                    "--no-follow: the exec'd env saw %s" % sorted(got))
+    c.done()
+
+
 def t_execchain(c, variant):
     """A wrapper's execs: sh -c 'exec env ... allocs'.  The process runs three
     programs, each recorded in its own file (out.rhea, out.PID.rhea,
@@ -4621,6 +4658,8 @@ def all_tests():
         t.append(Test("forkexec/%s" % v, t_forkexec, (v,)))
         if v in ("gcc-O2", "clang-O2-nofp"):
             t.append(Test("execchain/%s" % v, t_execchain, (v,)))
+        if v == "gcc-O2":
+            t.append(Test("exec-cleared-env/%s" % v, t_exec_cleared_env, (v,)))
         t.append(Test("forkexec-nofollow/%s" % v, t_forkexec_nofollow, (v,)))
         t.append(Test("vforkexec/%s" % v, t_vforkexec, (v,)))
         for mode in ("exit", "term", "kill"):
