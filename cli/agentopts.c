@@ -54,8 +54,8 @@ int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 			return bad("--min-block %s: want a duration like 1ms", arg);
 		return 1;
 	case 'b':
-		if ((o->buffer = cli_parse_size(arg)) < (1 << 20))
-			return bad("--buffer %s: want a size of at least 1M", arg);
+		if ((o->buffer = cli_parse_size(arg)) < (1 << 20) || o->buffer > (4ll << 30))
+			return bad("--buffer %s: want a size from 1M to 4G", arg);
 		return 1;
 	case 'S':
 		o->sample = cli_parse_duration(arg);
@@ -81,11 +81,12 @@ int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 	return 0;
 }
 
-int agent_opts_other(struct agent_opts *o, int c, const char *arg, void (*usage)(FILE *f))
+int agent_opts_other(struct agent_opts *o, int c, const char *arg, const char *cmd, char **argv,
+		     const char *shortopts)
 {
 	int r = agent_opts_parse(o, c, arg);
 	if (r == 0)
-		usage(stderr);
+		return cli_bad_option(cmd, argv, shortopts);
 	return r > 0 ? 0 : EXIT_BADINPUT;
 }
 

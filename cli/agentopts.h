@@ -30,8 +30,10 @@ void agent_opts_init(struct agent_opts *o);
  * value (one line said so). */
 int agent_opts_parse(struct agent_opts *o, int c, const char *arg);
 /* A command's option switch's default branch: 0 when c was an agent
- * option, else the exit status (after a message, or the usage). */
-int agent_opts_other(struct agent_opts *o, int c, const char *arg, void (*usage)(FILE *f));
+ * option, else the exit status after a message (one line: cli_bad_option
+ * for what is no option of cmd's). */
+int agent_opts_other(struct agent_opts *o, int c, const char *arg, const char *cmd, char **argv,
+		     const char *shortopts);
 /* Every setting as a RHEA_* name and its value. */
 void agent_opts_each(const struct agent_opts *o, void (*fn)(void *arg, const char *key, const char *val),
 		     void *arg);

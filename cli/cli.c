@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,20 @@ void cli_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_bad_option(const char *cmd, char **argv, const char *shortopts)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "?";
+	if (optopt && optopt != ':' && strchr(shortopts, optopt) && strncmp(arg, "--", 2) != 0)
+		cli_err("%s: -%c wants a value (see rhea %s --help)", cmd, optopt, cmd);
+	else if (optopt && strncmp(arg, "--", 2) == 0)
+		cli_err("%s: %s wants a value (see rhea %s --help)", cmd, arg, cmd);
+	else if (optopt)
+		cli_err("%s: unknown option -%c (see rhea %s --help)", cmd, optopt, cmd);
+	else
+		cli_err("%s: unknown option %s (see rhea %s --help)", cmd, arg, cmd);
+	return EXIT_BADINPUT;
 }
 
 int cli_parse_choice(const char *option, const char *s, const char *first, const char *second)

@@ -36,7 +36,10 @@ void cli_compact_said(const struct compact_tally *t);
 /* A recording is to be written at given: its absolute path in abs, its
  * directory writable, an existing file moved to FILE.old (said unless
  * quiet).  0, or -1 with one line said. */
-int cli_output_ready(const char *given, char *abs, size_t cap, int quiet);
+int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *moved);
+/* After a run that left no recording at abs: the previous one (moved to
+ * abs.old by cli_output_ready) back in its place. */
+void cli_output_unkeep(const char *abs, int quiet);
 
 /* A copy of what fd in reads (it is closed) at dst, a new file of that
  * mode (rhea attach: the agent, the recording out of a container, the
@@ -78,6 +81,9 @@ int cli_parse_choice(const char *option, const char *s, const char *first, const
 int64_t cli_parse_size(const char *s);
 /* Print "rhea: " + formatted message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What getopt_long refused (called with opterr 0, on its '?'): an unknown
+ * option, or one without its value, in one line.  EXIT_BADINPUT. */
+int cli_bad_option(const char *cmd, char **argv, const char *shortopts);
 /* execchain.c: the recordings named <base>.<pid>[.<n>].rhea next to
  * base_path (children's, exec'd images'), each given to fn with arg; with
  * since, those older (earlier runs', compared to the nanosecond: a run that

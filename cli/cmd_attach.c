@@ -549,6 +549,7 @@ int cmd_attach(int argc, char **argv)
 	ao.follow = 0; /* children of an attached process are not traced */
 	int quiet = 0, compact = 1, c;
 	optind = 1;
+	opterr = 0; /* one line of our own (cli_bad_option) */
 	while ((c = getopt_long(argc, argv, "o:d:i:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
@@ -562,7 +563,7 @@ int cmd_attach(int argc, char **argv)
 		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (agent_opts_other(&ao, c, optarg, usage) != 0)
+			if (agent_opts_other(&ao, c, optarg, "attach", argv, "o:d:i:qh") != 0)
 				return EXIT_BADINPUT;
 		}
 	}
@@ -648,7 +649,7 @@ int cmd_attach(int argc, char **argv)
 		snprintf(given, sizeof(given), "%s", output);
 	else
 		snprintf(given, sizeof(given), "rhea-%s-%d.rhea", comm, (int)pid);
-	if (cli_output_ready(given, out, sizeof(out), quiet) != 0)
+	if (cli_output_ready(given, out, sizeof(out), quiet, NULL) != 0)
 		return EXIT_BADINPUT;
 
 	char root[64] = "", dir[128];

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -290,8 +291,14 @@ static void absolute(const char *path, char *out, size_t cap)
 		out[cap - 1] = 0;
 }
 
-int cli_output_ready(const char *given, char *abs, size_t cap, int quiet)
+int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *moved)
 {
+	if (moved)
+		*moved = 0;
+	if (!*given) {
+		cli_err("-o: an empty name");
+		return -1;
+	}
 	absolute(given, abs, cap);
 	char dirbuf[PATH_MAX];
 	snprintf(dirbuf, sizeof(dirbuf), "%s", abs);
@@ -313,10 +320,21 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet)
 			cli_err("%s: exists and cannot be moved to %s: %s", given, old, strerror(errno));
 			return -1;
 		}
+		if (moved)
+			*moved = 1;
 		if (!quiet)
 			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
 	}
 	return 0;
+}
+
+/* No new recording came: the one kept as .old goes back to its name. */
+void cli_output_unkeep(const char *abs, int quiet)
+{
+	char old[PATH_MAX + 8];
+	snprintf(old, sizeof(old), "%s.old", abs);
+	if (access(abs, F_OK) != 0 && rename(old, abs) == 0 && !quiet)
+		fprintf(stderr, "rhea: %s is the previous recording again\n", abs);
 }
 
 /* The recording's path: -o as given (made absolute), or
@@ -617,6 +635,7 @@ int cmd_record(int argc, char **argv)
 	agent_opts_init(&ao);
 	int quiet = 0, no_wait = 0, compact = 1, c;
 	optind = 1;
+	opterr = 0; /* one line of our own (cli_bad_option) */
 	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
@@ -626,7 +645,7 @@ int cmd_record(int argc, char **argv)
 		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (agent_opts_other(&ao, c, optarg, usage) != 0)
+			if (agent_opts_other(&ao, c, optarg, "record", argv, "+o:i:qh") != 0)
 				return EXIT_BADINPUT;
 		}
 	}
@@ -649,12 +668,33 @@ int cmd_record(int argc, char **argv)
 		return EXIT_BADINPUT;
 
 	char out_abs[PATH_MAX];
+	int kept_old = 0;
 	if (output) {
-		if (cli_output_ready(output, out_abs, sizeof(out_abs), quiet) != 0)
+		if (cli_output_ready(output, out_abs, sizeof(out_abs), quiet, &kept_old) != 0)
 			return EXIT_BADINPUT;
 	} else if (access(".", W_OK) != 0) {
 		cli_err("cannot write a recording in the current directory (use -o)");
 		return EXIT_BADINPUT;
+	}
+
+	/* Descriptors: rhea record holds a few of its own (the salvage memfd,
+	 * the collector's socket, pipes) beside the program's, which must see
+	 * its own limit (ulimit -n 5 made pipe() fail here, "Too many open
+	 * files", status 1, the program never run).  Ours is raised as far as
+	 * the hard limit lets it; the child gets the one it was given. */
+	struct rlimit nofile, given_nofile;
+	int have_nofile = getrlimit(RLIMIT_NOFILE, &given_nofile) == 0;
+	if (have_nofile) {
+		nofile = given_nofile;
+		if (nofile.rlim_cur < 4096 && nofile.rlim_cur < nofile.rlim_max) {
+			nofile.rlim_cur = nofile.rlim_max < 4096 ? nofile.rlim_max : 4096;
+			setrlimit(RLIMIT_NOFILE, &nofile);
+		}
+		if (nofile.rlim_cur < 16) {
+			cli_err("record: %llu open files at most (ulimit -n): rhea record needs 16, the program its own",
+				(unsigned long long)nofile.rlim_cur);
+			return EXIT_BADINPUT;
+		}
 	}
 
 	cli_prune_cfi_cache();
@@ -726,6 +766,8 @@ int cmd_record(int argc, char **argv)
 			setenv(RHEA_SALVAGE_SOCK_ENV, sock_name, 1);
 		else
 			unsetenv(RHEA_SALVAGE_SOCK_ENV);
+		if (have_nofile)
+			setrlimit(RLIMIT_NOFILE, &given_nofile);
 		execvp(prog[0], prog);
 		int e = errno;
 		if (write(sync_pipe[1], &e, sizeof(e)) < 0)
@@ -786,11 +828,17 @@ int cmd_record(int argc, char **argv)
 			cli_each_derived(path, &started, compact_child, NULL, &stale);
 		cli_compact_said(&compacted);
 	}
-	if (access(path, F_OK) != 0) {
+	int none = access(path, F_OK) != 0;
+	if (none) {
 		/* (said even with -q: the run did not do what it was for; the
-		 * status says so when the program's does not) */
-		cli_err("no recording was written to %s (the agent never started: a statically linked interpreter, or LD_PRELOAD taken out of the environment?)",
+		 * status says so when the program's does not).  An agent that
+		 * switched itself off said why on the program's stderr, above;
+		 * one that never started said nothing. */
+		cli_err("no recording was written to %s (the agent switched itself off, as it said above, or never started: "
+			"a statically linked interpreter, LD_PRELOAD taken out of the environment)",
 			path);
+		if (kept_old)
+			cli_output_unkeep(path, 0);
 		if (rc == 0)
 			rc = EXIT_BADINPUT;
 	}
@@ -801,7 +849,7 @@ int cmd_record(int argc, char **argv)
 		if (salvaged_samples > 0)
 			fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n",
 				salvaged_samples);
-		if (access(path, F_OK) == 0) {
+		if (!none) {
 			cli_summarize(path, 0);
 			if (ao.follow)
 				summarize_execs(path);

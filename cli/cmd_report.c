@@ -104,10 +104,20 @@ int cmd_report(int argc, char **argv)
 	struct report_opts o = {.top = 15, .width = 80};
 	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, follow_exec = 1, c;
 	optind = 1;
+	opterr = 0; /* one line of our own (cli_bad_option) */
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': o.json = 1; break;
-		case 't': o.top = atoi(optarg); break;
+		case 't': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 1 || v > 1000000) {
+				cli_err("--top %s: want a number of rows from 1", optarg);
+				return EXIT_BADINPUT;
+			}
+			o.top = (int)v;
+			break;
+		}
 		case 's': salvage = 1; break;
 		case 'X': follow_exec = 0; break;
 		case 'R':
@@ -134,7 +144,7 @@ int cmd_report(int argc, char **argv)
 				return EXIT_BADINPUT;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EXIT_BADINPUT;
+		default: return cli_bad_option("report", argv, "jt:h");
 		}
 	}
 	if (optind >= argc) {

@@ -3176,6 +3176,24 @@ def t_bad_record_untraceable(c):
     c.done()
 
 
+def t_bad_options(c):
+    """Options no command takes, or without their value, or out of range:
+    one line each, exit 2 (an unknown option printed getopt's line and the
+    whole usage; --top abc, -o "" and --buffer 10000G were taken)."""
+    for argv, what in (([c.rhea, "report", "--top", "abc", "x.rhea"], "report --top abc"),
+                       ([c.rhea, "report", "--top", "0", "x.rhea"], "report --top 0"),
+                       ([c.rhea, "report", "--bogus", "x.rhea"], "report --bogus"),
+                       ([c.rhea, "report", "x.rhea", "--top"], "report --top without its value"),
+                       ([c.rhea, "record", "--bogus", "--", "true"], "record --bogus"),
+                       ([c.rhea, "record", "-o", "", "--", "true"], "record -o ''"),
+                       ([c.rhea, "record", "--buffer", "10000G", "--", "true"], "record --buffer 10000G"),
+                       ([c.rhea, "attach", "-d", "1s", "-5"], "attach -5"),
+                       ([c.rhea, "convert", "--bogus", "x.rhea"], "convert --bogus")):
+        expect_bad(c, argv, what)
+    c.check(not [f for f in os.listdir(c.work) if f.endswith(".rhea")], "a recording was left behind")
+    c.done()
+
+
 def t_bad_interval(c):
     expect_bad(c, [c.rhea, "record", "-o", c.path("x.rhea"), "--interval", "bogus", "--", "true"],
                "record --interval bogus")
@@ -3513,6 +3531,38 @@ def t_rlimit_as(c):
     rc, out, err = c.record([exe])
     expect_status(c, rc, 0, err)
     c.check(out == "threads 4, 64 MB\n", "the program said %r (untraced: 'threads 4, 64 MB')" % out)
+    c.done()
+
+
+def t_record_limits(c):
+    """rhea record under the limits a user set for the program.
+    ulimit -v 30000: the agent cannot map its buffers and says so; rhea
+    record then says no recording came, and puts the previous recording it
+    had kept as .old back (it was left as out.rhea.old, nothing at out.rhea),
+    exit 2, the program's own output intact.  ulimit -S -n 8: rhea record
+    raises its own limit (its pipe() failed, status 1, the program never
+    run), the program sees the 8 it was given and is recorded.  ulimit -n 5
+    (hard): one line, exit 2."""
+    prev = c.path("out.rhea")
+    with open(prev, "w") as f:
+        f.write("the previous recording\n")
+    if not rhea_has_asan(c):  # (ASan's shadow memory needs more than 30 MB of address space)
+        rc, out, err = c.run(["/bin/sh", "-c", 'ulimit -v 30000; exec "$0" record -o "$1" -- /bin/echo hi',
+                              c.rhea, prev])
+        c.check(rc == 2 and out == "hi\n", "ulimit -v: status %d, stdout %r" % (rc, out))
+        c.check("agent switched off" in err and "no recording was written" in err and
+                "as it said above" in err, "ulimit -v: stderr %s" % one_line(err))
+        with open(prev) as f:
+            c.check(f.read() == "the previous recording\n", "out.rhea is not the previous recording again")
+        c.check(not os.path.exists(prev + ".old"), "out.rhea.old left behind")
+    rc, out, err = c.run(["/bin/sh", "-c", 'ulimit -S -n 8; exec "$0" record -q -o "$1" -- /bin/sh -c "ulimit -n"',
+                          c.rhea, c.path("n.rhea")])
+    c.check(rc == 0 and out == "8\n" and os.path.exists(c.path("n.rhea")),
+            "ulimit -S -n 8: status %d, the program saw %r: %s" % (rc, out, one_line(err)))
+    rc, out, err = c.run(["/bin/sh", "-c", 'ulimit -n 5; exec "$0" record -o "$1" -- /bin/true',
+                          c.rhea, c.path("n5.rhea")])
+    c.check(rc == 2 and len(err.splitlines()) == 1 and "ulimit -n" in err,
+            "ulimit -n 5: status %d, stderr %r" % (rc, err[:300]))
     c.done()
 
 
@@ -4794,6 +4844,8 @@ def all_tests():
     t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
+    t.append(Test("record-limits", t_record_limits))
+    t.append(Test("bad-input/options", t_bad_options))
     t.append(Test("exec-foreign", t_exec_foreign))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
     t.append(Test("attach/exec-in-search", t_attach_exec_search, ("gcc-O2",), timeout=90))
