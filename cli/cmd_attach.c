@@ -660,6 +660,24 @@ int cmd_attach(int argc, char **argv)
 	char p2[PATH_MAX], err[512], st[256], tout[PATH_MAX + 16];
 	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
 	int other_user = stat(p2, &pst) == 0 && pst.st_uid != geteuid();
+	/* May we trace it at all?  Opening its memory asks the kernel what
+	 * PTRACE_ATTACH would (another user's process, yama's ptrace_scope):
+	 * a user's attach to root's process failed later, saying it could not
+	 * give a file in /tmp to the process's user. */
+	snprintf(p2, sizeof(p2), "/proc/%d/mem", (int)pid);
+	int memfd = open(p2, O_RDONLY | O_CLOEXEC);
+	if (memfd < 0 && (errno == EACCES || errno == EPERM)) {
+		if (other_user)
+			cli_err("attach: not permitted to trace process %d: it runs as uid %u (rhea attach must run as "
+				"that user, or as root)", (int)pid, (unsigned)pst.st_uid);
+		else
+			cli_err("attach: not permitted to trace process %d (kernel.yama.ptrace_scope: only root, or "
+				"a parent, may)", (int)pid);
+		return EXIT_BADINPUT;
+	}
+	if (memfd >= 0)
+		close(memfd);
+	snprintf(p2, sizeof(p2), "/proc/%d", (int)pid);
 	/* A rootless container's /tmp belongs to its user namespace, where
 	 * root has no uid: what goes in there is made as the process's user
 	 * (from here to the agent's copy, and the tables the prebuild puts in) */

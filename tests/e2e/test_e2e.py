@@ -3691,6 +3691,22 @@ def t_attach_other_user(c, variant):
         rec = c.report(c.path("out.rhea"))
         check_end(c, rec, "detach", 0)
         c.check(rec["stats"]["samples"] > 0, "nothing recorded")
+    # and nobody may not attach to root's process: one line that says so
+    # (it failed later, saying a file in /tmp could not be given to the
+    # process's user)
+    if shutil.which("setpriv"):
+        sleeper = subprocess.Popen(["sleep", "30"])
+        try:
+            out = tempfile.mkdtemp(prefix="rhea-nobody-")
+            os.chmod(out, 0o777)
+            rc, _, err = c.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", c.rhea, "attach",
+                                "-d", "1s", "-o", os.path.join(out, "x.rhea"), str(sleeper.pid)], timeout=30)
+            c.check(rc == 2 and len(err.splitlines()) == 1 and "not permitted to trace process %d" % sleeper.pid
+                    in err and "uid 0" in err, "nobody attaching root's process: status %d: %r" % (rc, err[:300]))
+            shutil.rmtree(out, ignore_errors=True)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
     c.done()
 
 
