@@ -2061,6 +2061,8 @@ static void write_meta(void)
 		}
 	stage_meta("hooks", mask);
 	stage_meta("agent", "librhea " RHEA_VERSION_STRING);
+	if (rhea_attached)
+		stage_meta("attached", "1"); /* (what an end it did not see can mean: report.c) */
 }
 
 /* The calling thread's /proc status in st (NUL-terminated); its

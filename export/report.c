@@ -350,6 +350,11 @@ static const char *end_text(const struct recording *r, char buf[END_TEXT_MAX])
 	case RHEA_END_DISABLED:
 		return "agent switched itself off";
 	case RHEA_END_GONE:
+		/* rhea attach leaves the program's signals alone: any that
+		 * kills goes unseen, not SIGKILL only */
+		if (recording_meta(r, "attached"))
+			return "gone: the process ended while attached, unseen by the agent (killed by a signal, or a raw "
+			       "exit); rhea saw it go, not how";
 		return "gone: the process ended unseen by the agent (SIGKILL?); rhea saw it go, not how";
 	case RHEA_END_SANDBOXED:
 		return "sandboxed: the program put all its threads under a seccomp filter; tracing stopped there, "
@@ -1092,8 +1097,19 @@ static void text_images(FILE *out, const struct report_image *im, size_t n, size
 	char clean[256], line[PATH_MAX + 300], nb[sizeof(line)]; /* (fit writes at most w + 1 < sizeof(line)) */
 	for (size_t k = 0; k < n && k < max; k++) {
 		convert_clean_string(im[k].command ? im[k].command : "?", clean, sizeof(clean));
-		snprintf(line, sizeof(line), "%s: %s", im[k].path, clean);
-		fprintf(out, "            %s\n", fit(line, W - 12, nb));
+		/* the recording whole (its file name, when the path is too
+		 * long: they are the report's siblings), the command cut to
+		 * what is left: a middle cut took the separator with it */
+		const char *path = im[k].path, *slash = strrchr(path, '/');
+		if ((int)(strlen(path) + 2 + strlen(clean)) > W - 12 && slash)
+			path = slash + 1;
+		int left = W - 12 - (int)strlen(path) - 2;
+		if (left < 16) {
+			snprintf(line, sizeof(line), "%s: %s", path, clean);
+			fprintf(out, "            %s\n", fit(line, W - 12, nb));
+		} else {
+			fprintf(out, "            %s: %s\n", path, fit(clean, left, nb));
+		}
 	}
 	if (n > max)
 		fprintf(out, "            ... and %zu more\n", n - max);

@@ -4617,6 +4617,11 @@ def t_attach_killed(c, variant, before=0):
     # before the kill, not from the agent's last write (up to 100 ms older)
     last = max((t["end_ns"] for t in rec["threads"]), default=0) + r["start_monotonic_ns"]
     c.check(last >= killed - 30 * MS, "the last capture is %s before the kill" % ms(killed - last))
+    # under rhea attach any signal that kills goes unseen (the program's
+    # dispositions are left alone): the text does not guess SIGKILL
+    rc, txt, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check("ended while attached" in txt and "SIGKILL?" not in txt,
+            "the report's end: %s" % one_line("\n".join(l for l in txt.splitlines() if "ended:" in l)))
     c.done()
 
 
