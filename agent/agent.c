@@ -919,14 +919,15 @@ static void *writer_main(void *arg)
 		uint32_t w = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		int polling = 0;
 		if (w == seen) {
-			uint64_t ns = FLUSH_PERIOD_NS, now = poll_from ? rhea_now_slow() : 0;
-			if (poll_from && now >= poll_from + STOP_POLL_FOR_NS) {
-				poll_from = 0;
-			} else if (poll_from && now >= poll_from) {
-				ns = STOP_POLL_NS;
-				polling = 1;
-			} else if (poll_from && poll_from - now < ns) {
-				ns = poll_from - now;
+			uint64_t ns = FLUSH_PERIOD_NS;
+			if (poll_from) {
+				uint64_t now = rhea_now_slow();
+				if (now >= poll_from + STOP_POLL_FOR_NS)
+					poll_from = 0;
+				else if (now >= poll_from)
+					ns = STOP_POLL_NS, polling = 1;
+				else if (poll_from - now < ns)
+					ns = poll_from - now;
 			}
 			struct timespec ts = {0, (long)ns};
 			syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
@@ -935,12 +936,13 @@ static void *writer_main(void *arg)
 		seen = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		if (threads_stop || rhea_g.finished)
 			break;
-		if (polling && seen == w && rhea_now_slow() - last_round < FLUSH_PERIOD_NS) {
+		uint64_t now = poll_from ? rhea_now_slow() : 0; /* (only -d's looks need it) */
+		if (polling && seen == w && now - last_round < FLUSH_PERIOD_NS) {
 			if (attach_should_stop())
 				break; /* (no round due: only a look at the word to stop) */
 			continue;
 		}
-		last_round = rhea_now_slow();
+		last_round = now;
 		lock_drain(UINT64_MAX);
 		if (!rhea_g.finished)
 			flush_round(0);
@@ -2026,7 +2028,7 @@ static int stack_line(const char *line, void *arg)
 	if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < hi &&
 	    hi - rl.rlim_cur > floor)
 		floor = hi - rl.rlim_cur;
-	rhea_main_stack_lo = floor < lo ? floor : lo;
+	rhea_main_stack_lo = floor;
 	rhea_main_stack_hi = hi;
 	return 1;
 }

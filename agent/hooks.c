@@ -1902,6 +1902,30 @@ static size_t env_count(char *const envp[])
 	return n;
 }
 
+/* The elements of an LD_PRELOAD value (separated by colons or spaces, as
+ * the loader takes them): the one at *p, its length in *n, *p moved past
+ * it and its separators; NULL at the end. */
+static const char *preload_next(const char **p, size_t *n)
+{
+	while (**p == ':' || **p == ' ')
+		(*p)++;
+	if (!**p)
+		return NULL;
+	const char *e = *p;
+	*n = strcspn(e, ": ");
+	*p = e + *n;
+	return e;
+}
+
+/* Whether the element e (n bytes) names librhea.so. */
+static int preload_is_agent(const char *e, size_t n)
+{
+	const char *slash = memrchr(e, '/', n);
+	const char *base = slash ? slash + 1 : e;
+	size_t bl = (size_t)(e + n - base);
+	return bl == sizeof("librhea.so") - 1 && memcmp(base, "librhea.so", bl) == 0;
+}
+
 /* envp with librhea.so taken out of LD_PRELOAD (the variable gone when
  * nothing else is in it), in out (env_count + 1 pointers) and buf; envp
  * itself when it holds no librhea.so. */
@@ -1915,25 +1939,17 @@ static char *const *env_without_agent(char *const envp[], char **out, char *buf,
 			out[j++] = (char *)v;
 			continue;
 		}
-		size_t len = 11;
+		size_t len = 11, n;
 		memcpy(buf, v, 11);
-		for (const char *p = v + 11; *p;) {
-			size_t n = strcspn(p, ": ");
-			const char *slash = memrchr(p, '/', n);
-			const char *base = slash ? slash + 1 : p;
-			size_t bl = (size_t)(p + n - base);
-			int ours = bl == sizeof("librhea.so") - 1 && memcmp(base, "librhea.so", bl) == 0;
-			if (ours)
+		for (const char *p = v + 11, *e; (e = preload_next(&p, &n)) != NULL;) {
+			if (preload_is_agent(e, n))
 				changed = 1;
-			else if (n && len + n + 2 < cap) {
+			else if (len + n + 2 < cap) {
 				if (len > 11)
 					buf[len++] = ':';
-				memcpy(buf + len, p, n);
+				memcpy(buf + len, e, n);
 				len += n;
 			}
-			p += n;
-			while (*p == ':' || *p == ' ')
-				p++;
 		}
 		buf[len] = 0;
 		if (len > 11)
@@ -1986,23 +2002,14 @@ static char *env_saved[ENV_SAVED_MAX];
 static size_t env_nsaved;
 static char agent_preload[1024]; /* LD_PRELOAD's element naming librhea.so */
 
-static int preload_names_agent(const char *v, const char **elem, size_t *elen)
+/* The element of LD_PRELOAD's value v that names librhea.so (its length
+ * in *n), or NULL. */
+static const char *preload_agent(const char *v, size_t *n)
 {
-	for (const char *p = v; *p;) {
-		size_t n = strcspn(p, ": ");
-		const char *slash = memrchr(p, '/', n);
-		const char *base = slash ? slash + 1 : p;
-		size_t bl = (size_t)(p + n - base);
-		if (bl == sizeof("librhea.so") - 1 && memcmp(base, "librhea.so", bl) == 0) {
-			if (elem)
-				*elem = p, *elen = n;
-			return 1;
-		}
-		p += n;
-		while (*p == ':' || *p == ' ')
-			p++;
-	}
-	return 0;
+	for (const char *e; (e = preload_next(&v, n)) != NULL;)
+		if (preload_is_agent(e, *n))
+			return e;
+	return NULL;
 }
 
 void hooks_env_save(void)
@@ -2014,7 +2021,7 @@ void hooks_env_save(void)
 	for (char **e = environ; e && *e; e++) {
 		const char *elem;
 		size_t n = strlen(*e), elen;
-		if (strncmp(*e, "LD_PRELOAD=", 11) == 0 && preload_names_agent(*e + 11, &elem, &elen) &&
+		if (strncmp(*e, "LD_PRELOAD=", 11) == 0 && (elem = preload_agent(*e + 11, &elen)) != NULL &&
 		    elen < sizeof(agent_preload)) {
 			memcpy(agent_preload, elem, elen);
 			agent_preload[elen] = 0;
@@ -2048,7 +2055,8 @@ static char *const *env_with_agent(char *const envp[], char **out, char *buf, si
 	for (size_t i = 0; envp && envp[i]; i++)
 		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0)
 			pre = envp[i] + 11;
-	int has_out = env_has_key(envp, "RHEA_OUTPUT="), has_pre = pre && preload_names_agent(pre, NULL, NULL);
+	size_t unused;
+	int has_out = env_has_key(envp, "RHEA_OUTPUT="), has_pre = pre && preload_agent(pre, &unused);
 	size_t al = strlen(agent_preload), pl = pre ? strlen(pre) : 0;
 	if ((has_out && has_pre) || 11 + al + 1 + pl + 1 > cap)
 		return envp;

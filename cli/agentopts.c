@@ -31,7 +31,7 @@ static int bad(const char *fmt, const char *arg)
 
 int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 {
-	char *end;
+	long v;
 	switch (c) {
 	case 'i':
 		if ((o->interval = cli_parse_duration(arg)) < 10000)
@@ -45,9 +45,9 @@ int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 		o->unwind = arg;
 		return 1;
 	case 'D':
-		o->depth = strtol(arg, &end, 10);
-		if (*end || o->depth < 4 || o->depth > 1024)
+		if (cli_parse_int(arg, 4, 1024, &v) != 0)
 			return bad("--depth %s: want a number from 4 to 1024", arg);
+		o->depth = v;
 		return 1;
 	case 'B':
 		if ((o->min_block = cli_parse_duration(arg)) < 0)
@@ -71,11 +71,11 @@ int agent_opts_parse(struct agent_opts *o, int c, const char *arg)
 			return bad("--force-after %s: want a duration like 1s (0: never)", arg);
 		return 1;
 	case 'G':
-		o->signo = strtol(arg, &end, 10);
-		if (*end || o->signo < SIGRTMIN || o->signo > SIGRTMAX) {
+		if (cli_parse_int(arg, SIGRTMIN, SIGRTMAX, &v) != 0) {
 			cli_err("--signal %s: want a real-time signal number from %d to %d", arg, SIGRTMIN, SIGRTMAX);
 			return -1;
 		}
+		o->signo = v;
 		return 1;
 	}
 	return 0;

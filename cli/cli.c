@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/fsuid.h>
@@ -25,6 +26,24 @@ void cli_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int64_t cli_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, long *v)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(s, &end, 10);
+	if (end == s || *end || errno || x < lo || x > hi)
+		return -1;
+	*v = x;
+	return 0;
 }
 
 int cli_bad_option(const char *cmd, char **argv, const char *shortopts)

@@ -81,6 +81,10 @@ int cli_parse_choice(const char *option, const char *s, const char *first, const
 int64_t cli_parse_size(const char *s);
 /* Print "rhea: " + formatted message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* CLOCK_MONOTONIC in ns. */
+int64_t cli_now_ns(void);
+/* A whole number s in lo..hi into *v: 0, or -1 (nothing said). */
+int cli_parse_int(const char *s, long lo, long hi, long *v);
 /* What getopt_long refused (called with opterr 0, on its '?'): an unknown
  * option, or one without its value, in one line.  EXIT_BADINPUT. */
 int cli_bad_option(const char *cmd, char **argv, const char *shortopts);

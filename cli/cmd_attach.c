@@ -64,13 +64,6 @@ static int alive(pid_t pid)
 	return (kill(pid, 0) == 0 || errno == EPERM) && !inject_task_gone(pid, pid);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -550,7 +543,8 @@ int cmd_attach(int argc, char **argv)
 	int quiet = 0, compact = 1, c;
 	optind = 1;
 	opterr = 0; /* one line of our own (cli_bad_option) */
-	while ((c = getopt_long(argc, argv, "o:d:i:qh", opts, NULL)) != -1) {
+	static const char shortopts[] = "o:d:i:qh";
+	while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
 		case 'd':
@@ -563,7 +557,7 @@ int cmd_attach(int argc, char **argv)
 		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (agent_opts_other(&ao, c, optarg, "attach", argv, "o:d:i:qh") != 0)
+			if (agent_opts_other(&ao, c, optarg, "attach", argv, shortopts) != 0)
 				return EXIT_BADINPUT;
 		}
 	}
@@ -843,14 +837,14 @@ int cmd_attach(int argc, char **argv)
 	}
 	/* (by the clock: naps of 20 ms took 25 on a busy machine, and an
 	 * attach for 200 ms recorded 300) */
-	int64_t waited = 0, t0 = mono_ns();
+	int64_t waited = 0, t0 = cli_now_ns();
 	int execed = 0, unfinished = 0;
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
 		long step = 20;
 		if (duration > 0 && duration - waited < step * 1000000)
 			step = (long)((duration - waited) / 1000000) + 1;
 		nap_ms(step);
-		waited = mono_ns() - t0;
+		waited = cli_now_ns() - t0;
 		/* the process exec'ed: the agent ended the recording, and went
 		 * with the old image */
 		if (read_status(dir, st, sizeof(st)) == 0 && strncmp(st, "exec", 4) == 0) {

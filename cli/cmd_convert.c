@@ -80,9 +80,7 @@ static void usage(FILE *f)
 
 static double now_s(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)cli_now_ns() / 1e9;
 }
 
 static int parse_dur(const char *opt, const char *arg, int64_t *out)

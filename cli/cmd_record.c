@@ -636,7 +636,8 @@ int cmd_record(int argc, char **argv)
 	int quiet = 0, no_wait = 0, compact = 1, c;
 	optind = 1;
 	opterr = 0; /* one line of our own (cli_bad_option) */
-	while ((c = getopt_long(argc, argv, "+o:i:qh", opts, NULL)) != -1) {
+	static const char shortopts[] = "+o:i:qh";
+	while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
 		case 'F': ao.follow = 0; break;
@@ -645,7 +646,7 @@ int cmd_record(int argc, char **argv)
 		case 'C': compact = 0; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (agent_opts_other(&ao, c, optarg, "record", argv, "+o:i:qh") != 0)
+			if (agent_opts_other(&ao, c, optarg, "record", argv, shortopts) != 0)
 				return EXIT_BADINPUT;
 		}
 	}

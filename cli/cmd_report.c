@@ -105,13 +105,13 @@ int cmd_report(int argc, char **argv)
 	int salvage = 0, policy = MODEL_END_NEXT, raw = 0, follow_exec = 1, c;
 	optind = 1;
 	opterr = 0; /* one line of our own (cli_bad_option) */
-	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
+	static const char shortopts[] = "jt:h";
+	while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': o.json = 1; break;
 		case 't': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (end == optarg || *end || v < 1 || v > 1000000) {
+			long v;
+			if (cli_parse_int(optarg, 1, 1000000, &v) != 0) {
 				cli_err("--top %s: want a number of rows from 1", optarg);
 				return EXIT_BADINPUT;
 			}
@@ -144,7 +144,7 @@ int cmd_report(int argc, char **argv)
 				return EXIT_BADINPUT;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: return cli_bad_option("report", argv, "jt:h");
+		default: return cli_bad_option("report", argv, shortopts);
 		}
 	}
 	if (optind >= argc) {
