@@ -1582,19 +1582,30 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		if (cls[c].captures)
 			fprintf(out, "  %-8s %10s %10s %12s\n", rhea_class_name(c), fmt_count(cls[c].captures, b1),
 				fmt_count(cls[c].blocks, b2), fmt_ns(cls[c].blocked_ns, b3));
+	/* (the call columns as wide as their longest name:
+	 * pthread_rwlock_timedwrlock is 26) */
+	int callw = 4;
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
+		if (blk[fn].count && (int)strlen(rhea_fn_name(fn)) > callw)
+			callw = (int)strlen(rhea_fn_name(fn));
 	int any = 0;
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
 		if (blk[fn].count) {
 			if (!any++)
-				fprintf(out, "\nBlocking calls\n  %-24s %8s %12s %12s\n", "CALL", "COUNT", "TOTAL", "MAX");
-			fprintf(out, "  %-24s %8s %12s %12s\n", rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
+				fprintf(out, "\nBlocking calls\n  %-*s %8s %12s %12s\n", callw, "CALL", "COUNT", "TOTAL",
+					"MAX");
+			fprintf(out, "  %-*s %8s %12s %12s\n", callw, rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
 				fmt_ns(blk[fn].total, b2), fmt_ns(blk[fn].max, b3));
 		}
 
 	if (nhung) {
 		char line[1024], fitted[1024];
+		int hungw = 4;
+		for (size_t i = 0; i < nhung && (int)i < top; i++)
+			if ((int)strlen(rhea_fn_name(hung[i].s->trigger)) > hungw)
+				hungw = (int)strlen(rhea_fn_name(hung[i].s->trigger));
 		fprintf(out, "\nBlocked at the end (threads in a call when the recording ended, or last seen so)\n"
-			     "  %-8s %-20s %10s  %s\n", "TID", "CALL", "FOR", "ON, WHERE");
+			     "  %-8s %-*s %10s  %s\n", "TID", hungw, "CALL", "FOR", "ON, WHERE");
 		for (size_t i = 0; i < nhung && (int)i < top; i++) {
 			const struct rhea_sample *s = hung[i].s;
 			char on[64] = "";
@@ -1608,9 +1619,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			int nn = sample_names(m, s, names, 512);
 			if (nn > 1)
 				nn--; /* (its leaf: the call, named already) */
-			fprintf(out, "  %-8u %-20s %10s  %s%s%s\n", hung[i].t->tid, rhea_fn_name(s->trigger),
+			int wherew = W - 26 - hungw;
+			fprintf(out, "  %-8u %-*s %10s  %s%s%s\n", hung[i].t->tid, hungw, rhea_fn_name(s->trigger),
 				fmt_ns(s->end_ns - s->begin_ns, b1), on, on[0] ? ", in " : "in ",
-				fit(names_line(names, nn, 3, line, sizeof(line)), W - 46 > 20 ? W - 46 : 20, fitted));
+				fit(names_line(names, nn, 3, line, sizeof(line)), wherew > 20 ? wherew : 20, fitted));
 		}
 		if (nhung > (size_t)top)
 			fprintf(out, "  ... and %zu more\n", nhung - (size_t)top);

@@ -42,6 +42,7 @@ Usage (run.sh does the building and passes these):
 Standard library only: this runs with Debian's /usr/bin/python3.
 """
 import argparse
+import itertools
 import json
 import os
 import re
@@ -179,6 +180,7 @@ class Ctx:
         rc, txt, err = self.run([self.rhea, "report"] + (["--salvage"] if salvage else []) + [path], timeout=60)
         if rc != 0 or "rhea report:" not in txt:
             raise Fail("rhea report %s (text): status %d: %s" % (os.path.basename(path), rc, one_line(err)))
+        self.problems += text_columns(os.path.basename(path), txt)
         for t in rec.get("threads", []):  # every recording: a thread's span is one
             if not t["start_ns"] <= t["end_ns"] or t["wall_ns"] != t["end_ns"] - t["start_ns"]:
                 self.problems.append("%s: thread %d spans %d..%d ns, wall %d" % (
@@ -194,6 +196,27 @@ class Ctx:
     def done(self):
         if self.problems:
             raise Fail("; ".join(self.problems))
+
+
+def text_columns(name, txt):
+    """The text report's tables of calls keep their columns whatever the
+    calls' names (pthread_rwlock_timedwrlock is 26 characters): in
+    "Blocking calls" each COUNT ends under its header's, in "Blocked at
+    the end" each row's ON, WHERE starts under its header's."""
+    bad = []
+    lines = txt.split("\n")
+    for i, l in enumerate(lines):
+        if l == "Blocking calls" and i + 1 < len(lines):
+            end = lines[i + 1].index("COUNT") + len("COUNT")
+            rows = itertools.takewhile(lambda r: r.startswith("  "), lines[i + 2:])
+            bad += ["%s: blocking calls row %r not under COUNT" % (name, r) for r in rows
+                    if not (r[end - 1:end] not in ("", " ") and r[end:end + 1] == " ")]
+        if l.startswith("Blocked at the end") and i + 1 < len(lines):
+            at = lines[i + 1].index("ON, WHERE")
+            rows = itertools.takewhile(lambda r: r.startswith("  ") and not r.startswith("  ..."), lines[i + 2:])
+            bad += ["%s: blocked at the end row %r not under ON, WHERE" % (name, r) for r in rows
+                    if not (r[at - 2:at] == "  " and r[at - 3] != " " and r[at:at + 1] != " ")]
+    return bad
 
 
 def rhea_has_asan(c):
@@ -3276,9 +3299,12 @@ def t_stalls(c, variant):
     rc, txt, err = c.run([c.rhea, "report", "--stalls", c.path("out.rhea")])
     c.check(rc == 0 and txt.count("\n#") == 3 and "stall_lock" in txt and "feeder_hold" in txt,
             "report --stalls: status %d, %d stalls shown: %s" % (rc, txt.count("\n#"), one_line(txt + err)))
+    # (the longest is 150 ms, unless the machine's load stretched one: those
+    # the default threshold found of 200 ms or more, then)
     rc, txt, err = c.run([c.rhea, "report", "--stall", "200ms", "--json", c.path("out.rhea")])
-    c.check(rc == 0 and json.loads(txt)["stalls"]["list"] == [],
-            "--stall 200ms: status %d, want no stall (the longest is 150 ms)" % rc)
+    long = [x["duration_ns"] for x in got if x["duration_ns"] >= 200 * MS]
+    c.check(rc == 0 and [x["duration_ns"] for x in json.loads(txt)["stalls"]["list"]] == long,
+            "--stall 200ms: status %d, want the stalls of 200 ms or more: %s" % (rc, [ms(x) for x in long]))
     rc, txt, err = c.run([c.rhea, "report", "--stall", "soon", c.path("out.rhea")])
     c.check(rc != 0 and "--stall soon" in err, "--stall soon: status %d, stderr %r" % (rc, err))
     c.done()
