@@ -128,6 +128,22 @@ if [ -s "${CONV:-/nonexistent}" ]; then
 	echo
 fi
 
+if [ -s "$WORK/attach.tsv" ]; then
+	echo "== rhea attach -d 1s on a running loop (bench/attachee.c: one thread, a 200 us sleep"
+	echo "   an iteration; medians of $ROUNDS rounds, each with a bare run of its own)"
+	awk "$AWK_MEDIAN"'
+	BEGIN { FS = "\t" }
+	{ k = ++n; B[1, k] = $1 / 1000; A[1, k] = $2 / 1000; S[1, k] = $3; W[1, k] = $4 / 1e9; D[1, k] = $5 / 1e9 }
+	END {
+		printf "   longest iteration: %.1f ms bare, %.1f ms while attached (the thread stood still\n", \
+		       medof(B, 1, n), medof(A, 1, n)
+		printf "   for the ptrace stop, the agent'"'"'s load and start and the detach); %.0f over 5 ms\n", \
+		       medof(S, 1, n)
+		printf "   rhea attach took %.3f s; the recording lasts %.3f s\n", medof(W, 1, n), medof(D, 1, n)
+	}' "$WORK/attach.tsv"
+	echo
+fi
+
 if [ -s "$RAW" ]; then
 	echo "== Whole-program overhead (medians; x = ratio to the bare run of the same round;"
 	echo "   x* = the same with each tool's fixed start-up cost, measured by W0 on the same"

@@ -7,7 +7,7 @@
 #   W2_ROUNDS=N                  override W2's alone
 #   W1L_ROUNDS=N                 override the long W1 series at 16 threads (default 2 x W2's + 1)
 #   ATTR_RUNS=N                  runs of W2's and W4's perf-attributed direct cost (default 3, QUICK 1)
-#   ONLY="micro convert w0 w1 w2 w3 w4 w5 w6 redis"  run only these parts (w5 also
+#   ONLY="micro convert w0 w1 w2 w3 w4 w5 w6 redis attach"  run only these parts (w5 also
 #                                runs W0's empty set: its start-up costs)
 #   KEEP=1                       keep the work directory (raw data, recordings)
 #
@@ -58,7 +58,7 @@ W2_ROUNDS=${W2_ROUNDS:-${ROUNDS:-$DEF_W2_ROUNDS}}
 # and the 22nd ratio (about 30% narrower than 15 rounds; 40 s more).
 W1L_ROUNDS=${W1L_ROUNDS:-$((W2_ROUNDS * 2 + 1))}
 ROUNDS=${ROUNDS:-$DEF_ROUNDS}
-ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 w5 w6 redis"}
+ONLY=${ONLY:-"micro convert w0 w1 w2 w3 w4 w5 w6 redis attach"}
 CC=${CC:-gcc}
 CFLAGS_BENCH="-O2 -g -Wall -Wextra"
 TIMEOUT=300
@@ -165,6 +165,7 @@ build w2fp bench/w2_server.c -fno-omit-frame-pointer
 build w3 bench/w3_cpu.c -fomit-frame-pointer
 build w3fp bench/w3_cpu.c -fno-omit-frame-pointer
 build w5 bench/w5_idle.c -fomit-frame-pointer
+build attachee bench/attachee.c
 $CC $CFLAGS_BENCH -fomit-frame-pointer -DCHAIN=chain_nofp -c bench/micro_chain.c \
 	-o "$BIN/chain_nofp.o" &&
 	$CC $CFLAGS_BENCH -fno-omit-frame-pointer -DCHAIN=chain_fp -c bench/micro_chain.c \
@@ -565,6 +566,33 @@ if want redis && [ $HAVE_REDIS = 1 ]; then
 		r=$((r + 1))
 	done
 	rhea_stats redis "$cfg" $tools
+fi
+
+# rhea attach's cost to a running process (bench/attachee.c, one thread in
+# a 200 us loop): how long the attach stopped it (its longest iteration,
+# against a bare run's), rhea attach's own time, and the recording's length
+# for -d 1s.  Rounds alternate bare and attached runs.
+if want attach; then
+	say "bench: attach: $ROUNDS rounds of: bare, rhea attach -d 1s"
+	: >"$WORK/attach.tsv"
+	r=1
+	while [ "$r" -le "$ROUNDS" ]; do
+		"$BIN/attachee" 3 >"$WORK/att.bare"
+		"$BIN/attachee" 3 >"$WORK/att.out" &
+		apid=$!
+		sleep 1
+		t0=$(date +%s%N)
+		"$RHEA" attach -q -o "$WORK/att.rhea" -d 1s "$apid" 2>>"$LOG"
+		t1=$(date +%s%N)
+		wait "$apid"
+		dur=$("$RHEA" report --json "$WORK/att.rhea" 2>>"$LOG" |
+			awk -F'[:,]' '/"duration_ns":/ { print $2; exit }')
+		printf '%s\t%s\t%s\t%s\t%s\n' "$(awk '{ print $2 }' "$WORK/att.bare")" \
+			"$(awk '{ print $2 }' "$WORK/att.out")" "$(awk '{ print $4 }' "$WORK/att.out")" \
+			"$((t1 - t0))" "${dur:-0}" >>"$WORK/attach.tsv"
+		rm -f "$WORK/att.rhea" "$WORK/att.rhea.old"
+		r=$((r + 1))
+	done
 fi
 
 END=$(date +%s)
