@@ -2256,7 +2256,8 @@ out:
  * copy an earlier attach left (cli/cmd_attach.c), with its new directory.
  * 0: started, or failed and said so in that directory's status; 1: this
  * copy still records, or is still leaving (another rhea attach); 2: it
- * cannot record again (a forked child's copy, or a seccomp filter seals
+ * cannot record again (a forked child's copy, forked while attached or
+ * after, or a seccomp filter seals
  * it, or its stack table is three quarters full: the CLI loads a copy of
  * its own then, whose table starts empty; so a process whose stacks keep
  * changing gets one more copy per 384k nodes of history, not a full table
@@ -2265,7 +2266,9 @@ out:
  */
 __attribute__((visibility("default"))) int rhea_attach_restart(const char *dir)
 {
-	if (!rhea_attached || rhea_sealed || process_sealed || attach_forked)
+	/* (a copy forked after the detach, when no hook saw the fork, holds
+	 * the parent's pid and threads: the child gets a copy of its own) */
+	if (!rhea_attached || rhea_sealed || process_sealed || attach_forked || getpid() != rhea_g.pid)
 		return 2;
 	if (__atomic_load_n(&rhea_g.st.next_id, __ATOMIC_RELAXED) > rhea_g.st.max_nodes / 4 * 3)
 		return 2;

@@ -4361,6 +4361,52 @@ def t_attach_fork(c, variant):
     c.done()
 
 
+def t_attach_fork_after(c, variant):
+    """attachme.c forklater: the parent is attached and detached, then forks
+    a child, which inherits the copy of the agent the parent keeps (spent,
+    holding the parent's pid and threads).  An attach to the child records
+    the child: its pid, its one thread, its allocations, to the detach; the
+    child then exits 3 as it would have.  (Until 2026-12-01 that attach
+    restarted the parent's copy in the child: a recording named the
+    parent's pid and a thread of the parent's, held nothing, and rhea attach
+    exited 0; nginx's new worker after a reload, attached after its master
+    was, gave that.)"""
+    p = subprocess.Popen([c.prog(variant, "attachme"), "3", "forklater"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=c.work)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("ready "):
+            raise Fail("attachme did not start: %r" % line)
+        pid = int(line.split()[1])
+        attach_ok(c, pid, "parent.rhea", "300ms", "rhea attach to the parent")
+        p.stdin.write("fork\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        if not line.startswith("child "):
+            raise Fail("attachme forked no child: %r" % line)
+        kid = int(line.split()[1])
+        time.sleep(0.2)
+        attach_ok(c, kid, "child.rhea", "1s", "rhea attach to the child")
+        out, perr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    c.check(p.returncode == 0 and "attachme ok child 3" in out,
+            "the parent after the attaches: status %d, %r %r" % (p.returncode, out, perr[-300:]))
+    check_end(c, c.report(c.path("parent.rhea")), "detach", 0)
+    rec = c.report(c.path("child.rhea"))
+    check_end(c, rec, "detach", 0)
+    c.check(rec["recording"]["pid"] == kid, "the child's recording names pid %d, want the child's %d"
+            % (rec["recording"]["pid"], kid))
+    tids = [t["tid"] for t in rec["threads"]]
+    c.check(tids == [kid], "the child's recording has threads %s, want the child's alone (%d)" % (tids, kid))
+    n, nbytes, _ = sites_of(rec, "attach_work")
+    c.check(n >= 5000 and nbytes == 64 * n, "the child's attach_work: %d allocations, %d bytes, want >= 5000 "
+            "of 64 B (1 s of 100 per 2 ms)" % (n, nbytes))
+    c.done()
+
+
 def t_attach_restart(c, variant, how):
     """The call the agent was loaded through (a 3 s nanosleep or poll, the
     only thread's) is restarted as it was: it returns 0, after 3 s or more,
@@ -4828,6 +4874,7 @@ def all_tests():
     t.append(Test("attach-many", t_attach_many, ("gcc-O2",), timeout=120))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
     t.append(Test("attach-fork", t_attach_fork, ("gcc-O2",)))
+    t.append(Test("attach-fork-after", t_attach_fork_after, ("gcc-O2",)))
     t.append(Test("attach-memory-limit", t_attach_memory_limit, ("gcc-O2",)))
     t.append(Test("attach-seccomp/kill", t_attach_seccomp, ("gcc-O2", "kill")))
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))

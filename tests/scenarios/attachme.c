@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno|fork]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno|fork|forklater]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -26,7 +26,12 @@
  * the process first installs a seccomp filter that kills it (or fails the
  * call with ENOSYS) at timer_create, which the agent's sampler uses, then
  * runs as without a mode.  With "fork", the main thread forks a child
- * every 50 ms that allocates and exits 7.  With "spin", the only thread computes
+ * every 50 ms that allocates and exits 7.  With "forklater", the only
+ * thread waits in poll() for a line on stdin, then forks one child, which
+ * prints "child PID", runs the event loop (poll 2 ms, attach_work) alone
+ * for SECONDS and exits 3; the parent waits for it and prints "attachme ok
+ * child 3" (a child of a process attached before: the copy of the agent it
+ * inherits is the parent's).  With "spin", the only thread computes
  * for SECONDS (two identical chains of multiplications, which must agree),
  * calling attach_work() every 64 rounds: it never waits; errno, set
  * before, must be unchanged after.
@@ -232,6 +237,36 @@ static int fork_mode(double secs)
 	return bad;
 }
 
+/* "forklater": one child, forked at a line on stdin. */
+static int forklater_mode(double secs)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	struct pollfd in = {0, POLLIN, 0};
+	char line[64];
+	while (poll(&in, 1, -1) != 1)
+		;
+	if (read(0, line, sizeof(line)) <= 0)
+		return 1;
+	pid_t child = fork();
+	if (child == 0) {
+		printf("child %d\n", (int)getpid());
+		fflush(stdout);
+		uint64_t end = now_ns() + (uint64_t)(secs * 1e9), it = 0;
+		while (now_ns() < end) {
+			poll(NULL, 0, 2);
+			attach_work(it++);
+		}
+		_exit(bad ? 1 : 3);
+	}
+	int st = 0;
+	if (child < 0 || waitpid(child, &st, 0) != child)
+		return 1;
+	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	printf("attachme %s child %d\n", code == 3 ? "ok" : "BAD", code);
+	return code != 3;
+}
+
 /* "sleep", "poll" and "fgets": one thread, one call. */
 static int one_call(double secs, const char *how)
 {
@@ -285,6 +320,8 @@ int main(int argc, char **argv)
 		return readloop_mode(secs);
 	if (argc > 2 && strcmp(argv[2], "fork") == 0)
 		return fork_mode(secs);
+	if (argc > 2 && strcmp(argv[2], "forklater") == 0)
+		return forklater_mode(secs);
 	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
 			 strcmp(argv[2], "fgets") == 0))
 		return one_call(secs, argv[2]);
