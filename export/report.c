@@ -391,6 +391,8 @@ struct wgroup {
 	uint64_t object;
 	uint32_t stack; /* the waiter's stack */
 	uint32_t tid;   /* a waiting thread (the first seen) */
+	struct who waiters[8]; /* the threads that waited there, 8 at most */
+	int nwaiters;
 	uint64_t count, total, max, attributed;
 	uint64_t slept, slept_attributed; /* waits that blocked (voluntary switch) */
 	uint64_t unknown_sleep; /* no counters at the call: slept or not unknown */
@@ -449,6 +451,7 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 			}
 			uint64_t d = s->end_ns - s->begin_ns;
 			g[j].count++;
+			add_who(g[j].waiters, &g[j].nwaiters, s->tid, 0);
 			g[j].total += d;
 			if (d > g[j].max)
 				g[j].max = d;
@@ -579,6 +582,14 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		if (model_object_name(m, g[i].trigger, g[i].object, oname, sizeof(oname)))
 			json_str(j, "object_name", oname);
 		json_u64(j, "tid", g[i].tid);
+		json_arr_begin(j, "waiters");
+		for (int k = 0; k < g[i].nwaiters; k++) {
+			json_obj_begin(j, NULL);
+			json_u64(j, "tid", g[i].waiters[k].tid);
+			json_u64(j, "count", g[i].waiters[k].count);
+			json_obj_end(j);
+		}
+		json_arr_end(j);
 		json_u64(j, "count", g[i].count);
 		json_u64(j, "total_ns", g[i].total);
 		json_u64(j, "max_ns", g[i].max);
@@ -886,8 +897,25 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 			snprintf(on, sizeof(on), "0x%" PRIx64, g[i].object);
 		fprintf(out, "\n%2d. %s on %s: %s wait%s, total %s, max %s\n", shown, rhea_fn_name(g[i].trigger), on,
 			fmt_count(g[i].count, b1), PLURAL(g[i].count), fmt_ns(g[i].total, b2), fmt_ns(g[i].max, b3));
-		fprintf(out, "    waiter %u: %s\n", g[i].tid,
-			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 20, nb));
+		/* (every thread that waited from that stack, with its count:
+		 * "waiter" named the first alone, and two threads' waits read
+		 * as one's, woken by itself) */
+		char who[256] = "";
+		uint64_t listed = 0;
+		for (int k = 0; k < g[i].nwaiters && g[i].nwaiters > 1; k++) {
+			size_t at = strlen(who);
+			snprintf(who + at, sizeof(who) - at, "%s%u (%s)", k ? ", " : "s ", g[i].waiters[k].tid,
+				 fmt_count(g[i].waiters[k].count, b1));
+			listed += g[i].waiters[k].count;
+		}
+		if (g[i].nwaiters <= 1)
+			snprintf(who, sizeof(who), " %u", g[i].tid);
+		else if (listed < g[i].count)
+			snprintf(who + strlen(who), sizeof(who) - strlen(who), ", others (%s)",
+				 fmt_count(g[i].count - listed, b1));
+		fprintf(out, "    waiter%s: %s\n", who,
+			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 12 - (int)strlen(who) > 20
+			    ? W - 12 - (int)strlen(who) : 20, nb));
 		for (int k = 0; k < g[i].nowners; k++)
 			fprintf(out, "    owner when the wait began: thread %u (%s time%s)\n", g[i].owners[k].tid,
 				fmt_count(g[i].owners[k].count, b1), PLURAL(g[i].owners[k].count));

@@ -61,7 +61,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "twowaiters", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -4361,6 +4361,29 @@ def t_attach_fork(c, variant):
     c.done()
 
 
+def t_twowaiters(c, variant):
+    """twowaiters.c: take()'s mutex waits, 3 of thread A's and 7 of B's, are
+    one group (one stack, one mutex) that names both waiters with their
+    counts, in the JSON and the text of --blocking (it named A alone, with
+    10 waits, and B's wakes of A as A's of itself)."""
+    rc, out, err = c.record([c.prog(variant, "twowaiters")])
+    expect_status(c, rc, 0, err)
+    f = out.split()
+    if not c.check(len(f) == 4 and f[0] == "A" and f[2] == "B", "stdout %r" % out):
+        c.done()
+    a, b = int(f[1]), int(f[3])
+    rec = c.report(c.path("out.rhea"))
+    waits = [w for w in rec["waits"] if w["function"] == "pthread_mutex_lock" and "take" in w["stack"]]
+    got = [(w["count"], sorted((x["tid"], x["count"]) for x in w["waiters"])) for w in waits]
+    c.check(got == [(10, sorted([(a, 3), (b, 7)]))],
+            "take()'s waits %s, want one group of 10: A (%d) 3, B (%d) 7" % (got, a, b))
+    rc, txt, err = c.run([c.rhea, "report", "--blocking", c.path("out.rhea")])
+    want = "waiters %d (%d), %d (%d): take" % ((a, 3, b, 7) if waits and waits[0]["waiters"][0]["tid"] == a
+                                              else (b, 7, a, 3))
+    c.check(rc == 0 and want in txt, "report --blocking: want %r in %s" % (want, one_line(txt)))
+    c.done()
+
+
 def t_attach_fork_after(c, variant):
     """attachme.c forklater: the parent is attached and detached, then forks
     a child, which inherits the copy of the agent the parent keeps (spent,
@@ -4875,6 +4898,7 @@ def all_tests():
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
     t.append(Test("attach-fork", t_attach_fork, ("gcc-O2",)))
     t.append(Test("attach-fork-after", t_attach_fork_after, ("gcc-O2",)))
+    t.append(Test("twowaiters", t_twowaiters, ("gcc-O2",)))
     t.append(Test("attach-memory-limit", t_attach_memory_limit, ("gcc-O2",)))
     t.append(Test("attach-seccomp/kill", t_attach_seccomp, ("gcc-O2", "kill")))
     t.append(Test("attach-seccomp/errno", t_attach_seccomp, ("gcc-O2", "errno")))
