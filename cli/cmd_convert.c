@@ -354,7 +354,7 @@ static int convert_files(char **in, size_t nin, const char *output, const char *
 	f = to_stdout ? stdout : open_output(outpath, &tmp, &final);
 	if (!f) {
 		cli_err("%s: cannot write: %s", outpath, strerror(errno));
-		rc = EXIT_BADINPUT;
+		rc = 1; /* (the output, not the input: a missing directory, a read-only one) */
 		goto out;
 	}
 	static char iobuf[1 << 16];

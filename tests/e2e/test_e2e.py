@@ -2952,6 +2952,23 @@ def t_bad_missing(c):
     c.done()
 
 
+def t_bad_convert_output(c):
+    """rhea convert to an output it cannot write (a missing directory, a
+    directory): one line naming it, status 1 as the README says (it was 2,
+    bad input's, for all but a full disk), and the recording untouched."""
+    rc, out, err = c.record(["/bin/true"])
+    expect_status(c, rc, 0, err)
+    before = open(c.path("out.rhea"), "rb").read()
+    os.mkdir(c.path("adir"))
+    for target in (c.path("no-such-dir/x.json"), c.path("adir")):
+        rc, out, err = c.run([c.rhea, "convert", "-f", "chrome", "-o", target, c.path("out.rhea")])
+        c.check(rc == 1 and "cannot write" in err and target in err and err.count("\n") == 1,
+                "convert -o %s: status %d, %r" % (os.path.basename(target), rc, err))
+    c.check(open(c.path("out.rhea"), "rb").read() == before and os.listdir(c.path("adir")) == [],
+            "the recording or the directory changed")
+    c.done()
+
+
 def last_chunk(path):
     """(offset, stored_size) of the last chunk, walking doc/format.md's
     layout: u32 header_size at offset 12, then chunks of a 32-byte header
@@ -4987,6 +5004,7 @@ def all_tests():
     t.append(Test("bad-input/empty-file", t_bad_empty))
     t.append(Test("bad-input/not-a-recording", t_bad_not_rhea))
     t.append(Test("bad-input/missing-file", t_bad_missing))
+    t.append(Test("bad-input/convert-output", t_bad_convert_output))
     t.append(Test("bad-input/truncated-recording", t_bad_truncated))
     t.append(Test("bad-input/record-missing-program", t_bad_record_missing_prog))
     t.append(Test("cache/cfi-cap", t_cfi_cache_cap))
