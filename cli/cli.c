@@ -113,6 +113,25 @@ int64_t cli_parse_size(const char *s)
 	return (int64_t)(v * mul);
 }
 
+size_t cli_unique_paths(char **paths, size_t n)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct stat si, sk;
+		size_t k = 0;
+		if (stat(paths[i], &si) == 0)
+			for (; k < kept; k++)
+				if (stat(paths[k], &sk) == 0 && sk.st_dev == si.st_dev && sk.st_ino == si.st_ino)
+					break;
+		if (k < kept) {
+			cli_err("%s is %s again: read once", paths[i], paths[k]);
+			continue;
+		}
+		paths[kept++] = paths[i];
+	}
+	return kept;
+}
+
 int cli_load(const char *path, struct recording *r, int salvage)
 {
 	struct stat st;

@@ -121,6 +121,10 @@ void cli_free_images(struct report_image *im, size_t n);
  * and command line each, by start, into *out (*n, cli_free_images).  0, or
  * -1 out of memory. */
 int cli_children(const char *path, const struct recording *r, struct report_image **out, size_t *n);
+/* Recordings named twice (`rhea report a.rhea a*.rhea`: one file, by its
+ * device and inode) are read once, each later name said in one line and
+ * taken out of paths[0..n): the number left. */
+size_t cli_unique_paths(char **paths, size_t n);
 /* Load a recording or print one line and return EXIT_BADINPUT. */
 struct recording;
 int cli_load(const char *path, struct recording *r, int salvage);

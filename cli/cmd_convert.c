@@ -561,7 +561,7 @@ int cmd_convert(int argc, char **argv)
 	}
 	o.threads = (const char *const *)threads;
 	o.nthreads = nthreads;
-	int nin = argc - optind;
+	int nin = (int)cli_unique_paths(argv + optind, (size_t)(argc - optind));
 	if (nin < 1) {
 		cli_err("convert: want a recording (rhea convert [-f FORMAT] FILE.rhea [MORE.rhea...])");
 		goto out;

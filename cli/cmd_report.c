@@ -154,6 +154,7 @@ int cmd_report(int argc, char **argv)
 	struct winsize ws;
 	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 60)
 		o.width = ws.ws_col;
+	argc = optind + (int)cli_unique_paths(argv + optind, (size_t)(argc - optind));
 	if (optind < argc - 1) {
 		if (o.blocking || o.stalls) {
 			cli_err("report: --%s takes one recording", o.blocking ? "blocking" : "stalls");

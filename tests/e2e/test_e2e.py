@@ -2969,6 +2969,27 @@ def t_bad_convert_output(c):
     c.done()
 
 
+def t_bad_twice(c):
+    """One recording named twice (`rhea report a.rhea a*.rhea`) is read
+    once, saying so in one line: it counted twice (two process rows, every
+    allocation twice), in report and convert alike."""
+    rc, out, err = c.record([c.prog("gcc-O2", "allocs")])
+    expect_status(c, rc, 0, err)
+    one = c.report(c.path("out.rhea"))
+    rc, txt, err = c.run([c.rhea, "report", "--json", c.path("out.rhea"), "./out.rhea"])
+    two = json.loads(txt) if rc == 0 else {}
+    c.check(rc == 0 and two.get("alloc_totals") == one["alloc_totals"] and err.count("\n") == 1 and
+            "read once" in err, "report of the recording twice: status %d, %s against %s, %r"
+            % (rc, two.get("alloc_totals"), one["alloc_totals"], err))
+    rc, _, err = c.run([c.rhea, "convert", "-f", "folded", "--weight", "alloc-count", "-o", c.path("a.folded"),
+                        c.path("out.rhea"), c.path("out.rhea")])
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in open(c.path("a.folded")) if l.strip()) if rc == 0 else -1
+    c.check(rc == 0 and "read once" in err and total == one["alloc_totals"]["count"],
+            "convert of the recording twice: status %d, %d allocations, want %d: %r"
+            % (rc, total, one["alloc_totals"]["count"], err))
+    c.done()
+
+
 def last_chunk(path):
     """(offset, stored_size) of the last chunk, walking doc/format.md's
     layout: u32 header_size at offset 12, then chunks of a 32-byte header
@@ -5005,6 +5026,7 @@ def all_tests():
     t.append(Test("bad-input/not-a-recording", t_bad_not_rhea))
     t.append(Test("bad-input/missing-file", t_bad_missing))
     t.append(Test("bad-input/convert-output", t_bad_convert_output))
+    t.append(Test("bad-input/twice", t_bad_twice))
     t.append(Test("bad-input/truncated-recording", t_bad_truncated))
     t.append(Test("bad-input/record-missing-program", t_bad_record_missing_prog))
     t.append(Test("cache/cfi-cap", t_cfi_cache_cap))
