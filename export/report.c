@@ -1668,6 +1668,12 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		     " main/start_thread\n",
 		fmt_count(r->stats.truncated, b1), fmt_count(r->stats.unwind_errors, b2),
 		fmt_count(stacks_rooted, b3), fmt_count(stacks_total, b4));
+	/* (a frame-pointer walk through code built without them ends early
+	 * without failing: xz under --unwind fp, 0 failures, 0 of 574 rooted) */
+	const char *uw = recording_meta(r, "unwind");
+	if (uw && strcmp(uw, "fp") == 0 && stacks_total >= 20 && stacks_rooted * 2 < stacks_total)
+		fprintf(out, "  note: most stacks end before main/start_thread: under --unwind fp that is code built\n"
+			     "        without frame pointers (Debian's are); the default, --unwind dwarf, walks it\n");
 	fprintf(out, "  file: %s in %s chunk%s, %s stack nodes%s\n", fmt_bytes(r->file_bytes, b1),
 		fmt_count(r->nchunks, b2), PLURAL(r->nchunks), fmt_count(nodes, b5),
 		r->stats.stack_full ? " (stack table full: some stacks missing)" : "");

@@ -2468,6 +2468,19 @@ def t_xz(c):
     c.check(prof["samples"] >= 20 and lz >= 0.8 * prof["samples"],
             "CPU profile: %d of %d periods in liblzma, want 80%%" % (lz, prof["samples"]))
     check_roots(c, rec, ROOT_MIN_DEBIAN)
+    # the text says nothing of frame pointers here, and under --unwind fp
+    # (Debian builds without them: the walks end early, and none fails)
+    # that the stacks end early, and why
+    note = "under --unwind fp that is code built"
+    _, txt, _ = c.run([c.rhea, "report", c.path("out.rhea")])
+    c.check(note not in txt, "the report of the default unwinder speaks of frame pointers")
+    with open(os.devnull, "wb") as f:
+        rc, _, err = c.record([exe, "-T2", "--block-size=1MiB", "-3", "-c", src], out="fp.rhea", stdout=f,
+                              opts=["--unwind", "fp"], timeout=90)
+    expect_status(c, rc, 0, err)
+    _, txt, _ = c.run([c.rhea, "report", c.path("fp.rhea")])
+    c.check(note in txt, "--unwind fp on Debian's xz: no note of the stacks ending early: %s"
+            % one_line("\n".join(l for l in txt.splitlines() if "stacks:" in l)))
     c.done()
 
 
