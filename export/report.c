@@ -569,6 +569,19 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 	return n;
 }
 
+/* A wait group's threads (waiters, owners): tid and count each. */
+static void json_whos(struct json *j, const char *name, const struct who *w, int n)
+{
+	json_arr_begin(j, name);
+	for (int k = 0; k < n; k++) {
+		json_obj_begin(j, NULL);
+		json_u64(j, "tid", w[k].tid);
+		json_u64(j, "count", w[k].count);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
 static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t n)
 {
 	json_arr_begin(j, "waits");
@@ -582,14 +595,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		if (model_object_name(m, g[i].trigger, g[i].object, oname, sizeof(oname)))
 			json_str(j, "object_name", oname);
 		json_u64(j, "tid", g[i].tid);
-		json_arr_begin(j, "waiters");
-		for (int k = 0; k < g[i].nwaiters; k++) {
-			json_obj_begin(j, NULL);
-			json_u64(j, "tid", g[i].waiters[k].tid);
-			json_u64(j, "count", g[i].waiters[k].count);
-			json_obj_end(j);
-		}
-		json_arr_end(j);
+		json_whos(j, "waiters", g[i].waiters, g[i].nwaiters);
 		json_u64(j, "count", g[i].count);
 		json_u64(j, "total_ns", g[i].total);
 		json_u64(j, "max_ns", g[i].max);
@@ -599,14 +605,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_u64(j, "sleep_unknown", g[i].unknown_sleep);
 		json_u64(j, "process_shared", g[i].shared);
 		json_stack(j, "stack", m, g[i].stack);
-		json_arr_begin(j, "owners");
-		for (int k = 0; k < g[i].nowners; k++) {
-			json_obj_begin(j, NULL);
-			json_u64(j, "tid", g[i].owners[k].tid);
-			json_u64(j, "count", g[i].owners[k].count);
-			json_obj_end(j);
-		}
-		json_arr_end(j);
+		json_whos(j, "owners", g[i].owners, g[i].nowners);
 		json_arr_begin(j, "releasers");
 		for (int k = 0; k < g[i].nreleasers; k++) {
 			json_obj_begin(j, NULL);
