@@ -118,9 +118,9 @@ size_t cli_unique_paths(char **paths, size_t n)
 	size_t kept = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct stat si, sk;
-		size_t k = 0;
+		size_t k = kept; /* (a missing file is kept: cli_load says so) */
 		if (stat(paths[i], &si) == 0)
-			for (; k < kept; k++)
+			for (k = 0; k < kept; k++)
 				if (stat(paths[k], &sk) == 0 && sk.st_dev == si.st_dev && sk.st_ino == si.st_ino)
 					break;
 		if (k < kept) {
