@@ -923,12 +923,12 @@ def t_filters(ctx):
     return "tp %s" % tp
 
 
-def expect_bad(ctx, argv, what):
+def expect_bad(ctx, argv, what, status=2):
     rc, so, se = ctx.run(argv, timeout=120)
     lines = se.splitlines()
-    if rc != 2 or so or len(lines) != 1 or not lines[0].startswith("rhea: "):
-        raise Fail("%s: status %d, stdout %r, stderr %r: want status 2 and one 'rhea: ' line"
-                   % (what, rc, so[:100], se[:300]))
+    if rc != status or so or len(lines) != 1 or not lines[0].startswith("rhea: "):
+        raise Fail("%s: status %d, stdout %r, stderr %r: want status %d and one 'rhea: ' line"
+                   % (what, rc, so[:100], se[:300], status))
     return lines[0]
 
 
@@ -951,7 +951,8 @@ def last_chunk_cut(path, dst):
 def t_bad(ctx):
     rec = ctx.recs.get("known") or record(ctx, "convert_known")[0]
     expect_bad(ctx, [ctx.rhea, "convert", "-f", "bogus", rec], "unknown format")
-    expect_bad(ctx, [ctx.rhea, "convert", "-o", "/nonexistent-dir/x.pftrace", rec], "unwritable output")
+    # (the output's status, 1, as a full disk's: README)
+    expect_bad(ctx, [ctx.rhea, "convert", "-o", "/nonexistent-dir/x.pftrace", rec], "unwritable output", status=1)
     expect_bad(ctx, [ctx.rhea, "convert", ctx.path("missing.rhea")], "missing recording")
     expect_bad(ctx, [ctx.rhea, "convert", "--thread", "no-such-thread", "-o", ctx.path("x.pftrace"), rec],
                "unknown thread")
@@ -970,9 +971,13 @@ def t_bad(ctx):
         decode_perfetto(f.read())
     # several recordings: formats that hold one process, a thread in none of
     # them, one bad recording among good ones (nothing is written)
-    expect_bad(ctx, [ctx.rhea, "convert", "-f", "nanoscope", rec, rec], "nanoscope of two recordings")
+    # (a copy: one file named twice is read once)
+    other = ctx.path("other.rhea")
+    shutil.copy(rec, other)
+    expect_bad(ctx, [ctx.rhea, "convert", "-f", "nanoscope", rec, other], "nanoscope of two recordings")
     two = ctx.path("two.pftrace")
-    expect_bad(ctx, [ctx.rhea, "convert", "--thread", "no-such-thread", "-o", two, rec, rec], "unknown thread in two")
+    expect_bad(ctx, [ctx.rhea, "convert", "--thread", "no-such-thread", "-o", two, rec, other],
+               "unknown thread in two")
     expect_bad(ctx, [ctx.rhea, "convert", "-o", two, rec, cut], "a cut recording among two")
     if os.path.exists(two):
         raise Fail("a failed conversion of two recordings left its output behind")
