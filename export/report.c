@@ -468,7 +468,8 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 				add_who(g[j].releasers, &g[j].nreleasers, s->waker_tid, s->waker_stack);
 			}
 		}
-	qsort(g, n, sizeof(*g), cmp_wgroup);
+	if (n > 1) /* (g is NULL when nothing blocked) */
+		qsort(g, n, sizeof(*g), cmp_wgroup);
 	*n_out = n;
 	return g;
 }
