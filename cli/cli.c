@@ -115,13 +115,17 @@ int64_t cli_parse_size(const char *s)
 
 size_t cli_unique_paths(char **paths, size_t n)
 {
+	/* (each file looked at once: `rhea report out.*.rhea` of a build's
+	 * thousand processes) */
+	struct stat *seen = calloc(n ? n : 1, sizeof(*seen));
 	size_t kept = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct stat si, sk;
-		size_t k = kept; /* (a missing file is kept: cli_load says so) */
-		if (stat(paths[i], &si) == 0)
+		size_t k = kept; /* (a missing file is kept, as no file: cli_load says so) */
+		if (seen && stat(paths[i], &seen[kept]) != 0)
+			memset(&seen[kept], 0, sizeof(seen[kept]));
+		else if (seen)
 			for (k = 0; k < kept; k++)
-				if (stat(paths[k], &sk) == 0 && sk.st_dev == si.st_dev && sk.st_ino == si.st_ino)
+				if (seen[k].st_ino == seen[kept].st_ino && seen[k].st_dev == seen[kept].st_dev)
 					break;
 		if (k < kept) {
 			cli_err("%s is %s again: read once", paths[i], paths[k]);
@@ -129,6 +133,7 @@ size_t cli_unique_paths(char **paths, size_t n)
 		}
 		paths[kept++] = paths[i];
 	}
+	free(seen);
 	return kept;
 }
 

@@ -390,8 +390,7 @@ struct wgroup {
 	unsigned trigger;
 	uint64_t object;
 	uint32_t stack; /* the waiter's stack */
-	uint32_t tid;   /* a waiting thread (the first seen) */
-	struct who waiters[8]; /* the threads that waited there, 8 at most */
+	struct who waiters[8]; /* the threads that waited there, 8 at most (the first seen first) */
 	int nwaiters;
 	uint64_t count, total, max, attributed;
 	uint64_t slept, slept_attributed; /* waits that blocked (voluntary switch) */
@@ -446,7 +445,6 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 				g[n].trigger = s->trigger;
 				g[n].object = s->object;
 				g[n].stack = s->stack;
-				g[n].tid = s->tid;
 				n++;
 			}
 			uint64_t d = s->end_ns - s->begin_ns;
@@ -570,6 +568,13 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 	return n;
 }
 
+/* A column of call names: w, or fn's name's width if wider. */
+static int name_width(int w, unsigned fn)
+{
+	int n = (int)strlen(rhea_fn_name(fn));
+	return n > w ? n : w;
+}
+
 /* A wait group's threads (waiters, owners): tid and count each. */
 static void json_whos(struct json *j, const char *name, const struct who *w, int n)
 {
@@ -595,7 +600,7 @@ static void json_waits(struct json *j, struct model *m, struct wgroup *g, size_t
 		json_str(j, "object", obj);
 		if (model_object_name(m, g[i].trigger, g[i].object, oname, sizeof(oname)))
 			json_str(j, "object_name", oname);
-		json_u64(j, "tid", g[i].tid);
+		json_u64(j, "tid", g[i].waiters[0].tid);
 		json_whos(j, "waiters", g[i].waiters, g[i].nwaiters);
 		json_u64(j, "count", g[i].count);
 		json_u64(j, "total_ns", g[i].total);
@@ -900,19 +905,19 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 		/* (every thread that waited from that stack, with its count:
 		 * "waiter" named the first alone, and two threads' waits read
 		 * as one's, woken by itself) */
-		char who[256] = "";
+		char who[256];
+		int at = snprintf(who, sizeof(who), "%s", g[i].nwaiters > 1 ? "s" : "");
 		uint64_t listed = 0;
-		for (int k = 0; k < g[i].nwaiters && g[i].nwaiters > 1; k++) {
-			size_t at = strlen(who);
-			snprintf(who + at, sizeof(who) - at, "%s%u (%s)", k ? ", " : "s ", g[i].waiters[k].tid,
-				 fmt_count(g[i].waiters[k].count, b1));
+		for (int k = 0; k < g[i].nwaiters; k++) {
+			char cnt[80] = ""; /* (a count once there are several) */
+			if (g[i].nwaiters > 1)
+				snprintf(cnt, sizeof(cnt), " (%s)", fmt_count(g[i].waiters[k].count, b1));
+			at += snprintf(who + at, sizeof(who) - (size_t)at, "%s%u%s", k ? ", " : " ", g[i].waiters[k].tid,
+				       cnt);
 			listed += g[i].waiters[k].count;
 		}
-		if (g[i].nwaiters <= 1)
-			snprintf(who, sizeof(who), " %u", g[i].tid);
-		else if (listed < g[i].count)
-			snprintf(who + strlen(who), sizeof(who) - strlen(who), ", others (%s)",
-				 fmt_count(g[i].count - listed, b1));
+		if (listed < g[i].count) /* (more than 8 threads) */
+			snprintf(who + at, sizeof(who) - (size_t)at, ", others (%s)", fmt_count(g[i].count - listed, b1));
 		fprintf(out, "    waiter%s: %s\n", who,
 			fit(stack_line(m, g[i].stack, 6, line, sizeof(line)), W - 12 - (int)strlen(who) > 20
 			    ? W - 12 - (int)strlen(who) : 20, nb));
@@ -956,7 +961,7 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 			continue;
 		shown++;
 		fprintf(out, "  %10s %6s %10s  %-*s %8u  %s\n", fmt_ns(g[i].total, b1), fmt_count(g[i].count, b2),
-			fmt_ns(g[i].max, b3), cw, call_on(&g[i], call, sizeof(call)), g[i].tid,
+			fmt_ns(g[i].max, b3), cw, call_on(&g[i], call, sizeof(call)), g[i].waiters[0].tid,
 			fit_frames(stack_line(m, g[i].stack, 4, line, sizeof(line)), ww > 24 ? ww : 24, nb));
 	}
 	if (!shown)
@@ -1614,8 +1619,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	 * pthread_rwlock_timedwrlock is 26) */
 	int callw = 4;
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
-		if (blk[fn].count && (int)strlen(rhea_fn_name(fn)) > callw)
-			callw = (int)strlen(rhea_fn_name(fn));
+		if (blk[fn].count)
+			callw = name_width(callw, fn);
 	int any = 0;
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
 		if (blk[fn].count) {
@@ -1630,8 +1635,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		char line[1024], fitted[1024];
 		int hungw = 4;
 		for (size_t i = 0; i < nhung && (int)i < top; i++)
-			if ((int)strlen(rhea_fn_name(hung[i].s->trigger)) > hungw)
-				hungw = (int)strlen(rhea_fn_name(hung[i].s->trigger));
+			hungw = name_width(hungw, hung[i].s->trigger);
 		fprintf(out, "\nBlocked at the end (threads in a call when the recording ended, or last seen so)\n"
 			     "  %-8s %-*s %10s  %s\n", "TID", hungw, "CALL", "FOR", "ON, WHERE");
 		for (size_t i = 0; i < nhung && (int)i < top; i++) {
