@@ -43,6 +43,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -50,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -220,6 +222,7 @@ int agent_move_fd(int fd)
 		else if (own == &rhea_g.fd) {
 			file_failed = 1;
 			agent_disable("the program took the recording's file descriptor", -r);
+			salvage_write_failed(-r);
 		}
 	}
 	unlock_drain();
@@ -239,6 +242,7 @@ static int write_staging(void)
 			file_failed = 1;
 			__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
 			agent_disable("the recording's file descriptor was closed under the agent", 0);
+			salvage_write_failed(EBADF);
 		}
 		return -EBADF;
 	}
@@ -265,6 +269,7 @@ static int write_staging(void)
 		file_failed = 1;
 		__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
 		agent_disable("cannot write the recording", -r);
+		salvage_write_failed(-r);
 	}
 	return r;
 }
@@ -662,7 +667,17 @@ static int create_output(const char *path)
 			return -1;
 		spare_drop(); /* no /proc, no right to name it: opened late */
 	}
-	return (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT || errno == EROFS)) {
+		/* A process that gave up root and exec'ed (gosu, setpriv), or
+		 * was forked in a jail: rhea record's keeper, which may, makes
+		 * it (its own reason stays when the keeper cannot). */
+		int e = errno;
+		fd = salvage_ask_file(path);
+		if (fd < 0 && errno != EEXIST)
+			errno = e;
+	}
+	return fd;
 }
 
 /* The file open_output could not set up: closed, the spare it was too. */
@@ -671,6 +686,28 @@ static void output_abandon(int fd)
 	if (fd == rhea_g.spare_fd)
 		rhea_g.spare_fd = -1;
 	syscall(SYS_close, fd);
+}
+
+/* The root directory the output's path was given in (the image's at its
+ * start; a fork's child keeps its parent's).  A process jailed since
+ * (chroot: hooks.c names the recording first, but a child forked inside
+ * the jail has none yet) is told why the path leads nowhere. */
+static dev_t root_dev;
+static ino_t root_ino;
+
+static void note_root(void)
+{
+	struct stat st;
+	if (stat("/", &st) == 0) {
+		root_dev = st.st_dev;
+		root_ino = st.st_ino;
+	}
+}
+
+static int root_moved(void)
+{
+	struct stat st;
+	return root_ino && stat("/", &st) == 0 && (st.st_dev != root_dev || st.st_ino != root_ino);
 }
 
 static int open_output(void)
@@ -714,6 +751,10 @@ static int open_output(void)
 			memcpy(why + n, cmd, strlen(cmd));
 			n += strlen(cmd);
 			memcpy(why + n, c, sizeof(c)); /* (its NUL too) */
+		} else if (e == ENOENT && root_moved()) {
+			static const char a[] = " (the process is in a chroot entered after rhea started, where the path "
+						"leads nowhere)";
+			memcpy(why + n, a, sizeof(a)); /* (its NUL too) */
 		}
 		if (!rhea_g.cfg.quiet)
 			say("agent switched off: cannot create the recording ", rhea_g.path, ": ", why);
@@ -735,6 +776,9 @@ static int open_output(void)
 		agent_disable("cannot set up the writer", -r);
 		return r;
 	}
+	/* A full disk stops the agent's chunks short of the last bytes: the
+	 * end rhea record then adds, and why the agent stopped, fit. */
+	writer.keep_free = RFILE_END_ROOM;
 	struct rhea_file_header h;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, RHEA_MAGIC, 8);
@@ -932,6 +976,7 @@ static void *writer_main(void *arg)
 			struct timespec ts = {0, (long)ns};
 			syscall(SYS_futex, &rhea_g.buf.wake, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
 		}
+		agent_caps_follow();
 		/* calls from here on are for the next round */
 		seen = __atomic_load_n(&rhea_g.buf.wake, __ATOMIC_ACQUIRE);
 		if (threads_stop || rhea_g.finished)
@@ -1143,6 +1188,7 @@ static void coast(void)
 			syscall(SYS_futex, &rhea_g.ticker_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 			__atomic_fetch_add(&ticker_wakes, 1, __ATOMIC_RELAXED);
 		}
+		agent_caps_follow();
 		uint32_t why = __atomic_exchange_n(&rhea_g.ticker_wake, 0, __ATOMIC_ACQ_REL);
 		if (why == TICKER_TICK || threads_stop || rhea_g.finished)
 			break;
@@ -1189,6 +1235,7 @@ static void *ticker_main(void *arg)
 	cost_calls();        /* the first window starts now */
 	while (!threads_stop && !rhea_g.finished) {
 		ticker_sleep();
+		agent_caps_follow();
 		tick_once();
 		cost_tick();
 		if (__atomic_exchange_n(&rhea_g.epoch_used, 0, __ATOMIC_ACQ_REL))
@@ -1611,6 +1658,97 @@ void agent_before_setid(void)
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/*
+ * Capabilities are each thread's own.  A program that keeps its
+ * capabilities across a change of user (PR_SET_KEEPCAPS, then capset on
+ * its thread: setpriv --reuid, libcap-ng's capng_change_id) changes its
+ * ids again with them; glibc has every thread make the same change, the
+ * agent's too, and aborts the process when the results differ (nptl's
+ * setxid): the agent's threads, which had kept nothing, failed with EPERM,
+ * and `rhea record -- setpriv --reuid=N --regid=N prog` died of SIGABRT.
+ * So before a change of ids, when the calling thread's capabilities (or
+ * its keep-caps bit) are not the agent threads', each of them takes the
+ * caller's, on itself (capset changes only its caller): asked, woken, and
+ * waited for, 200 ms at most.  They then hold no more than the program's
+ * thread either.  Not under a seccomp filter (capget and capset are none
+ * of the calls the agent judges filters by).
+ */
+static struct {
+	uint32_t gen;  /* one more per request */
+	uint32_t done; /* futex: the agent threads that took the last one */
+	int keep;
+	struct __user_cap_data_struct data[2];
+} caps_req;
+static uint32_t caps_lock;
+static __thread uint32_t caps_seen;
+
+void agent_caps_follow(void)
+{
+	uint32_t g = __atomic_load_n(&caps_req.gen, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(g == caps_seen, 1))
+		return;
+	caps_seen = g;
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	syscall(SYS_prctl, PR_SET_KEEPCAPS, caps_req.keep, 0, 0, 0);
+	syscall(SYS_capset, &h, caps_req.data);
+	__atomic_fetch_add(&caps_req.done, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &caps_req.done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+void agent_share_caps(void)
+{
+	if (!rhea_g.active || threads_stop || agent_in_vfork_child() || rhea_sealed ||
+	    syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) != 0)
+		return;
+	/* the threads there are, once each has said its tid: one just made
+	 * (the program changes its ids as it starts) has the old rights and
+	 * would meet the change with them */
+	int made[3] = {ticker_th != 0, writer_th != 0, sampler_is_running()};
+	uint32_t tids[3];
+	int n = 0;
+	for (int i = 0; i < 3; i++) {
+		for (int k = 0; made[i] && !rhea_agent_tids[i] && k < 200; k++) {
+			struct timespec ts = {0, 1000000};
+			syscall(SYS_nanosleep, &ts, NULL);
+		}
+		if (made[i] && (tids[n] = rhea_agent_tids[i]) != 0)
+			n++;
+	}
+	if (n == 0)
+		return;
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct mine[2], theirs[2];
+	if (syscall(SYS_capget, &h, mine) != 0)
+		return;
+	int keep = (int)syscall(SYS_prctl, PR_GET_KEEPCAPS, 0, 0, 0, 0) > 0, differ = keep;
+	for (int i = 0; i < n && !differ; i++) {
+		h.version = _LINUX_CAPABILITY_VERSION_3;
+		h.pid = (int)tids[i];
+		differ = syscall(SYS_capget, &h, theirs) != 0 || memcmp(mine, theirs, sizeof(mine)) != 0;
+	}
+	if (!differ)
+		return;
+	for (int i = 0; i < 200 && __atomic_exchange_n(&caps_lock, 1, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = {0, 1000000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	caps_req.keep = keep;
+	memcpy(caps_req.data, mine, sizeof(mine));
+	__atomic_store_n(&caps_req.done, 0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&caps_req.gen, 1, __ATOMIC_RELEASE);
+	ticker_wake_up(TICKER_TICK);
+	buf_wake_writer(&rhea_g.buf);
+	sampler_wake_up();
+	for (int i = 0; i < 20; i++) {
+		uint32_t d = __atomic_load_n(&caps_req.done, __ATOMIC_ACQUIRE);
+		if ((int)d >= n)
+			break;
+		struct timespec ts = {0, 10000000};
+		syscall(SYS_futex, &caps_req.done, FUTEX_WAIT_PRIVATE, d, &ts, NULL, 0);
+	}
+	__atomic_store_n(&caps_lock, 0, __ATOMIC_RELEASE);
+}
+
 /* ---- fatal signals --------------------------------------------------------- */
 
 static const int fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
@@ -1806,6 +1944,10 @@ static void recording_reset(void)
 		rhea_agent_tids[i] = 0;
 		agent_cpu[i] = 0;
 	}
+	/* the child's threads start from its forking thread's rights: none
+	 * of the parent's requests for them (agent_share_caps) */
+	memset(&caps_req, 0, sizeof(caps_req));
+	caps_lock = 0;
 	buf_reset(&rhea_g.buf);
 	stacktab_after_fork(&rhea_g.st);
 }
@@ -2363,6 +2505,7 @@ __attribute__((constructor)) static void agent_init(void)
 	rhea_pends = pm; /* RHEA_MAX_THREADS of them: one per registry slot */
 	rhea_site_tables = sm; /* for the first RHEA_SALVAGE_SITE_THREADS slots */
 	thread_registry_init();
+	note_root();
 	if (is_root && open_output() < 0)
 		goto out;
 	if (!is_root && !rhea_attached)

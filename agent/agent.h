@@ -79,6 +79,9 @@ struct rhea_tstate {
 			 it for -1 deletes it (the thread at exit, the sampler) */
 	int sig_blocked; /* atomic: counted among the threads that blocked the
 			    sampling signal (sampler_note_blocked) */
+	uint32_t handler_seq; /* atomic: odd while the thread runs the sampler's
+				 handler, whose mask (the kernel's, for its
+				 time) blocks the signal: not the program's */
 	struct rhea_counters last_c; /* counters at that capture */
 	uint64_t cpu_est_ns, cpu_est_at, cpu_est_sw; /* CPU time estimate (capture.c) */
 	char name[16];
@@ -276,7 +279,12 @@ struct rhea_tstate *thread_find(uint32_t tid);
 /* A live thread other than `self` in the middle of releasing obj: its tid,
  * else 0 (scans the registry: for the rare unattributed long wait). */
 uint32_t thread_find_releasing(uint64_t obj, uint32_t self);
-void thread_release(struct rhea_tstate *t);
+void thread_release(struct rhea_tstate *t, uint32_t serial);
+/* The sampler's scan saw tid vanish: a thread of it that ended its own
+ * slot is gone, the tid is the next thread's to have (thread.c,
+ * TID_ENDED; a raw clone() thread that gets the tid before the scan saw
+ * the last one go is registered by its first hook, not by the scan). */
+void thread_gone(uint32_t tid);
 void thread_after_fork(void);
 /* rhea attach again (agent.c, agent_restart): every live thread's slot
  * starts the new recording, its site table empty, a START entry. */
@@ -539,9 +547,15 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 		     void **nodes, struct rhea_salvage_pend **pend, struct rhea_salvage_sites **sites);
 void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
 int salvage_shared(void); /* the region is a memfd */
+/* The recording at path, created by rhea record's keeper for a process
+ * that may not create it (salvage.c): its descriptor, or -1 and errno. */
+int salvage_ask_file(const char *path);
 int salvage_fd_number(void); /* the memfd's descriptor, -1 none */
 void salvage_close_fd(void); /* rhea attach detached: no descriptor left behind */
 void salvage_set_state(uint32_t state);
+/* The agent could not write its recording (err, an errno) and stopped:
+ * rhea record adds what it can, and says why (after agent_disable). */
+void salvage_write_failed(int err);
 /* A child was reaped with wstatus: tell rhea record (async-signal-safe). */
 void salvage_note_reaped(pid_t pid, int wstatus);
 void salvage_round(int begin, uint64_t file_offset);
@@ -581,9 +595,15 @@ extern int agent_harmless_filter_seen;
 /* The RHEA_SECCOMP_BASE an image this thread execs gets (agent.c), or -1:
  * its own. */
 long agent_exec_seccomp_base(void);
-/* A process about to change its user or groups: its recording is created
- * now, while it still may (agent.c). */
+/* A process about to change its user or groups, or its root directory:
+ * its recording is created now, while it still may (agent.c). */
 void agent_before_setid(void);
+/* Before a change of ids: the agent's threads take the calling thread's
+ * capabilities (agent.c); each of them looks for a request in its loop. */
+void agent_share_caps(void);
+void agent_caps_follow(void);
+void sampler_wake_up(void);
+int sampler_is_running(void);
 void agent_prefork(void);
 void agent_postfork_parent(void);
 void agent_postfork_child(void);

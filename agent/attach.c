@@ -300,9 +300,11 @@ void *agent_first_definition(const char *name)
  * descriptors and sampling signal from the program, and its thread states
  * from a vfork child's hooks; exec, which ends the recording (the CLI
  * waited 10 s for a stop the new image could not confirm, and the
- * recording came out cut short), and seccomp filters (prctl, syscall);
- * not fork, exit, signal handlers or dlopen: attach mode leaves those to
- * the program. */
+ * recording came out cut short), seccomp filters (prctl, syscall), and
+ * changes of ids, before which the agent's threads take the caller's
+ * capabilities (agent.c, agent_share_caps: glibc aborts the process when
+ * one thread's change fails); not fork, exit, signal handlers or dlopen:
+ * attach mode leaves those to the program. */
 static const char *const hooked[] = {
 	"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
 	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
@@ -320,7 +322,8 @@ static const char *const hooked[] = {
 	"__recv_chk", "__recvfrom_chk", "__poll_chk", "__open_2", "__openat_2", "pthread_create",
 	"pthread_setname_np", "prctl", "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd", "vfork",
 	"pthread_sigmask", "sigprocmask", "execve", "execv", "execvp", "execvpe", "fexecve", "execl", "execlp",
-	"execle", "syscall",
+	"execle", "syscall", "setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setresuid",
+	"setresgid", "setgroups", "initgroups",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];

@@ -855,9 +855,20 @@ void capture_emit_sites(struct rhea_tstate *t)
 		session_check(t); /* (a thread that ends before its first hook of this recording) */
 		site_fold(t);
 	} else if (t->hot && t->session == rhea_g.session) { /* (else its run is an earlier recording's) */
-		ppc = site_call(__atomic_load_n(&t->hot->site_pc, __ATOMIC_RELAXED));
-		pcount = __atomic_load_n(&t->hot->site_count, __ATOMIC_RELAXED);
-		pbytes = __atomic_load_n(&t->hot->site_bytes, __ATOMIC_RELAXED);
+		/* Read without a fault: the thread may have ended unseen (no
+		 * key destructor: first met in a signal, or there before an
+		 * attach), its TLS unmapped with its stack, its slot waiting
+		 * for the sampler's scan (its tid may be another thread's by
+		 * now).  Where the kernel refuses the read (a seccomp filter),
+		 * that run of allocations goes uncounted in the sites. */
+		uint64_t v[3];
+		_Static_assert(offsetof(struct rhea_hot, site_bytes) == offsetof(struct rhea_hot, site_pc) + 16,
+			       "the latest site's three words in a row");
+		if (rhea_read_own((uint64_t)(uintptr_t)&t->hot->site_pc, v, sizeof(v)) == 0) {
+			ppc = site_call(v[0]);
+			pcount = v[1];
+			pbytes = v[2];
+		}
 	}
 	struct {
 		struct rhea_sites h;

@@ -729,7 +729,7 @@ int cfi_fde_ranges(const char *path, struct cfi_range **out, size_t *n)
 	*n = 0;
 	if ((err = dw_load()) < 0)
 		return err;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = rhea_open_high(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	elf_version(EV_CURRENT);
@@ -771,7 +771,7 @@ int cfi_build(const char *path, struct cfi_table **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = rhea_open_high(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	int err = cfi_build_fd(fd, out);

@@ -176,6 +176,7 @@
 	X(setresgid, int, (gid_t, gid_t, gid_t))                                 \
 	X(setgroups, int, (size_t, const gid_t *))                               \
 	X(initgroups, int, (const char *, gid_t))                                \
+	X(chroot, int, (const char *))                                           \
 	X(_Exit, void, (int))                                                    \
 	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))   \
 	X(signal, sighandler_t, (int, sighandler_t))                             \
@@ -1796,14 +1797,18 @@ __asm__(".text\n"
 	"	.cfi_endproc\n"
 	".size vfork, .-vfork\n");
 
-/* Changes of user or groups: the recording is created first (agent.c,
- * agent_before_setid). */
+/* Changes of user or groups, and of the root directory: the recording is
+ * created first (agent.c, agent_before_setid).  After a chroot its path
+ * led nowhere: a forked daemon child that jails itself (sshd's privilege
+ * separation, vsftpd) switched its agent off, "cannot create the
+ * recording". */
 #define SETID_HOOK(name, params, args)                                           \
 	EXPORT int name params                                                   \
 	{                                                                        \
 		if (unlikely(!resolved))                                         \
 			resolve();                                               \
 		agent_before_setid();                                            \
+		agent_share_caps();                                              \
 		return real_##name args;                                         \
 	}
 SETID_HOOK(setuid, (uid_t u), (u))
@@ -1816,6 +1821,13 @@ SETID_HOOK(setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s))
 SETID_HOOK(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
 SETID_HOOK(setgroups, (size_t n, const gid_t *list), (n, list))
 SETID_HOOK(initgroups, (const char *user, gid_t g), (user, g))
+EXPORT int chroot(const char *path)
+{
+	if (unlikely(!resolved))
+		resolve();
+	agent_before_setid(); /* (no change of ids: the threads' rights stay) */
+	return real_chroot(path);
+}
 
 /*
  * A program the agent cannot be loaded into: one for another dynamic

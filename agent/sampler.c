@@ -78,7 +78,8 @@ int hooks_real_sigaction(int sig, const struct sigaction *act, struct sigaction 
 struct timed {
 	uint32_t tid;
 	struct rhea_tstate *t;
-	uint32_t seen; /* scan generation */
+	uint32_t serial; /* t's life when it was found (thread_release) */
+	uint32_t seen;   /* scan generation */
 };
 
 static struct timed *timed;
@@ -96,6 +97,18 @@ static void sampler_kick(void)
 	__atomic_store_n(&sampler_wake, 1, __ATOMIC_RELEASE);
 	syscall(SYS_futex, &sampler_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+/* The sampler thread, now (agent.c, agent_share_caps). */
+void sampler_wake_up(void)
+{
+	if (sampler_running)
+		sampler_kick();
+}
+
+int sampler_is_running(void)
+{
+	return sampler_running;
+}
+
 volatile uint32_t rhea_agent_tids[8];
 
 static int is_agent_tid(uint32_t tid)
@@ -169,7 +182,19 @@ static void forward(int sig, siginfo_t *si, void *uc)
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+static void on_sample_body(int sig, siginfo_t *si, void *uc);
+
 static void on_sample(int sig, siginfo_t *si, void *uc)
+{
+	struct rhea_tstate *self = rhea_hot.self;
+	if (self)
+		__atomic_fetch_add(&self->handler_seq, 1, __ATOMIC_ACQ_REL);
+	on_sample_body(sig, si, uc);
+	if (self)
+		__atomic_fetch_add(&self->handler_seq, 1, __ATOMIC_ACQ_REL);
+}
+
+static void on_sample_body(int sig, siginfo_t *si, void *uc)
 {
 	if (shared && !ours(si)) {
 		forward(sig, si, uc);
@@ -441,6 +466,7 @@ static int scan(uint32_t gen)
 				tm = &timed[ntimed++];
 				tm->tid = tid;
 				tm->t = t;
+				tm->serial = __atomic_load_n(&t->serial, __ATOMIC_RELAXED);
 				sampler_arm(t); /* unless it armed itself */
 				changed = 1;
 			}
@@ -457,10 +483,9 @@ static int scan(uint32_t gen)
 			continue;
 		}
 		struct rhea_tstate *t = thread_find(tm->tid);
-		if (t && t == tm->t) {
-			sampler_disarm(t);
-			thread_release(t);
-		}
+		if (t && t == tm->t)
+			thread_release(t, tm->serial);
+		thread_gone(tm->tid);
 		timed[i] = timed[--ntimed];
 		changed = 1;
 	}
@@ -582,6 +607,7 @@ static void *sampler_main(void *arg)
 	for (int i = 0; i < 5000 && !(rhea_agent_tids[0] && rhea_agent_tids[1]) && !stop; i++) {
 		struct timespec ts = {0, 1000000};
 		syscall(SYS_nanosleep, &ts, NULL);
+		agent_caps_follow();
 	}
 	uint32_t gen = 0;
 	uint64_t period = SCAN_MIN_NS;
@@ -610,6 +636,7 @@ static void *sampler_main(void *arg)
 		if (!__atomic_exchange_n(&sampler_wake, 0, __ATOMIC_ACQ_REL))
 			syscall(SYS_futex, &sampler_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 		__atomic_store_n(&sampler_wake, 0, __ATOMIC_RELAXED);
+		agent_caps_follow();
 	}
 	ntimed = 0;
 	agent_thread_cpu_note(2);
@@ -796,44 +823,94 @@ void sampler_unblock_self(void)
 
 static uint64_t blocked_threads;
 
-/* Whether thread tid blocks sig: 1, 0, -1 unknown.  The calling thread
- * asks the kernel; another's mask is in /proc (SigBlk, hexadecimal). */
-static int sig_blocked_in(uint32_t tid, int sig)
+/* A /proc status line's hexadecimal signal set ("\nSigBlk:"): 0 and
+ * *set, or -1. */
+static int status_set(const char *buf, const char *key, uint64_t *set)
 {
-	uint64_t mask = 0;
-	if (tid == thread_gettid()) {
-		if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
-			return -1;
-		return (mask >> (sig - 1)) & 1;
-	}
-	char buf[4096]; /* (1.5 KB today; SigBlk at 0.7) */
-	if (thread_read_task_file(tid, "status", buf, sizeof(buf)) <= 0)
-		return -1;
-	char *s = strstr(buf, "\nSigBlk:");
+	const char *s = strstr(buf, key);
 	if (!s)
 		return -1;
-	s += 8;
+	s += strlen(key);
 	while (*s == ' ' || *s == '\t')
 		s++;
+	uint64_t v = 0;
 	int digits = 0;
 	for (; (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'); s++, digits++)
-		mask = mask << 4 | (uint64_t)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
-	return digits ? (int)((mask >> (sig - 1)) & 1) : -1;
+		v = v << 4 | (uint64_t)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
+	*set = v;
+	return digits ? 0 : -1;
 }
 
-/* (Another thread's mask is read twice, 200 us apart: while it runs the
- * sampler's own handler, the kernel blocks the signal there, and a thread
- * caught in it at the end (a program spinning while a SIGTERM ends it)
- * was counted as blocking it.) */
+/*
+ * Whether thread tid holds sig off: blocks it with a timer's signal of
+ * ours pending (its CPU timer expired, the kernel could not deliver): 1,
+ * 0, -1 unknown.  A thread that blocks the signal but has not computed a
+ * sampling period since lost no sample; one caught in the sampler's own
+ * handler (the kernel blocks the signal for its time) has none pending,
+ * the period's expiry taken.  The calling thread asks the kernel; another's
+ * sets are in /proc (SigBlk, SigPnd: its own pending signals, where a
+ * SIGEV_THREAD_ID timer's go).
+ */
+static int sig_held_in(uint32_t tid, int sig)
+{
+	uint64_t mask = 0, pend = 0, bit = 1ull << (sig - 1);
+	if (tid == thread_gettid()) {
+		if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0 ||
+		    syscall(SYS_rt_sigpending, &pend, sizeof(pend)) != 0)
+			return -1;
+		return (mask & pend & bit) != 0;
+	}
+	char buf[4096]; /* (1.5 KB today; SigBlk at 0.7) */
+	if (thread_read_task_file(tid, "status", buf, sizeof(buf)) <= 0 || status_set(buf, "\nSigBlk:", &mask) != 0 ||
+	    status_set(buf, "\nSigPnd:", &pend) != 0)
+		return -1;
+	return (mask & pend & bit) != 0;
+}
+
+/* One look at another thread t, as sig_held_in, for the program's mask:
+ * -1 also when t ran the sampler's handler meanwhile (whose mask the
+ * kernel sets). */
+static int blocked_look(struct rhea_tstate *t, int sig)
+{
+	uint32_t before = __atomic_load_n(&t->handler_seq, __ATOMIC_ACQUIRE);
+	int b = sig_held_in(t->tid, sig);
+	uint32_t after = __atomic_load_n(&t->handler_seq, __ATOMIC_ACQUIRE);
+	return (before & 1) || before != after ? -1 : b;
+}
+
+/* While a thread runs the sampler's own handler, the kernel blocks the
+ * signal there: a thread caught in it at the end (a program spinning
+ * while a SIGTERM ends it) was counted as blocking it, and reading its
+ * mask twice, 200 us apart, was not enough on a busy machine (the handler
+ * preempted in between: hangs/term failed so in CI).  So a thread counts
+ * when it blocks the signal with one of our timer's pending (which the
+ * handler, having taken it, has not), a look made while the thread was in
+ * that handler (handler_seq odd, or moved) tells nothing, and another
+ * thread counts when two looks that tell, 200 us apart, say so, within
+ * five looks.  (A program's action that the handler forwards to, should
+ * it jump out, leaves the count odd: that thread is not counted again;
+ * Go's does not jump.) */
 void sampler_note_blocked(struct rhea_tstate *t)
 {
 	int sig = __atomic_load_n(&sample_sig, __ATOMIC_RELAXED);
-	if (!sig || __atomic_load_n(&t->sig_blocked, __ATOMIC_RELAXED) || sig_blocked_in(t->tid, sig) != 1)
+	if (!sig || __atomic_load_n(&t->sig_blocked, __ATOMIC_RELAXED))
 		return;
-	if (t->tid != thread_gettid()) {
-		struct timespec ts = {0, 200000};
-		syscall(SYS_nanosleep, &ts, NULL);
-		if (sig_blocked_in(t->tid, sig) != 1)
+	if (t->tid == thread_gettid()) {
+		if (sig_held_in(t->tid, sig) != 1)
+			return;
+	} else {
+		int told = 0;
+		for (int look = 0; look < 5 && told < 2; look++) {
+			if (look) {
+				struct timespec ts = {0, 200000};
+				syscall(SYS_nanosleep, &ts, NULL);
+			}
+			int b = blocked_look(t, sig);
+			if (b == 0)
+				return;
+			told += b == 1;
+		}
+		if (told < 2)
 			return;
 	}
 	if (!__atomic_exchange_n(&t->sig_blocked, 1, __ATOMIC_ACQ_REL))

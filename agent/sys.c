@@ -52,3 +52,13 @@ int rhea_fd_high(int fd)
 	syscall(SYS_close, fd);
 	return n;
 }
+
+/* For a file held while the program runs on (the CFI compiler reads a
+ * library for milliseconds, on the writer thread under rhea attach): a
+ * low number taken so long is one another thread of the program may be
+ * about to get from its own open, and find taken. */
+int rhea_open_high(const char *path, int flags)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, flags);
+	return fd < 0 ? fd : rhea_fd_high(fd);
+}

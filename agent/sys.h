@@ -54,5 +54,7 @@ static inline int rhea_read_own(uint64_t addr, void *buf, size_t len)
 
 /* fd moved up out of the program's way (or fd itself): see sys.c. */
 int rhea_fd_high(int fd);
+/* open(path, flags) put high at once; -1 and errno. */
+int rhea_open_high(const char *path, int flags);
 
 #endif

@@ -88,7 +88,12 @@ static struct rhea_tstate *chunk_of(uint32_t i)
  * scan, the thread itself waits for the claim, see thread_register). */
 #define TID_MAP_SIZE (1u << 22) /* PID_MAX_LIMIT on 64-bit Linux */
 #define TID_PENDING 0xffffu
-_Static_assert(MAX_THREADS < TID_PENDING, "slot index + 1 must fit the tid map");
+/* The thread of that tid ended its slot itself and is on its way out:
+ * the sampler's scan, which may still find it in /proc for a moment, must
+ * not give it a slot again (a second life, of nothing, ended only when
+ * the scan saw it gone); a new thread of the tid claims one itself. */
+#define TID_ENDED 0xfffeu
+_Static_assert(MAX_THREADS < TID_ENDED, "slot index + 1 must fit the tid map");
 static uint16_t *tid_map;
 static uint32_t serials;     /* atomic */
 static pthread_key_t exit_key;
@@ -422,7 +427,7 @@ static inline int mapped(uint32_t tid)
 /* The live slot of tid that map value v points to, else NULL. */
 static struct rhea_tstate *map_slot(uint32_t tid, uint16_t v)
 {
-	if (v == 0 || v == TID_PENDING)
+	if (v == 0 || v == TID_PENDING || v == TID_ENDED)
 		return NULL;
 	struct rhea_tstate *t = slot_at(v - 1u);
 	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TS_LIVE && t->tid == tid)
@@ -430,13 +435,26 @@ static struct rhea_tstate *map_slot(uint32_t tid, uint16_t v)
 	return NULL;
 }
 
-/* Before a slot is freed: tid no longer maps to it. */
-static void map_forget(struct rhea_tstate *t)
+/* Before a slot is freed: tid no longer maps to it (to TID_ENDED: its
+ * thread ended it itself). */
+static void map_forget_as(struct rhea_tstate *t, uint16_t to)
 {
 	if (!mapped(t->tid))
 		return;
 	uint16_t v = (uint16_t)(t->index + 1);
-	__atomic_compare_exchange_n(&tid_map[t->tid], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	__atomic_compare_exchange_n(&tid_map[t->tid], &v, to, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+static void map_forget(struct rhea_tstate *t)
+{
+	map_forget_as(t, 0);
+}
+
+void thread_gone(uint32_t tid)
+{
+	uint16_t v = TID_ENDED;
+	if (mapped(tid))
+		__atomic_compare_exchange_n(&tid_map[tid], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 static struct rhea_tstate *scan_find(uint32_t tid)
@@ -460,9 +478,10 @@ struct rhea_tstate *thread_find(uint32_t tid)
 /*
  * The slot of tid, claimed if it has none.  NULL with *busy set when
  * another thread is claiming one for tid right now (try again later), NULL
- * alone when the registry is full.
+ * alone when the registry is full, or when the sampler asks (self 0) for
+ * a thread that ended its slot itself (TID_ENDED).
  */
-static struct rhea_tstate *slot_of(uint32_t tid, int *busy)
+static struct rhea_tstate *slot_of(uint32_t tid, int self, int *busy)
 {
 	*busy = 0;
 	if (!mapped(tid)) {
@@ -478,6 +497,8 @@ static struct rhea_tstate *slot_of(uint32_t tid, int *busy)
 		struct rhea_tstate *t = map_slot(tid, v);
 		if (t)
 			return t;
+		if (v == TID_ENDED && !self)
+			return NULL;
 		/* none, or left by an earlier thread of this tid */
 		if (__atomic_compare_exchange_n(&tid_map[tid], &v, TID_PENDING, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE))
@@ -514,10 +535,10 @@ struct rhea_tstate *thread_register(void)
 	 * the thread goes uncounted.  Bounded all the same: a hook must never
 	 * hang its thread. */
 	int busy;
-	struct rhea_tstate *t = slot_of(tid, &busy);
+	struct rhea_tstate *t = slot_of(tid, 1, &busy);
 	for (int i = 0; !t && busy && i < 100000; i++) {
 		syscall(SYS_sched_yield);
-		t = slot_of(tid, &busy);
+		t = slot_of(tid, 1, &busy);
 	}
 	if (!t) {
 		if (!busy)
@@ -544,7 +565,7 @@ struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 	if (!registry_ready || !rhea_g.active || (self && tls_dead))
 		return NULL;
 	int busy;
-	struct rhea_tstate *t = slot_of(tid, &busy);
+	struct rhea_tstate *t = slot_of(tid, self, &busy);
 	if (t && self) {
 		rhea_hot.self = t;
 		t->hot = &rhea_hot;
@@ -552,11 +573,28 @@ struct rhea_tstate *thread_register_tid(uint32_t tid, int self)
 	return t;
 }
 
-void thread_release(struct rhea_tstate *t)
+void thread_release(struct rhea_tstate *t, uint32_t serial)
 {
-	/* The thread is gone (the sampler saw its tid vanish): nobody else
-	 * touches its slot now, and its TLS (the latest allocation site's
-	 * counts) may be unmapped. */
+	/* The thread is gone (the sampler saw its tid vanish) without ending
+	 * its slot itself.  Unless it did after all, and a new thread took
+	 * the slot since: the first free one, under the same tid, which the
+	 * kernel gives again within seconds when threads come and go by the
+	 * thousand (pid_max 32768).  Released then, the slot went on being
+	 * used by its new thread and claimed by a third one.  So the slot is
+	 * taken out of LIVE first, then its life checked (claim_slot sets the
+	 * serial before LIVE); a new life's goes back to LIVE, unless its
+	 * thread ended meanwhile. */
+	uint32_t live = TS_LIVE;
+	if (__atomic_load_n(&t->serial, __ATOMIC_RELAXED) != serial ||
+	    !__atomic_compare_exchange_n(&t->state, &live, TS_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_load_n(&t->serial, __ATOMIC_RELAXED) != serial) {
+		uint32_t init = TS_INIT;
+		__atomic_compare_exchange_n(&t->state, &init, TS_LIVE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		return;
+	}
+	/* Nobody else touches the slot now, and the thread's TLS (the latest
+	 * allocation site's counts) may be unmapped. */
 	t->hot = NULL;
 	sampler_disarm(t);
 	if (rhea_g.active) {
@@ -609,7 +647,7 @@ void thread_exit_current(void)
 		rhea_g.leader_gone = 1; /* pthread_exit of main: see thread_program_left */
 	rhea_hot.self = NULL;
 	tls_dead = 1;
-	map_forget(t);
+	map_forget_as(t, TID_ENDED);
 	__atomic_store_n(&t->state, TS_FREE, __ATOMIC_RELEASE);
 	rhea_guard--;
 }

@@ -472,6 +472,7 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 	w->t = t;
 	w->cb = cb;
 	uint64_t cursor = 0;                 /* time of the last boundary */
+	const struct rhea_counters *cursor_c = NULL; /* the thread's counters then */
 	const struct rhea_sample *prev = NULL;
 	for (size_t i = 0; i < t->nsamples; i++) {
 		const struct rhea_sample *s = &t->samples[i];
@@ -481,24 +482,39 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 		    s->begin_ns <= prev->end_ns)
 			continue;
 		int n = model_frames(m, s, frames, MAX_FRAMES);
-		uint64_t at = s->begin_ns < cursor ? cursor : s->begin_ns;
-		if (prev && prev->msgid != s->msgid) {
-			uint64_t end = m->policy == MODEL_END_LAST ? prev->end_ns : at;
-			close_to(w, 0, end, m->policy == MODEL_END_LAST ? &prev->c_end : &s->c_begin);
+		/* A capture inside the previous sample's time (a hook run in a
+		 * wait's call after it woke: the free in pthread_join) starts
+		 * where that one ends, with the counters read there: its own,
+		 * read earlier, would count the time in between twice (88 us of
+		 * CPU in 77 of wall). */
+		uint64_t at = s->begin_ns;
+		const struct rhea_counters *c_at = &s->c_begin;
+		int inside = s->begin_ns < cursor;
+		if (inside) {
+			at = cursor;
+			c_at = cursor_c;
 		}
+		/* (under LAST, what ends, ends at the last boundary: the end of
+		 * the previous sample, or where it was moved to) */
+		if (prev && prev->msgid != s->msgid)
+			close_to(w, 0, m->policy == MODEL_END_LAST ? cursor : at,
+				 m->policy == MODEL_END_LAST ? cursor_c : c_at);
 		int k = 0;
 		int cont = (s->h.flags & RHEA_S_BLOCK) ? n - 1 : n; /* a wait never continues */
 		while (k < w->depth && k < cont && w->open[k].func == frames[k])
 			k++;
 		if (w->depth > k) {
 			if (m->policy == MODEL_END_LAST && prev)
-				close_to(w, k, prev->end_ns, &prev->c_end);
+				close_to(w, k, cursor, cursor_c);
 			else
-				close_to(w, k, at, &s->c_begin);
+				close_to(w, k, at, c_at);
 		}
 		for (int j = k; j < n; j++)
-			open_frame(w, frames[j], at, &s->c_begin, s);
-		cursor = s->end_ns > at ? s->end_ns : at;
+			open_frame(w, frames[j], at, c_at, s);
+		if (!inside || s->end_ns > at) {
+			cursor = s->end_ns > at ? s->end_ns : at;
+			cursor_c = &s->c_end;
+		}
 		if ((s->h.flags & RHEA_S_BLOCK) && n > 0)
 			close_to(w, n - 1, s->end_ns, &s->c_end);
 		prev = s;
@@ -510,7 +526,7 @@ void model_walk_thread(struct model *m, const struct rec_thread *t, const struct
 		uint64_t end = cursor;
 		if (m->policy == MODEL_END_NEXT && t->exit_ns > end && t->exit_ns - end < 10000000000ull)
 			end = t->exit_ns;
-		close_to(w, 0, end, &prev->c_end);
+		close_to(w, 0, end, cursor_c);
 	}
 	free(w->active);
 	free(w);

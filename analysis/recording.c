@@ -100,6 +100,29 @@ static struct rhea_node *nodes_room(struct recording *r, uint32_t first_id, uint
 	return &r->nodes[first_id];
 }
 
+/*
+ * A THREAD entry into its thread (a life of it: split_lives).  Entries
+ * reach the file in the order their chunks were sealed, not the order they
+ * were made: a thread whose shard was busy writes through another one.
+ * The latest name by time wins (a START, named from /proc, may come after
+ * the NAME the thread set itself a moment later).
+ */
+static void apply_tev(struct rec_thread *t, const struct rec_tev *v)
+{
+	if (v->name[0] && v->time_ns >= t->name_ns) {
+		memcpy(t->name, v->name, sizeof(t->name));
+		t->name_ns = v->time_ns;
+	}
+	if (v->event == RHEA_T_START) {
+		if (!t->start_ns || v->time_ns < t->start_ns)
+			t->start_ns = v->time_ns;
+		if (v->parent_tid)
+			t->parent_tid = v->parent_tid;
+	} else if (v->event == RHEA_T_EXIT && v->time_ns > t->exit_ns) {
+		t->exit_ns = v->time_ns;
+	}
+}
+
 static int take_entry(struct recording *r, const struct rhea_entry *e)
 {
 	const char *p = (const char *)e;
@@ -118,26 +141,11 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		if (e->size < sizeof(struct rhea_thread))
 			return -1;
 		const struct rhea_thread *th = (const void *)p;
-		struct rec_thread *t = thread_get(r, th->tid);
-		/* Entries reach the file in the order their chunks were sealed,
-		 * not the order they were made: a thread whose shard was busy
-		 * writes through another one.  The latest name by time wins
-		 * (a START, named from /proc, may come after the NAME the
-		 * thread set itself a moment later). */
-		if (th->name[0] && th->time_ns >= t->name_ns) {
-			memcpy(t->name, th->name, 15);
-			t->name[15] = 0;
-			t->name_ns = th->time_ns;
-		}
-		if (e->flags == RHEA_T_START) {
-			if (!t->start_ns || th->time_ns < t->start_ns)
-				t->start_ns = th->time_ns;
-			if (th->parent_tid)
-				t->parent_tid = th->parent_tid;
-		} else if (e->flags == RHEA_T_EXIT) {
-			if (th->time_ns > t->exit_ns)
-				t->exit_ns = th->time_ns;
-		}
+		r->tevs = grow(r->tevs, &r->tevs_cap, r->ntevs + 1, sizeof(*r->tevs));
+		struct rec_tev *v = &r->tevs[r->ntevs++];
+		*v = (struct rec_tev){th->tid, th->parent_tid, th->time_ns, e->flags, {0}};
+		memcpy(v->name, th->name, 15);
+		apply_tev(thread_get(r, th->tid), v);
 		break;
 	}
 	case RHEA_E_MODULE: {
@@ -342,6 +350,239 @@ static size_t drop_superseded_waits(struct rhea_sample *s, size_t n)
 	return k;
 }
 
+/*
+ * A thread's CPU readings made consistent with its clock.  The agent
+ * reads the kernel's count (getrusage), which a tick-accounting kernel
+ * brings up to date only at a tick or a context switch: a reading may lag
+ * the truth by up to a tick, never lead it (agent/capture.c).  The lag
+ * then turns up in the interval where the count caught up, usually one
+ * with a context switch in it: short slices ending at a pthread_create, a
+ * coroutine switch or a wait came out with more CPU than wall time (86 us
+ * in 43, 200%; 362% in a C++ thread pool).  The CPU time of one thread
+ * grows no faster than the wall clock, so a reading at t_i is at least the
+ * next one less the time in between: each reading, from the last back, is
+ * raised to that bound where it is below it.  That is closer to the truth
+ * whenever the later reading is not ahead of it, no interval keeps more
+ * CPU than wall, and the excess goes to the intervals before, where the
+ * lag had taken it from.  The last reading, and so the thread's total,
+ * stays as read.
+ */
+struct cpu_reading {
+	uint64_t t;
+	uint64_t *cpu;
+};
+
+static int cmp_reading(const void *a, const void *b)
+{
+	const struct cpu_reading *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return (x->cpu > y->cpu) - (x->cpu < y->cpu); /* begin before end, sample by sample */
+}
+
+void recording_bound_cpu(struct rhea_sample *s, size_t n)
+{
+	if (n == 0)
+		return;
+	struct cpu_reading *rd = malloc(2 * n * sizeof(*rd));
+	if (!rd)
+		return; /* (left as read) */
+	int sorted = 1;
+	for (size_t i = 0; i < n; i++) {
+		rd[2 * i] = (struct cpu_reading){s[i].begin_ns, &s[i].c_begin.cpu_ns};
+		rd[2 * i + 1] = (struct cpu_reading){s[i].end_ns, &s[i].c_end.cpu_ns};
+		sorted &= (i == 0 || s[i - 1].end_ns <= s[i].begin_ns) && s[i].begin_ns <= s[i].end_ns;
+	}
+	if (!sorted) /* (a wait and the captures from outside while it lasted) */
+		qsort(rd, 2 * n, sizeof(*rd), cmp_reading);
+	for (size_t i = 2 * n - 1; i > 0; i--) {
+		uint64_t next = *rd[i].cpu, gap = rd[i].t - rd[i - 1].t;
+		if (next > gap && *rd[i - 1].cpu < next - gap)
+			*rd[i - 1].cpu = next - gap;
+	}
+	free(rd);
+}
+
+const struct rhea_sample *recording_last_sample(const struct rec_thread *t)
+{
+	const struct rhea_sample *last = NULL;
+	for (size_t k = 0; k < t->nsamples; k++)
+		if (!last || t->samples[k].end_ns >= last->end_ns)
+			last = &t->samples[k];
+	return last;
+}
+
+size_t recording_life_at(const struct recording *r, uint32_t tid, uint64_t t)
+{
+	size_t at = r->nthreads;
+	for (size_t j = 0; j < r->nthreads; j++) {
+		const struct rec_thread *x = &r->threads[j];
+		if (x->tid != tid)
+			continue;
+		if (at == r->nthreads) {
+			at = j;
+			continue;
+		}
+		uint64_t xs = x->start_ns, as = r->threads[at].start_ns;
+		int x_begun = xs <= t, a_begun = as <= t;
+		if (x_begun != a_begun ? x_begun : x_begun ? xs > as : xs < as)
+			at = j; /* begun by t over not; then the later, else the earlier */
+	}
+	return at;
+}
+
+/*
+ * A process killed (SIGKILL) or gone by a raw exit_group, the agent's
+ * unwritten records recovered from its memory by rhea record: nothing it
+ * recorded is missing.  A thread whose last sample is then a wait so far
+ * (the sampler's forced capture, up to --force-after before the end) was
+ * still in that call when the process died, since a return would have
+ * left the call's own sample: its wait lasts to the end rhea record saw
+ * (when waitpid told it), not to that capture, up to a second earlier.
+ * A thread that ended before is left alone.
+ */
+static void waits_to_the_death(struct recording *r)
+{
+	if (r->have_end || !r->end_outside || !r->end_recovered ||
+	    (r->oend.reason != RHEA_END_SIGNAL && r->oend.reason != RHEA_END_EXIT))
+		return;
+	const unsigned so_far = RHEA_S_BLOCK | RHEA_S_ASYNC;
+	for (size_t i = 0; i < r->nthreads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		struct rhea_sample *last = (struct rhea_sample *)recording_last_sample(t);
+		if (!last || t->exit_ns || (last->h.flags & so_far) != so_far || last->end_ns >= r->oend.time_ns)
+			continue;
+		last->end_ns = r->oend.time_ns;
+		if (last->end_ns > r->last_ns)
+			r->last_ns = last->end_ns;
+	}
+}
+
+/*
+ * One thread per life.  The kernel gives a tid again once it has gone
+ * round pid_max (32768 where nothing raised it), and a program starting
+ * threads by the thousand gets a tid back within the recording: loaded
+ * under its tid alone, the two threads were one, their samples together,
+ * their wall from the first one's start to the second one's exit (17920
+ * threads made under pid_max 16384 were 16068 in the report).  A START
+ * after an EXIT of the same tid begins another life; each sample goes to
+ * the life it began in, each life gets its own start, exit, parent and
+ * latest name.
+ */
+static int cmp_tev(const void *a, const void *b)
+{
+	const struct rec_tev *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->time_ns != y->time_ns)
+		return x->time_ns < y->time_ns ? -1 : 1;
+	return (x->event > y->event) - (x->event < y->event); /* START, NAME, EXIT */
+}
+
+/* The life (0..n-1) that time t falls in, lives beginning at begin[1..n-1]. */
+static size_t life_at(const uint64_t *begin, size_t n, uint64_t t)
+{
+	size_t lo = 1, hi = n; /* the first life beginning after t, in [lo, hi] */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (begin[mid] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo - 1;
+}
+
+struct tid_index {
+	uint32_t tid;
+	uint32_t i;
+};
+
+static int cmp_tid_index(const void *a, const void *b)
+{
+	const struct tid_index *x = a, *y = b;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* The thread of tid (its first life) through the index ix of n threads
+ * sorted by tid, NULL when it has none. */
+static struct rec_thread *indexed(struct recording *r, const struct tid_index *ix, size_t n, uint32_t tid)
+{
+	struct tid_index key = {tid, 0};
+	const struct tid_index *hit = bsearch(&key, ix, n, sizeof(*ix), cmp_tid_index);
+	return hit ? &r->threads[hit->i] : NULL;
+}
+
+static void split_lives(struct recording *r)
+{
+	if (r->ntevs > 1)
+		qsort(r->tevs, r->ntevs, sizeof(*r->tevs), cmp_tev);
+	uint64_t *begin = NULL;
+	size_t begin_cap = 0, ix_n = 0, life_cap = 0;
+	struct tid_index *ix = NULL; /* made when a tid has two lives */
+	struct rec_thread **life = NULL;
+	for (size_t a = 0, b; a < r->ntevs; a = b) {
+		uint32_t tid = r->tevs[a].tid;
+		size_t n = 1;
+		int exited = 0;
+		begin = grow(begin, &begin_cap, 1, sizeof(*begin));
+		begin[0] = 0;
+		for (b = a; b < r->ntevs && r->tevs[b].tid == tid; b++) {
+			if (r->tevs[b].event == RHEA_T_START && exited) {
+				begin = grow(begin, &begin_cap, n + 1, sizeof(*begin));
+				begin[n++] = r->tevs[b].time_ns;
+				exited = 0;
+			} else if (r->tevs[b].event == RHEA_T_EXIT) {
+				exited = 1;
+			}
+		}
+		if (n == 1)
+			continue;
+		if (!ix) {
+			ix_n = r->nthreads;
+			ix = grow(NULL, &(size_t){0}, ix_n ? ix_n : 1, sizeof(*ix));
+			for (size_t i = 0; i < ix_n; i++)
+				ix[i] = (struct tid_index){r->threads[i].tid, (uint32_t)i};
+			qsort(ix, ix_n, sizeof(*ix), cmp_tid_index);
+		}
+		struct rec_thread *t0 = indexed(r, ix, ix_n, tid);
+		if (!t0)
+			continue;
+		size_t first = r->nthreads, i0 = (size_t)(t0 - r->threads);
+		r->threads = grow(r->threads, &r->threads_cap, r->nthreads + n - 1, sizeof(*r->threads));
+		r->nthreads += n - 1;
+		life = grow(life, &life_cap, n, sizeof(*life));
+		life[0] = &r->threads[i0];
+		struct rec_thread all = *life[0];
+		memset(life[0], 0, sizeof(*life[0]));
+		for (size_t j = 1; j < n; j++) {
+			life[j] = &r->threads[first + j - 1];
+			memset(life[j], 0, sizeof(*life[j]));
+		}
+		for (size_t j = 0; j < n; j++)
+			life[j]->tid = tid;
+		for (size_t k = a; k < b; k++)
+			apply_tev(life[life_at(begin, n, r->tevs[k].time_ns)], &r->tevs[k]);
+		/* the samples (counted only, under counts_only: all to the first) */
+		for (size_t k = 0; k < all.nsamples; k++) {
+			struct rec_thread *t = all.samples ? life[life_at(begin, n, all.samples[k].begin_ns)] : life[0];
+			if (all.samples) {
+				t->samples = grow(t->samples, &t->cap, t->nsamples + 1, sizeof(*t->samples));
+				t->samples[t->nsamples] = all.samples[k];
+			}
+			t->nsamples++;
+		}
+		free(all.samples);
+	}
+	free(begin);
+	free(ix);
+	free(life);
+	free(r->tevs);
+	r->tevs = NULL;
+	r->ntevs = r->tevs_cap = 0;
+	r->last_thread = 0;
+}
+
 static int cmp_site(const void *a, const void *b)
 {
 	const struct rhea_site *x = a, *y = b;
@@ -422,6 +663,7 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 	}
 	r->file_bytes = rfile_offset(rd);
 	rfile_close(rd);
+	split_lives(r);
 	if (r->nreleases > 1)
 		qsort(r->releases, r->nreleases, sizeof(*r->releases), cmp_release);
 	for (size_t i = 0; i < r->nthreads && !counts_only; i++) {
@@ -431,7 +673,10 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 		size_t kept = drop_superseded_waits(t->samples, t->nsamples);
 		r->nsamples -= t->nsamples - kept;
 		t->nsamples = kept;
+		recording_bound_cpu(t->samples, t->nsamples);
 	}
+	if (!counts_only)
+		waits_to_the_death(r);
 	r->nsites = recording_reduce_sites(r->sites, r->nsites);
 	return 0;
 }
@@ -463,6 +708,7 @@ void recording_free(struct recording *r)
 		free(r->meta[i].value);
 	}
 	free(r->meta);
+	free(r->tevs);
 	free(r->path);
 	memset(r, 0, sizeof(*r));
 }
@@ -497,6 +743,11 @@ const char *recording_meta(const struct recording *r, const char *key)
 		if (strcmp(r->meta[i].key, key) == 0)
 			v = r->meta[i].value;
 	return v;
+}
+
+const char *recording_write_error(const struct recording *r)
+{
+	return r->have_end ? NULL : recording_meta(r, "write_error");
 }
 
 uint64_t recording_start(const struct recording *r)

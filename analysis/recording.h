@@ -33,6 +33,14 @@ struct rec_meta {
 	char *key, *value;
 };
 
+/* A THREAD entry as loaded (threads' lives are told apart after). */
+struct rec_tev {
+	uint32_t tid, parent_tid;
+	uint64_t time_ns;
+	uint32_t event; /* enum rhea_thread_event */
+	char name[16];
+};
+
 struct recording {
 	char *path;
 	struct rhea_file_header hdr;
@@ -49,6 +57,8 @@ struct recording {
 	size_t nreleases, releases_cap;
 	struct rec_meta *meta;
 	size_t nmeta;
+	struct rec_tev *tevs; /* every THREAD entry, until the load ends */
+	size_t ntevs, tevs_cap;
 	struct rhea_stats stats;
 	int have_stats;
 	struct rhea_end end;
@@ -85,11 +95,26 @@ void recording_free(struct recording *r);
  * too): sorts s[0..n) and returns how many remain at its start. */
 size_t recording_reduce_sites(struct rhea_site *s, size_t n);
 
+/* A thread's samples (in time order), their CPU readings raised where a
+ * later one shows the thread's CPU grew faster than the clock: a lagging
+ * reading's (recording_load does it). */
+void recording_bound_cpu(struct rhea_sample *s, size_t n);
+
 /* Root-first addresses of the stack whose leaf node is `leaf`; returns the
  * depth (<= max), 0 for no stack.  Sets *broken when a node is missing. */
 int recording_stack(const struct recording *r, uint32_t leaf, uint64_t *out, int max, int *broken);
 
 const char *recording_meta(const struct recording *r, const char *key);
+/* The thread's sample that ends last (the latest of equals), NULL none. */
+const struct rhea_sample *recording_last_sample(const struct rec_thread *t);
+/* The index of tid's life at time t (a tid the kernel gave again has
+ * several: split_lives): the latest begun by t, else the first to begin;
+ * r->nthreads when there is none. */
+size_t recording_life_at(const struct recording *r, uint32_t tid, uint64_t t);
+/* Why the agent stopped writing a recording it could not finish (rhea
+ * record read it from the agent's memory: "No space left on device"),
+ * NULL when it finished it or did not say. */
+const char *recording_write_error(const struct recording *r);
 
 /* When the recording starts: its header's start, or its first sample if
  * earlier (absolute monotonic ns, 0 when it has neither). */

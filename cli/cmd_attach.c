@@ -839,6 +839,13 @@ int cmd_attach(int argc, char **argv)
 	 * attach for 200 ms recorded 300) */
 	int64_t waited = 0, t0 = cli_now_ns();
 	int execed = 0, unfinished = 0;
+	/* the recording, for an end rhea attach adds (in the process's
+	 * /proc/PID/root, which goes with it, it is reached by our descriptor) */
+	char file[PATH_MAX + 16];
+	if (via_tmp)
+		snprintf(file, sizeof(file), "/proc/self/fd/%d/out.rhea", dirfd);
+	else
+		snprintf(file, sizeof(file), "%s", out);
 	while (!stop_asked && alive(pid) && (duration < 0 || waited < duration)) {
 		long step = 20;
 		if (duration > 0 && duration - waited < step * 1000000)
@@ -882,15 +889,19 @@ int cmd_attach(int argc, char **argv)
 		} else if (strncmp(st, "stopped", 7) != 0 && alive(pid)) {
 			cli_err("attach: the agent in process %d did not confirm it stopped within 10 s", (int)pid);
 		}
+		/* An agent that could not write the file (a full disk) stopped
+		 * without its end: the end, and why, from its memory, which is
+		 * final now that it stopped (nothing when it wrote its end). */
+		struct recover_view v;
+		if (strncmp(st, "stopped", 7) == 0 && recover_open(salvage_fd, (pid_t)pid_inside(pid), &v) == 0) {
+			if (recover_end(file, RHEA_END_DETACH, 0, &v) == RECOVER_END_FAILED)
+				cli_err("attach: %s: could not add the end of the recording", out);
+			recover_close(&v);
+		}
 	} else {
 		/* gone without the agent's end (SIGKILL): what it had not written,
 		 * and an end saying so; nothing when it wrote its end itself */
 		struct recover_view v;
-		char file[PATH_MAX + 16];
-		if (via_tmp) /* the process's /proc/PID/root is gone with it: by our descriptor */
-			snprintf(file, sizeof(file), "/proc/self/fd/%d/out.rhea", dirfd);
-		else
-			snprintf(file, sizeof(file), "%s", out);
 		int readable = recover_open(salvage_fd, (pid_t)pid_inside(pid), &v) == 0;
 		long n = recover_end(file, RHEA_END_GONE, 0, readable ? &v : NULL);
 		recover_close(&v);

@@ -179,7 +179,10 @@ static int convert_one(struct model *m, const struct convert_opts *o, FILE *f, s
 		goto out;
 	}
 	const char *in = r->path;
-	if (!r->have_end && !r->salvaged && r->end_outside && !r->end_recovered)
+	if (!r->salvaged && recording_write_error(r))
+		cli_err("warning: %s: the agent could not write it (%s): what came after is missing", in,
+			recording_write_error(r));
+	else if (!r->have_end && !r->salvaged && r->end_outside && !r->end_recovered)
 		cli_err("warning: %s: the agent did not write the end (SIGKILL, a raw exit_group or a full "
 			"disk): its last records are missing", in);
 	else if (!r->have_end && !r->salvaged && !r->end_outside)

@@ -401,10 +401,20 @@ static void summarize_loaded(const char *path, const struct recording *r, const 
 		snprintf(how, sizeof(how), ", killed by signal %d", (int)r->oend.status);
 	else if (child && !r->have_end && r->end_outside && r->oend.reason == RHEA_END_EXIT)
 		snprintf(how, sizeof(how), ", exited with %d", (int)r->oend.status);
-	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu threads, %llu dropped%s%s\n",
+	/* what the agent dropped, when it could say (its statistics come at
+	 * the end: a recording cut short has none) */
+	char dropped[48] = "";
+	if (r->have_stats)
+		snprintf(dropped, sizeof(dropped), ", %llu dropped", (unsigned long long)r->stats.dropped);
+	char unwritten[160] = "";
+	if (recording_write_error(r))
+		snprintf(unwritten, sizeof(unwritten), ", cut short: the agent could not write it (%s)",
+			 recording_write_error(r));
+	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu thread%s%s%s%s\n",
 		label, path, (unsigned long long)r->nsamples,
-		(unsigned long long)captures, r->nthreads, (unsigned long long)r->stats.dropped, how,
+		(unsigned long long)captures, r->nthreads, r->nthreads == 1 ? "" : "s", dropped, how,
 		r->have_end		? ""
+		: recording_write_error(r) ? unwritten
 		: r->end_outside && r->end_recovered ? ", ended by rhea (the agent's unwritten records recovered)"
 		: r->end_outside			   ? ", cut short (the agent did not write the end)"
 						   : ", cut short");
@@ -537,8 +547,9 @@ static void note_child(int sig)
 	(void)sig;
 }
 
-/* "pid 12, 34" of up to 8 of rhea record's children (any thread's). */
-static void children_list(char *out, size_t cap)
+/* "pid 12, 34" of up to 8 of rhea record's children (any thread's) but
+ * the keeper (process group keeper): how many there are. */
+static int children_list(char *out, size_t cap, pid_t keeper)
 {
 	int n = 0;
 	size_t len = 0;
@@ -553,6 +564,8 @@ static void children_list(char *out, size_t cap)
 		FILE *f = fopen(path, "re");
 		int pid;
 		while (f && fscanf(f, "%d", &pid) == 1) {
+			if (keeper > 0 && getpgid(pid) == keeper)
+				continue;
 			if (n++ < 8 && len < cap)
 				len += (size_t)snprintf(out + len, cap - len, "%s%d", n > 1 ? ", " : "pid ", pid);
 			else if (n == 9 && len < cap)
@@ -563,6 +576,7 @@ static void children_list(char *out, size_t cap)
 	}
 	if (d)
 		closedir(d);
+	return n;
 }
 
 static void wait_descendants(struct recover_collector *collector, const char *prog, int quiet)
@@ -595,18 +609,23 @@ static void wait_descendants(struct recover_collector *collector, const char *pr
 			continue;
 		if (p < 0)
 			break; /* ECHILD: nothing runs any more */
+		/* As the init of a pid namespace (a container's first process)
+		 * rhea record has the keeper for a child too, which waits for
+		 * it: it was waiting for itself. */
+		char pids[160];
+		pid_t keeper = getpid() == 1 ? recover_keeper_group(collector) : 0;
+		if (keeper > 0 && children_list(pids, sizeof(pids), keeper) == 0)
+			break;
 		if (stop_signal) {
 			if (!quiet) {
-				char pids[160];
-				children_list(pids, sizeof(pids));
+				children_list(pids, sizeof(pids), keeper);
 				fprintf(stderr, "rhea: stopped waiting (%s); still running, recording to their own files: %s\n",
 					strsignal(stop_signal), pids);
 			}
 			break;
 		}
 		if (!said && !quiet) {
-			char pids[160];
-			children_list(pids, sizeof(pids));
+			children_list(pids, sizeof(pids), keeper);
 			fprintf(stderr, "rhea: %s has ended; waiting for what it left running (%s%sCtrl-C stops waiting)\n",
 				prog, pids, pids[0] ? "; " : "");
 		}

@@ -428,7 +428,7 @@ int inject_other_task_alive(pid_t pid)
 	return any;
 }
 
-enum { TRY_AGAIN = 1, TRY_AGAIN_MOVED = 2 /* the process exec'ed */ };
+enum { TRY_AGAIN = 1, TRY_AGAIN_MOVED = 2 /* the process exec'ed */, TRY_AGAIN_STOPPED = 3 /* in a group stop */ };
 
 /* the return stub (below): its code, and where its system call returns */
 extern const unsigned char rhea_stub_start[], rhea_stub_syscalled[], rhea_stub_end[];
@@ -467,6 +467,10 @@ static int remote_call6(pid_t tid, const struct user_regs_struct *saved, uint64_
 	 * dlopen: tests/e2e, attach/cli-killed) */
 	if (stub && getenv("RHEA_TEST_DIE_IN_DLOPEN"))
 		kill(getpid(), SIGKILL);
+	/* (and to stop the process while the thread is in dlopen, which it
+	 * finishes all the same: attach/stopped/in-dlopen) */
+	if (stub && getenv("RHEA_TEST_STOP_IN_DLOPEN"))
+		kill(tid, SIGSTOP);
 	uint64_t end = now_ms() + 10000;
 	for (;;) {
 		int st;
@@ -712,7 +716,8 @@ static int load_through(pid_t pid, pid_t tid, const struct user_regs_struct *sav
 }
 
 /* Try tid: 0 done (*handle set, where it was stopped in via), TRY_AGAIN
- * not at a safe point (why, when its stack said so, in seen), -1 error. */
+ * not at a safe point (why, when its stack said so, in seen),
+ * TRY_AGAIN_STOPPED not either, in a group stop, -1 error. */
 static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, uint64_t fn, const char *lib,
 		      struct safepoint *spt, int allow_running, uint64_t *handle, char *seen, size_t seenlen, char *via,
 		      size_t vialen, char *err, size_t errlen)
@@ -750,8 +755,14 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, uint64_t
 	saved = stopped; /* what it goes on with */
 	if ((st >> 16) == PTRACE_EVENT_STOP && wait_again(&saved))
 		ptrace(PTRACE_SETREGS, tid, 0, &saved);
-	if (!at_safe_point(pid, tid, st, &stopped, spt, allow_running, &pass, seen, seenlen, via, vialen))
+	if (!at_safe_point(pid, tid, st, &stopped, spt, allow_running, &pass, seen, seenlen, via, vialen)) {
+		/* a stop signal's stop, or on its way to it (passed on) */
+		int sig = WSTOPSIG(st);
+		if (((st >> 16) == PTRACE_EVENT_STOP || (st >> 16) == 0) &&
+		    (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU))
+			rc = TRY_AGAIN_STOPPED;
 		goto out; /* untouched, but for a wait made to wait again */
+	}
 	if (libc_moved(pid, fns)) {
 		rc = TRY_AGAIN_MOVED;
 		goto out;
@@ -828,6 +839,13 @@ static int inject_run(pid_t pid, uint64_t fn, const char *lib, int timeout_ms, c
 			safepoint_close(sp);
 			sp = safepoint_open(pid);
 		}
+		/* (the test suite's way to stop the process in the middle of
+		 * the search: tests/e2e, attach/stopped/in-search) */
+		if (getenv("RHEA_TEST_STOP_IN_SEARCH") && kill(pid, SIGSTOP) == 0)
+			for (int i = 0; i < 100 && inject_task_state(pid, pid) != 'T'; i++) {
+				struct timespec ts = {0, 10000000};
+				nanosleep(&ts, NULL);
+			}
 		/* the main thread first: an event loop, most often */
 		static pid_t tids[4096];
 		int n = 0;
@@ -845,6 +863,7 @@ static int inject_run(pid_t pid, uint64_t fn, const char *lib, int timeout_ms, c
 				tids[n++] = (pid_t)t;
 		}
 		closedir(d);
+		int stopped = 0;
 		for (int i = 0; i < n; i++) {
 			uint64_t h = 0;
 			/* waits first; a thread in the middle of its work after a
@@ -864,6 +883,21 @@ static int inject_run(pid_t pid, uint64_t fn, const char *lib, int timeout_ms, c
 				rc = 0;
 				goto done;
 			}
+			stopped += r == TRY_AGAIN_STOPPED;
+		}
+		/* Stopped meanwhile (SIGSTOP, Ctrl-Z): no thread of it can
+		 * load the agent until it goes on, and each round would find
+		 * it the same for the rest of the search.  Said now, as the
+		 * CLI says it of a process stopped before the search; every
+		 * thread is let go (still stopped), the process untouched.
+		 * (By the stops ptrace reports, every thread's a stop
+		 * signal's: /proc's state T is R for a while after each
+		 * detach, until the thread, woken, stops again, and on a busy
+		 * machine that while was every round of a 5 s search.) */
+		if (n > 0 && stopped == n) {
+			say(err, errlen, "process %d was stopped (SIGSTOP or Ctrl-Z) before the agent was loaded: it is "
+				"untouched; let it go on (kill -CONT %d) and attach again", (int)pid, (int)pid);
+			goto done;
 		}
 		struct timespec ts = {0, 20000000};
 		nanosleep(&ts, NULL);

@@ -18,6 +18,7 @@
 #include "recover.h"
 #include "cli.h"
 #include "paths.h"
+#include "fdpass.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -36,6 +37,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The agent did not end its recording: it is running, or ended unseen,
+ * or stopped when it could not write the file (FAILED: rhea record adds
+ * the end, and why). */
+static int unfinished(const struct rhea_salvage *h)
+{
+	return h->state == RHEA_SALVAGE_ACTIVE || h->state == RHEA_SALVAGE_FAILED;
+}
+
 int recover_open(int memfd, pid_t pid, struct recover_view *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -50,7 +59,7 @@ int recover_open(int memfd, pid_t pid, struct recover_view *v)
 	v->h = m;
 	const struct rhea_salvage *h = v->h;
 	if (h->magic != RHEA_SALVAGE_MAGIC || h->version != RHEA_SALVAGE_VERSION ||
-	    h->header_size < sizeof(*h) || h->state != RHEA_SALVAGE_ACTIVE || h->pid != pid ||
+	    h->header_size < sizeof(*h) || !unfinished(h) || h->pid != pid ||
 	    h->size != v->size || memchr(h->output, 0, sizeof(h->output)) == NULL) {
 		recover_close(v);
 		return -1;
@@ -249,6 +258,55 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
 	return o.err ? -1 : o.samples;
 }
 
+/* A META entry of key and value into buf (cap bytes): its size, 0 when
+ * it does not fit. */
+static size_t meta_entry(void *buf, size_t cap, const char *key, const char *value)
+{
+	size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
+	size_t size = (sizeof(struct rhea_meta) + kl + vl + 7) & ~(size_t)7;
+	if (size > cap)
+		return 0;
+	memset(buf, 0, size);
+	struct rhea_meta *m = buf;
+	m->h.kind = RHEA_E_META;
+	m->h.size = (uint32_t)size;
+	memcpy((char *)(m + 1), key, kl);
+	memcpy((char *)(m + 1) + kl, value, vl);
+	return size;
+}
+
+/* The END rhea record writes, in a chunk of its own; after why the agent
+ * stopped (err, an errno) when it could not write the file. */
+static int end_chunk(struct rfile_writer *w, unsigned flags, unsigned reason, int status, int err)
+{
+	w->keep_free = 0; /* the room kept was for this */
+	uint64_t buf[(sizeof(struct rhea_meta) + 256 + sizeof(struct rhea_end)) / 8 + 1];
+	memset(buf, 0, sizeof(buf));
+	size_t len = err ? meta_entry(buf, sizeof(buf) - sizeof(struct rhea_end), "write_error", strerror(err)) : 0;
+	struct rhea_end *end = (struct rhea_end *)((char *)buf + len);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	end->h.kind = RHEA_E_END;
+	end->h.flags = (uint16_t)flags;
+	end->h.size = sizeof(*end);
+	end->time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	end->reason = reason;
+	end->status = status;
+	return rfile_write_chunk(w, buf, len + sizeof(*end), 0);
+}
+
+/* The file back to at, chunk seq next: what was appended after it, cut
+ * off. */
+static int rewind_to(struct rfile_writer *w, int fd, uint64_t at, uint64_t seq)
+{
+	if (ftruncate(fd, (off_t)at) != 0 || lseek(fd, (off_t)at, SEEK_SET) != (off_t)at)
+		return -1;
+	w->error = 0;
+	w->offset = at;
+	w->seq = seq;
+	return 0;
+}
+
 long recover_end(const char *path, unsigned reason, int status, const struct recover_view *sv)
 {
 	struct rfile_reader *rd = NULL;
@@ -281,22 +339,17 @@ long recover_end(const char *path, unsigned reason, int status, const struct rec
 	if ((st == RFILE_END_OF_FILE || ftruncate(fd, (off_t)at) == 0) && lseek(fd, (off_t)at, SEEK_SET) == (off_t)at &&
 	    rfile_writer_init(&w, fd, 3, 1u << 20) == 0) {
 		w.seq = seq;
-		unsigned flags = RHEA_END_F_OUTSIDE;
+		w.keep_free = RFILE_END_ROOM; /* what was not written: short of the end's room */
 		long n = sv ? recover_append(sv, &w, at) : -1;
-		if (n >= 0)
-			flags |= RHEA_END_F_SALVAGED;
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		struct rhea_end end;
-		memset(&end, 0, sizeof(end));
-		end.h.kind = RHEA_E_END;
-		end.h.flags = (uint16_t)flags;
-		end.h.size = sizeof(end);
-		end.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-		end.reason = reason;
-		end.status = status;
-		if (rfile_write_chunk(&w, &end, sizeof(end), 0) == 0)
-			ret = n > 0 ? n : 0;
+		int err = sv && sv->h->state == RHEA_SALVAGE_FAILED ? sv->h->write_errno : 0;
+		/* The end after what the agent had not written; when the two do
+		 * not fit (a full disk), the end alone, where what was appended
+		 * began. */
+		if (n >= 0 && end_chunk(&w, RHEA_END_F_OUTSIDE | RHEA_END_F_SALVAGED, reason, status, err) == 0)
+			ret = n;
+		else if ((!sv || rewind_to(&w, fd, at, seq) == 0) &&
+			 end_chunk(&w, RHEA_END_F_OUTSIDE, reason, status, err) == 0)
+			ret = 0;
 	}
 	rfile_writer_destroy(&w);
 	close(fd);
@@ -348,6 +401,7 @@ struct recover_collector {
 	int ctl;        /* rhea record: the write end the keeper watches; keeper: its read end */
 	int res;        /* rhea record: the totals' read end; keeper: its write end */
 	pid_t record;   /* rhea record's pid */
+	pid_t keeper_pgid; /* the keeper's process group */
 	/* the keeper's */
 	int root_fd;    /* the program's memfd (rhea record's own), -1 none */
 	pid_t root_pid; /* the program, once rhea record says */
@@ -399,16 +453,11 @@ static void sweep(struct recover_collector *c)
 static ssize_t recv_msg(int s, void *buf, size_t cap, int *fd)
 {
 	struct iovec iov = {buf, cap};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-	*fd = -1;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	union fdpass_buf u;
+	fdpass_expect(&msg, &u);
 	ssize_t n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
-	struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	*fd = n >= 0 ? fdpass_take(&msg) : -1;
 	if (n < 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		if (*fd >= 0)
 			close(*fd);
@@ -444,23 +493,32 @@ static int derived_from(const char *base, const char *path, pid_t pid)
 	return 0;
 }
 
+/* pid's stat line past its name (" S ppid ..."), in buf; NULL when it
+ * cannot be read. */
+static const char *stat_fields(pid_t pid, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	ssize_t k = read(fd, buf, cap - 1);
+	close(fd);
+	if (k <= 0)
+		return NULL;
+	buf[k] = 0;
+	const char *rp = strrchr(buf, ')'); /* the name may hold anything */
+	return rp ? rp + 1 : NULL;
+}
+
 /* The process is gone: no such pid, or a zombie its parent has not reaped. */
 static int gone(pid_t pid)
 {
 	if (kill(pid, 0) != 0)
 		return errno == ESRCH;
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t k = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (k <= 0)
-		return 0;
-	buf[k] = 0;
-	const char *rp = strrchr(buf, ')'); /* the name may hold anything */
-	return rp && rp[1] == ' ' && rp[2] == 'Z';
+	char buf[512];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+	return f && f[0] == ' ' && f[1] == 'Z';
 }
 
 long recover_end_waited(const char *path, int wstatus, const struct recover_view *sv)
@@ -475,11 +533,11 @@ long recover_end_waited(const char *path, int wstatus, const struct recover_view
 static int all_ended(struct recover_collector *c)
 {
 	struct rhea_salvage h;
-	if (c->root_fd >= 0 && c->root_pid > 0 && header_of(c->root_fd, &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+	if (c->root_fd >= 0 && c->root_pid > 0 && header_of(c->root_fd, &h) == 0 && unfinished(&h) &&
 	    !gone(c->root_pid))
 		return 0;
 	for (int i = 0; i < c->n; i++)
-		if (header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE && !gone(c->pids[i]))
+		if (header_of(c->fds[i], &h) == 0 && unfinished(&h) && !gone(c->pids[i]))
 			return 0;
 	return 1;
 }
@@ -515,7 +573,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 	for (int i = 0; i < c->n; i++) {
 		/* its parent told how it ended, or rhea record reaped it */
 		int status = c->status[i], told = c->have_status[i];
-		if (c->base[0] && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+		if (c->base[0] && header_of(c->fds[i], &h) == 0 && unfinished(&h) &&
 		    h.pid == c->pids[i] && (told || gone(h.pid)) && recover_open(c->fds[i], h.pid, &v) == 0) {
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
@@ -532,7 +590,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 			recover_close(&v);
 			if (n >= 0 && c->alone && c->compact)
 				cli_compact(path, NULL);
-		} else if (keep_running && header_of(c->fds[i], &h) == 0 && h.state == RHEA_SALVAGE_ACTIVE &&
+		} else if (keep_running && header_of(c->fds[i], &h) == 0 && unfinished(&h) &&
 			   !gone(c->pids[i])) {
 			c->pids[k] = c->pids[i];
 			c->status[k] = c->status[i];
@@ -545,9 +603,59 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 	c->n = k;
 }
 
-/* One connection: an agent's memfd (one byte and the descriptor) or how a
- * child it reaped ended; from rhea record, a child it reaped, the program
- * it started, or the call to finish (1: then the totals are written). */
+/* pid's parent, from its stat line; 0 when it cannot be read. */
+static pid_t parent_of(pid_t pid)
+{
+	char buf[512];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+	int ppid = 0;
+	return f && sscanf(f, " %*c %d", &ppid) == 1 ? (pid_t)ppid : 0;
+}
+
+/* pid is rhea record's descendant (rhea record is the subreaper of what it
+ * starts: an orphan's parent is it). */
+static int descends_from(pid_t pid, pid_t ancestor)
+{
+	for (int i = 0; i < 256 && pid > 0; i++) {
+		if (pid == ancestor)
+			return 1; /* (rhea record may be a container's init, pid 1) */
+		if (pid == 1)
+			break;
+		pid = parent_of(pid);
+	}
+	return 0;
+}
+
+/* The recording an agent may not create itself (core/salvage.h,
+ * rhea_salvage_open), created here and handed over on s. */
+static void open_for(struct recover_collector *c, int s, const struct rhea_salvage_open *m, pid_t peer)
+{
+	struct rhea_salvage_opened r = {RHEA_SALVAGE_OPENED_MAGIC, 0};
+	char path[sizeof(m->path)];
+	memcpy(path, m->path, sizeof(path));
+	path[sizeof(path) - 1] = 0;
+	int fd = -1;
+	if (!c->base[0])
+		r.err = EAGAIN; /* rhea record has not said where yet */
+	else if (m->pid != peer || peer == c->record || !descends_from(peer, c->record) ||
+		 !(derived_from(c->base, path, peer) || (peer == c->root_pid && strcmp(path, c->base) == 0)))
+		r.err = EPERM;
+	else if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+		r.err = errno;
+	struct iovec iov = {&r, sizeof(r)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	union fdpass_buf u;
+	fdpass_attach(&msg, &u, fd);
+	if (sendmsg(s, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(r) && fd >= 0)
+		unlink(path); /* (the agent never got it: nothing left behind) */
+	if (fd >= 0)
+		close(fd);
+}
+
+/* One connection: an agent's memfd (one byte and the descriptor), how a
+ * child it reaped ended, or its request for its file (answered on s);
+ * from rhea record, a child it reaped, the program it started, or the
+ * call to finish (1: then the totals are written). */
 static int keeper_take(struct recover_collector *c, int s)
 {
 	struct ucred cred;
@@ -558,11 +666,14 @@ static int keeper_take(struct recover_collector *c, int s)
 		char byte;
 		struct rhea_salvage_reaped reaped;
 		struct collect_path_msg path;
+		struct rhea_salvage_open open;
 	} m;
 	int fd = -1;
 	ssize_t len = -1;
 	if (ok && (cred.uid == geteuid() || geteuid() == 0))
 		len = recv_msg(s, &m, sizeof(m), &fd);
+	if (len == (ssize_t)sizeof(m.open) && fd < 0 && m.open.magic == RHEA_SALVAGE_OPEN_MAGIC)
+		open_for(c, s, &m.open, cred.pid);
 	close(s);
 	int own = ok && cred.pid == c->record;
 	if (len == (ssize_t)sizeof(m.reaped) && fd < 0 && m.reaped.magic == RHEA_SALVAGE_REAPED_MAGIC) {
@@ -655,6 +766,11 @@ static void __attribute__((noreturn)) keeper_main(struct recover_collector *c)
 	_exit(0);
 }
 
+pid_t recover_keeper_group(const struct recover_collector *c)
+{
+	return c ? c->keeper_pgid : 0;
+}
+
 struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd, int compact)
 {
 	struct recover_collector *c = calloc(1, sizeof(*c));
@@ -729,6 +845,7 @@ struct recover_collector *recover_collect_start(char *name, size_t cap, int root
 	c->lfd = -1;
 	c->ctl = ctl[1];
 	c->res = res[0];
+	c->keeper_pgid = mid; /* (mid made the group, the keeper is in it) */
 	int st;
 	if (mid < 0 || waitpid(mid, &st, 0) != mid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		close(c->ctl);

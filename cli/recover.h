@@ -74,6 +74,10 @@ struct recover_collector;
 /* compact: should rhea record die first, the keeper compacts the
  * recordings it ends (cli_compact), as rhea record would have. */
 struct recover_collector *recover_collect_start(char *name, size_t cap, int root_memfd, int compact);
+/* The keeper's process group (its pid), 0 without a collector: no child of
+ * rhea record's, unless rhea record is the init of a pid namespace (a
+ * container's first process), where every orphan comes to it. */
+pid_t recover_keeper_group(const struct recover_collector *c);
 /* The program rhea record started and its recording: should rhea record
  * die before it, the keeper ends that recording too (root_memfd). */
 void recover_collect_root(struct recover_collector *c, pid_t pid, const char *path);

@@ -76,6 +76,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 #include <zstd.h>
 #ifdef RHEA_AGENT
@@ -285,6 +286,34 @@ static int rfile_put(struct rfile_writer *w, const uint8_t *buf, size_t n)
 	return err;
 }
 
+/*
+ * Would n more bytes at w's offset leave keep_free on the file system?
+ * Looked up with fstatfs when the room last seen, less what was written
+ * since, may not be enough with 16 MB to spare (one system call for every
+ * 16 MB written while the disk has room, one a chunk when it is nearly
+ * full).  Blocks free, and the rest of the file's last block, already
+ * its own; the superuser's reserved blocks count for root.  A file
+ * system that cannot say (or a non-regular file) is not limited.
+ */
+#define RFILE_ROOM_SLACK (16u << 20)
+static int rfile_room_for(struct rfile_writer *w, size_t n)
+{
+	if (!w->keep_free || !w->seekable)
+		return 1;
+	/* (room_at 0: not looked yet; chunks come after the header) */
+	uint64_t since = w->offset - w->room_at;
+	if (w->room_at && w->room >= since && w->room - since >= n + w->keep_free + RFILE_ROOM_SLACK)
+		return 1;
+	struct statfs sf;
+	if (fstatfs(w->fd, &sf) != 0 || sf.f_bsize <= 0 || sf.f_blocks == 0)
+		return 1;
+	uint64_t bs = (uint64_t)sf.f_bsize;
+	uint64_t blocks = geteuid() == 0 ? (uint64_t)sf.f_bfree : (uint64_t)sf.f_bavail;
+	w->room = blocks * bs + (bs - w->offset % bs) % bs;
+	w->room_at = w->offset;
+	return w->room >= n + w->keep_free;
+}
+
 static int rfile_enter(struct rfile_writer *w)
 {
 	if (w->error)
@@ -368,6 +397,10 @@ int rfile_write_chunk(struct rfile_writer *w, const void *payload,
 	ch.header_crc = rfile_header_crc(&ch);
 	memcpy(w->out, &ch, sizeof(ch));
 
+	if (!rfile_room_for(w, RFILE_CHDR + stored)) {
+		err = w->error = -ENOSPC;
+		goto out;
+	}
 	err = rfile_put(w, w->out, RFILE_CHDR + stored);
 	if (err)
 		goto out;

@@ -41,7 +41,18 @@ struct rfile_writer {
 	uint64_t offset;
 	int seekable;
 	int busy; /* a call is in progress: re-entry gets -EBUSY */
+	/* Room to leave on the file system after each chunk (0: none asked):
+	 * a chunk that would leave less fails with -ENOSPC, unwritten, so
+	 * that the end of the recording still fits after it (rfile_write_chunk).
+	 * Set by the caller after rfile_writer_init. */
+	size_t keep_free;
+	uint64_t room;     /* bytes free at the last look (rfile_room_for) */
+	uint64_t room_at;  /* offset of that look */
 };
+
+/* The keep_free of writers that leave room for an end: an END and a META
+ * (why the writing stopped), in a chunk, are well under it. */
+#define RFILE_END_ROOM 512
 
 /*
  * Prepare a writer on fd (positioned where the header goes), compressing
@@ -66,6 +77,12 @@ int rfile_write_header(struct rfile_writer *w,
  * the chunk is stored as is when compression fails or does not shrink it.
  * Header and stored bytes go out in one write() loop.  On a failed write the
  * file is cut back to the end of the previous chunk (when seekable).
+ *
+ * With keep_free set, a chunk after which the file system would have
+ * less than keep_free bytes left (statfs, counting the room left in the
+ * file's last block) is not written: -ENOSPC, sticky like an I/O error.
+ * The disk cannot then fill up to the byte under a recording, which had
+ * no room left for the end that says why it stopped.
  *
  * 0 or -errno.  The first I/O error is sticky: every later call returns it
  * at once.  -EBUSY (not sticky) when called while another call on the same

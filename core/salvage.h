@@ -54,10 +54,35 @@ struct rhea_salvage_reaped {
 	uint32_t reserved;
 };
 
+/* An agent that may not create its recording where asked (its process
+ * gave up root and exec'ed: gosu, setpriv, su-exec; or it was forked in a
+ * chroot its parent entered) asks the keeper, which runs as rhea record's
+ * user outside any jail, to create it: one SEQPACKET message of exactly
+ * this size, path NUL-terminated, one of the names that process's
+ * recordings take (the keeper refuses any other, and a process that is
+ * not rhea record's descendant or not the one it names).  The answer, on
+ * the same connection: rhea_salvage_opened, err 0 with the new file's
+ * descriptor (opened O_WRONLY, created O_EXCL) attached, else an errno
+ * (EAGAIN: rhea record has not named its output yet: ask again). */
+#define RHEA_SALVAGE_OPEN_MAGIC 0x504f4852u   /* "RHOP" */
+#define RHEA_SALVAGE_OPENED_MAGIC 0x4b4f4852u /* "RHOK" */
+struct rhea_salvage_open {
+	uint32_t magic;
+	int32_t pid; /* the asking process */
+	char path[4096];
+};
+struct rhea_salvage_opened {
+	uint32_t magic;
+	int32_t err;
+};
+
 enum rhea_salvage_state {
 	RHEA_SALVAGE_UNSET = 0,  /* not (yet) set up */
 	RHEA_SALVAGE_ACTIVE = 1, /* recording: what is here may be missing from the file */
 	RHEA_SALVAGE_DONE = 2,   /* the agent wrote the end itself: nothing to add */
+	RHEA_SALVAGE_FAILED = 3, /* the agent stopped, unable to write the file
+				    (write_errno says why): what is here may be
+				    missing from it, and the end is */
 };
 
 /* A record buffer chunk (agent/buf.h's struct buf_chunk, the same bytes). */
@@ -141,7 +166,7 @@ struct rhea_salvage {
 	 * from slot 0 */
 	uint64_t sites;
 	uint32_t nsites;
-	uint32_t pad;
+	int32_t write_errno; /* RHEA_SALVAGE_FAILED: the error that stopped it */
 	char output[4096]; /* the recording these belong to */
 };
 

@@ -46,7 +46,7 @@ const struct seccomp_agent_call seccomp_agent_calls[] = {
 	{SYS_clock_gettime, "clock_gettime"}, {SYS_sched_getaffinity, "sched_getaffinity"}, {SYS_statx, "statx"},
 	{SYS_memfd_create, "memfd_create"}, {SYS_process_vm_readv, "process_vm_readv"}, {SYS_pipe2, "pipe2"},
 	{SYS_sysinfo, "sysinfo"}, {SYS_prlimit64, "prlimit64"}, {SYS_socket, "socket"}, {SYS_connect, "connect"},
-	{SYS_sendmsg, "sendmsg"},
+	{SYS_sendmsg, "sendmsg"}, {SYS_fstatfs, "fstatfs"},
 };
 const size_t seccomp_agent_ncalls = sizeof(seccomp_agent_calls) / sizeof(seccomp_agent_calls[0]);
 _Static_assert(sizeof(seccomp_agent_calls) / sizeof(seccomp_agent_calls[0]) <= SECCOMP_AGENT_CALLS_MAX,

@@ -535,13 +535,9 @@ static void write_flows(struct pf *p)
 			if (!(s->h.flags & RHEA_S_BLOCK) || !s->waker_tid || !s->release_ns ||
 			    s->release_ns > s->end_ns)
 				continue;
-			size_t wi = c->r->nthreads;
-			for (size_t j = 0; j < c->r->nthreads; j++)
-				if (c->r->threads[j].tid == s->waker_tid && c->selected[j]) {
-					wi = j;
-					break;
-				}
-			if (wi == c->r->nthreads)
+			/* the waker's life then (a tid may have several) */
+			size_t wi = recording_life_at(c->r, s->waker_tid, s->release_ns);
+			if (wi == c->r->nthreads || !c->selected[wi])
 				continue;
 			if (n + 2 > cap) {
 				cap = cap ? cap * 2 : 256;

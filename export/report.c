@@ -555,10 +555,7 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 		return 0; /* (the section is left out) */
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[i];
-		const struct rhea_sample *last = NULL;
-		for (size_t k = 0; k < t->nsamples; k++) /* the one that ends last */
-			if (!last || t->samples[k].end_ns >= last->end_ns)
-				last = &t->samples[k];
+		const struct rhea_sample *last = recording_last_sample(t);
 		const unsigned so_far = RHEA_S_BLOCK | RHEA_S_ASYNC;
 		if (last && (last->h.flags & so_far) == so_far)
 			h[n++] = (struct hung){t, last};
@@ -1296,6 +1293,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 					    : r->oend.reason == RHEA_END_GONE ? "rhea"
 									: "rhea record");
 		json_bool(&j, "end_recovered", !r->have_end && r->end_outside && r->end_recovered);
+		json_str(&j, "write_error", recording_write_error(r));
 		/* the programs the process ran before this one, when the report
 		 * followed it through its execs; the processes it started */
 		json_images(&j, "exec_before", o->before, o->nbefore);
@@ -1510,7 +1508,12 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			     "            its libraries, their constructors run first; an exec'ed program: also\n"
 			     "            the time before the exec): not in this recording\n",
 			fmt_ns(before, b1));
-	if (!r->have_end && r->end_outside && r->end_recovered)
+	if (recording_write_error(r))
+		fprintf(out, "  warning:  the agent stopped writing the recording %s in: %s\n"
+			     "            (what the program did after that is missing%s)\n",
+			fmt_ns(r->last_ns > first ? r->last_ns - first : 0, b1), recording_write_error(r),
+			r->end_outside && r->end_recovered ? "; what it held unwritten, recovered" : "");
+	else if (!r->have_end && r->end_outside && r->end_recovered)
 		fprintf(out, "  note:     the agent did not write the end (killed by SIGKILL, a raw exit_group\n"
 			     "            as Go's runtime makes): rhea recovered the records it had not\n"
 			     "            written yet from its buffers' memory\n");

@@ -14,7 +14,7 @@ Timing bounds are stated where asserted; a run the machine visibly disturbed
 Output: "ok NAME" / "FAIL NAME: WHY" lines, then "issues: N passed, M failed".
 Usage: issues.py ROOT [--only SUBSTR] [--stress-runs N] [--stress-secs S]
 """
-import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time, traceback
+import json, os, re, resource, shutil, signal, socket, subprocess, sys, tempfile, time, traceback
 
 MS = 1000000
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else ".")
@@ -55,14 +55,17 @@ def build(name):
 LAST_RC = 0  # record()'s last rhea record status
 
 
-def record(name, prog, *args, opts=(), timeout=120, expect_rc=0, env=None):
+def record(name, prog, *args, opts=(), timeout=120, expect_rc=0, env=None, cwd=None, core=False):
+    """core: the program may dump core (in cwd, where the kernel's
+    core_pattern is a plain file name)."""
     out = os.path.join(TMP, name + ".rhea")
     for f in os.listdir(TMP):
         if f.startswith(name + "."):
             os.unlink(os.path.join(TMP, f))
+    allow_core = (lambda: resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)) if core else None
     p = subprocess.run([RHEA, "record", "-q", "-o", out, *opts, "--", prog, *args],
                        capture_output=True, text=True, timeout=timeout, start_new_session=True,
-                       env=dict(os.environ, **env) if env else None)
+                       env=dict(os.environ, **env) if env else None, cwd=cwd, preexec_fn=allow_core)
     global LAST_RC
     LAST_RC = p.returncode
     if expect_rc is not None:
@@ -1066,19 +1069,27 @@ def t_own_signals():
 
 def t_churn_stress():
     prog = build("churn")
+    cwd = os.path.join(TMP, "churn-cwd")
+    os.makedirs(cwd, exist_ok=True)
     for i in range(STRESS_RUNS):
-        path, out = record("churn", prog, str(STRESS_SECS), opts=("--sample", "1ms"), timeout=60, expect_rc=None)
+        path, out = record("churn", prog, str(STRESS_SECS), opts=("--sample", "1ms"), timeout=60, expect_rc=None,
+                           cwd=cwd, core=True)
         if LAST_RC != 0:
             # (seen once in many hundreds of runs, 2026-12-01: the program
             # died of SIGSEGV, rhea record said nothing): keep what is left
-            # for whoever looks, and say how it ended
-            keep = os.path.join(tempfile.gettempdir(), "rhea-churn-failed-%d.rhea" % os.getpid())
+            # for whoever looks (the recording, a core if the kernel wrote
+            # one here), and say how it ended
+            keep = os.path.join(tempfile.gettempdir(), "rhea-churn-failed-%d" % os.getpid())
             if os.path.exists(path):
-                shutil.copy(path, keep)
+                shutil.copy(path, keep + ".rhea")
+            cores = [f for f in os.listdir(cwd) if f.startswith("core")]
+            for f in cores:
+                shutil.copy(os.path.join(cwd, f), "%s.%s" % (keep, f))
             end = subprocess.run([RHEA, "report", path], capture_output=True, text=True, timeout=60).stdout
-            raise Fail("run %d: rhea record exit %d; %s; the recording kept as %s" % (
+            raise Fail("run %d: rhea record exit %d; %s; kept: %s.rhea%s" % (
                 i, LAST_RC, " ".join(l.strip() for l in end.splitlines() if "ended:" in l) or "no report",
-                keep))
+                keep, "".join(" and %s.%s" % (keep, f) for f in cores) or " (no core dump here: core_pattern %s)"
+                % open("/proc/sys/kernel/core_pattern").read().strip()))
         check(int(out.split()[0]) >= 64, "run %d: churn made %s threads" % (i, out.strip()))
         rep = report(path)
         check(rep["recording"]["complete"] and rep["recording"]["end_reason"] == "exit",

@@ -283,9 +283,11 @@ static int one_call(double secs, const char *how)
 		struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)}, left = {0, 0};
 		r = nanosleep(&ts, &left);
 	}
+	int e = errno;
 	double took = (double)(now_ns() - start) / 1e9;
 	int ok = r == 0 && (strcmp(how, "fgets") == 0 || took >= secs);
-	printf("attachme %s %s returned %ld after %.3f s\n", ok ? "ok" : "BAD", how, r, took);
+	printf("attachme %s %s returned %ld%s%s after %.3f s\n", ok ? "ok" : "BAD", how, r, r ? " " : "",
+	       r ? strerror(e) : "", took);
 	return !ok;
 }
 

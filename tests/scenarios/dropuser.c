@@ -14,9 +14,10 @@
  * status 0.
  *
  * With the argument "exec", the child execs this program again (argument
- * "worker") once it is nobody, as su's child runs the user's shell: that
- * program cannot create its own recording there; its agent says so in one
- * line, naming its uid, and the program works as it would untraced.
+ * "worker") once it is nobody, as su's child runs the user's shell (or
+ * gosu, setpriv, su-exec a container's server): that program may not
+ * create its own recording there; rhea record creates it for it, and it
+ * counts the worker's N allocations.
  *
  * With the argument "block", the child, once nobody, also retitles itself
  * "dropuser: worker" (as setproctitle does: the title over its argument

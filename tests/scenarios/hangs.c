@@ -88,11 +88,18 @@ __attribute__((noinline)) static void *waiter_thread(void *arg)
 }
 
 /* No hooked call: it spins on the clock (clock_gettime is not traced by
- * default) and sends the signal. */
+ * default) and sends the signal HANG_MS after main's last look at the
+ * clock before its nanosleep (from its own start, main's sleep came up to
+ * 100 ms short now and then under ASan on a loaded machine: main ran
+ * late after it created this thread). */
+static uint64_t sleep_from;
+
 static void *killer_thread(void *arg)
 {
 	(void)arg;
-	uint64_t t0 = now_ns();
+	uint64_t t0;
+	while ((t0 = __atomic_load_n(&sleep_from, __ATOMIC_ACQUIRE)) == 0)
+		;
 	while (now_ns() - t0 < HANG_MS * 1000000ull)
 		;
 	pthread_kill(main_th, SIGTERM);
@@ -125,6 +132,7 @@ int main(int argc, char **argv)
 		if (pthread_create(&k, NULL, killer_thread, NULL) != 0)
 			return 1;
 		struct timespec ts = {60, 0};
+		__atomic_store_n(&sleep_from, now_ns(), __ATOMIC_RELEASE);
 		nanosleep(&ts, NULL);
 		return 1; /* not reached: SIGTERM ends the process */
 	}

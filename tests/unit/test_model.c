@@ -183,6 +183,45 @@ Test(model, repeated_blocking_calls_are_separate)
 	cr_assert_null(find("B", 1));
 }
 
+/* A hook's capture inside a wait's call, after it woke (the free in
+ * pthread_join): its slice starts where the wait's ends, with the counters
+ * read there, not its own read earlier (which counted 8..10 ms twice: 2.5
+ * ms of CPU in a 2 ms slice). */
+Test(model, capture_inside_a_wait_starts_at_its_end)
+{
+	add(2, 0, 10 * MS, 0, RHEA_S_BLOCK, RHEA_FN_NANOSLEEP, 0, 1 * MS, 0, 3);
+	add(3, 8 * MS, 8 * MS, 0, 0, RHEA_FN_FREE, MS / 2, MS / 2, 2, 2);
+	add(4, 12 * MS, 12 * MS, 0, 0, RHEA_FN_FREE, 3 * MS, 3 * MS, 5, 5);
+	walk(MODEL_END_NEXT);
+	const struct got *c = find("C", 0), *a = find("A", 0);
+	cr_assert(c && a);
+	cr_assert_eq(c->b, 10 * MS);
+	cr_assert_eq(c->e, 12 * MS);
+	cr_assert_eq(c->cpu, 2 * MS, "C's CPU: %llu ns", (unsigned long long)c->cpu);
+	cr_assert_eq(c->allocs, 2, "the allocations in C: %llu", (unsigned long long)c->allocs);
+	cr_assert_eq(find("nanosleep", 0)->cpu, 1 * MS);
+	cr_assert_eq(a->cpu, 3 * MS);
+}
+
+/* The same capture as a thread's last: what it opened at the wait's end
+ * closes with the counters read there, not the capture's own, earlier
+ * (2 allocations less: a difference of nearly 2^64), under both policies. */
+Test(model, capture_inside_a_wait_as_the_last)
+{
+	add(2, 0, 10 * MS, 0, RHEA_S_BLOCK, RHEA_FN_NANOSLEEP, 0, 1 * MS, 0, 3);
+	add(3, 8 * MS, 8 * MS, 0, 0, RHEA_FN_FREE, MS / 2, MS / 2, 2, 2);
+	for (int policy = MODEL_END_NEXT; policy <= MODEL_END_LAST; policy++) {
+		walk(policy);
+		const struct got *c = find("C", 0), *a = find("A", 0);
+		cr_assert(c && a);
+		cr_assert_eq(c->b, 10 * MS);
+		cr_assert_eq(c->allocs, 0, "policy %d: C's allocations %llu", policy, (unsigned long long)c->allocs);
+		cr_assert_eq(c->cpu, 0);
+		cr_assert_eq(a->allocs, 3, "policy %d: A's allocations %llu", policy, (unsigned long long)a->allocs);
+		cr_assert_eq(a->cpu, 1 * MS);
+	}
+}
+
 Test(model, missing_node_becomes_unknown_root)
 {
 	add(7, 0, 1 * MS, 0, 0, RHEA_FN_MALLOC, 0, 0, 0, 0); /* node 7 never written */

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -70,4 +71,30 @@ Test(sys, read_own_copies_mapped_memory_and_fails_on_a_hole)
 	cr_expect_eq(rhea_read_own(0, b, 4), -1);
 	cr_expect_eq(rhea_read_own(~(uint64_t)0 - 1, b, 4), -1);
 	munmap(m, (size_t)page);
+}
+
+/* The agent's descriptors live at half the soft limit (at most 1000): the
+ * low numbers a program counts on stay free, and a file the agent opens
+ * never keeps one (rhea_open_high). */
+Test(sys, descriptors_go_high_and_leave_the_low_numbers_free)
+{
+	struct rlimit rl, old;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = (struct rlimit){64, old.rlim_max};
+	int fd = rhea_open_high("/dev/null", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, old.rlim_cur / 2 < 1000 ? (int)(old.rlim_cur / 2) : 1000);
+	cr_expect_eq(fcntl(fd, F_GETFD), FD_CLOEXEC);
+	int low = open("/dev/null", O_RDONLY);
+	cr_expect_lt(low, 10, "the number the open freed is free again: %d", low);
+	close(low);
+	close(fd);
+	errno = 0;
+	cr_expect_eq(rhea_open_high("/nonexistent/rhea", O_RDONLY), -1);
+	cr_expect_eq(errno, ENOENT);
+	/* under a soft limit of 64: at 32 */
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	fd = rhea_fd_high(open("/dev/null", O_RDONLY));
+	cr_expect_eq(fd, 32);
+	close(fd);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
