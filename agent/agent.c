@@ -1392,6 +1392,9 @@ static void end_threads(int from_signal)
 static const int async_fatal_sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,  SIGXCPU,
 				       SIGXFSZ, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF};
 static volatile int finish_done;    /* the recording is ended (or never will be) */
+/* RHEA_TEST_FINISH_SLOW=1 (tests only): the end pauses 200 ms just after
+ * it is claimed, where a signal once cut it (e2e termexit). */
+static int test_finish_slow;
 static __thread int finishing_here; /* this thread is ending it */
 
 static void hold_async_signals(sigset_t *old)
@@ -1501,24 +1504,43 @@ void agent_seal_process(void)
 	agent_seal_thread();
 }
 
-/* Only one caller ends the recording: 1 for it (then it must call
- * finish_claimed), 0 for the others. */
-static int finish_claim(void)
+/*
+ * Only one caller ends the recording: 1 for it (then it must call
+ * finish_claimed with *old, the mask to give back), 0 for the others.
+ * The signals that kill are held off before the claim, and the thread is
+ * marked as the one ending it before the claim too: a SIGTERM taken
+ * between the claim and the hold (a pool worker's os._exit as its pool
+ * terminates it, on a loaded machine) found the end claimed by nobody
+ * else, waited a second for it in on_fatal on the very thread that was to
+ * write it, and died without it.
+ */
+static int finish_claim(sigset_t *old)
 {
 	if (rhea_g.finished || agent_in_vfork_child() || rhea_sealed)
 		return 0;
-	return !__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL);
+	hold_async_signals(old);
+	int was = finishing_here;
+	finishing_here = 1;
+	if (!__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL)) {
+		if (test_finish_slow) {
+			struct timespec ts = {0, 200000000};
+			syscall(SYS_nanosleep, &ts, NULL);
+		}
+		return 1;
+	}
+	finishing_here = was;
+	hooks_real_sigmask(SIG_SETMASK, old, NULL);
+	return 0;
 }
 
-static void finish_claimed(unsigned reason, int status)
+static void finish_claimed(unsigned reason, int status, const sigset_t *old)
 {
 	if (!rhea_g.active && rhea_g.fd < 0) {
+		finishing_here = 0;
 		finish_done = 1;
+		hooks_real_sigmask(SIG_SETMASK, old, NULL);
 		return;
 	}
-	sigset_t old;
-	hold_async_signals(&old);
-	finishing_here = 1;
 	rhea_guard++;
 	end_threads(reason == RHEA_END_SIGNAL);
 	for (int c = 0; c < RHEA_C_COUNT; c++)
@@ -1531,7 +1553,7 @@ static void finish_claimed(unsigned reason, int status)
 	rhea_guard--;
 	finishing_here = 0;
 	finish_done = 1;
-	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
+	hooks_real_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static void on_finish_stack(void (*fn)(void *), void *arg);
@@ -1539,21 +1561,21 @@ static void on_finish_stack(void (*fn)(void *), void *arg);
 struct finish_call {
 	unsigned reason;
 	int status;
+	sigset_t old; /* finish_claim's */
 };
 
 static void finish_call_claimed(void *arg)
 {
 	const struct finish_call *f = arg;
-	finish_claimed(f->reason, f->status);
+	finish_claimed(f->reason, f->status, &f->old);
 }
 
 void agent_finish(unsigned reason, int status)
 {
 	agent_say_deferred();
-	if (finish_claim()) {
-		struct finish_call f = {reason, status};
+	struct finish_call f = {.reason = reason, .status = status};
+	if (finish_claim(&f.old))
 		on_finish_stack(finish_call_claimed, &f);
-	}
 }
 
 /* The END entry, written with whatever is staged.  Drain lock held. */
@@ -1825,10 +1847,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int e = errno;
 	int vfork_child = agent_in_vfork_child(); /* its death is not ours */
 	if (!vfork_child) {
-		if (finish_claim()) {
-			struct finish_call f = {RHEA_END_SIGNAL, sig};
+		struct finish_call f = {.reason = RHEA_END_SIGNAL, .status = sig};
+		if (finish_claim(&f.old))
 			on_finish_stack(finish_call_claimed, &f);
-		}
 		wait_for_finish(); /* another thread may be ending it: let it */
 	}
 	struct sigaction dfl;
@@ -2086,6 +2107,7 @@ static void read_config(void)
 {
 	struct rhea_config *c = &rhea_g.cfg;
 	c->interval_ns = env_u64("RHEA_INTERVAL_NS", 1000000);
+	test_finish_slow = env_u64("RHEA_TEST_FINISH_SLOW", 0) == 1;
 	if (c->interval_ns < 10000)
 		c->interval_ns = 10000;
 	c->min_block_ns = env_u64("RHEA_MIN_BLOCK_NS", c->interval_ns);

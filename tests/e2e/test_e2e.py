@@ -62,7 +62,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twowaiters", "killblocked", "tidreuse", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack", "chrooter", "capdance"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack", "chrooter", "capdance", "termexit"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -958,6 +958,27 @@ def t_daemonize(c, variant, send_slow=False):
             daemon = rec
     if c.check(daemon is not None, "no recording has daemon_work's allocations"):
         check_site(c, daemon, "daemon_work", 2000, 2000 * 56)
+    c.done()
+
+
+def t_termexit(c, variant):
+    """termexit.c: SIGTERM on the thread that is ending the recording, in
+    its _exit, while the end pauses 200 ms just after its claim
+    (RHEA_TEST_FINISH_SLOW=1).  The signal was taken there before the
+    agent held the killing signals off: the handler waited a second for
+    an end that its own thread was to write, then died without it (a pool
+    worker of debian/python3-multiprocessing, 1 run in some 40 on a loaded
+    machine).  rhea record must say the program died of SIGTERM, and the
+    recording be whole, its end the exit's, with exiting_work's 1000
+    allocations."""
+    env = dict(clean_env(), RHEA_TEST_FINISH_SLOW="1")
+    rc, out, err = c.record([c.prog(variant, "termexit")], timeout=30, env=env)
+    expect_status(c, rc, 128 + signal.SIGTERM, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    c.check(sites_of(rec, "exiting_work")[0] == 1000,
+            "exiting_work's allocations %d, want 1000 (sites: %s)" % (sites_of(rec, "exiting_work")[0],
+                                                                    site_names(rec)))
     c.done()
 
 
@@ -5413,6 +5434,7 @@ def all_tests():
     t.append(Test("daemonize", t_daemonize, ("gcc-O2",)))
     t.append(Test("daemonize/send-slow", t_daemonize, ("gcc-O2", True)))
     t.append(Test("daemonize/storm", t_daemonize_storm, ("gcc-O2",)))
+    t.append(Test("termexit", t_termexit, ("gcc-O2",)))
     t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
