@@ -1734,8 +1734,12 @@ def t_groupkill(c, variant):
         # its work is measured against how long it really ran)
         w = incl(rec, who + "_work")
         ran = noted[who][1] - r["start_monotonic_ns"]
-        c.check(w >= 0.5 * ran, "%s: %s_work has %s, but it ran up to %s (killed at %s)"
-                % (who, who, ms(w), ms(ran), ms(killed_ns - r["start_monotonic_ns"])))
+        st = rec["stats"]
+        c.check(w >= 0.5 * ran, "%s: %s_work has %s, but it ran up to %s (killed at %s; functions %s; "
+                "stacks %d, %d reaching the root, unwind errors %d, samples %d)"
+                % (who, who, ms(w), ms(ran), ms(killed_ns - r["start_monotonic_ns"]),
+                   ", ".join("%s %s" % (f["name"], ms(f["inclusive_ns"])) for f in rec["functions"][:8]),
+                   st["stacks"], st["stacks_reaching_root"], st["unwind_errors"], st["samples"]))
         tid, ns = noted[who]
         t = [x for x in rec["threads"] if x["tid"] == tid]
         if c.check(len(t) == 1, "%s: no thread %d in the recording" % (who, tid)):
