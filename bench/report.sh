@@ -488,7 +488,8 @@ if [ -s "$WORK/convert_rps.txt" ]; then
 	target "rhea convert to Perfetto, M records/s (symbolization excl.)" "$(cat "$WORK/convert_rps.txt")" ">" 1 " M/s"
 fi
 if [ -s "$WORK/summary.txt" ]; then
-	w2cfg=$(awk '$1 == "w2" { print $2; exit }' "$WORK/summary.txt")
+	w2cfg=$(awk '$1 == "w2" && $2 !~ /cpu=/ { print $2; exit }' "$WORK/summary.txt")
+	w2pin=$(awk '$1 == "w2" && $2 ~ /cpu=1/ { print $2; exit }' "$WORK/summary.txt")
 	if [ -n "$w2cfg" ]; then
 		target_ci "W2 defaults: CPU overhead % (ideal)" w2 "$w2cfg" rhea 5 3
 		target_ci "W2 defaults: CPU overhead % (issue 2, mixed workload)" w2 "$w2cfg" rhea 5 5
@@ -500,6 +501,10 @@ if [ -s "$WORK/summary.txt" ]; then
 		o_p=$(sumval w2 "$w2cfg" perf-g 9)
 		[ -n "$o_r" ] && [ -n "$o_p" ] &&
 			target "W2 output: rhea / perf -g perf.data" "$(awk -v a="$o_r" -v b="$o_p" 'BEGIN { print (b > 0 ? a / b : -1) }')" "<=" 0.1 ""
+	fi
+	if [ -n "$w2pin" ]; then
+		target_ci "W2 on one CPU (taskset): CPU overhead %" w2 "$w2pin" rhea 5 3
+		target_ci "W2 on one CPU (taskset): wall overhead %" w2 "$w2pin" rhea 7 5
 	fi
 	w4cfg=$(awk '$1 == "w4" { print $2; exit }' "$WORK/summary.txt")
 	if [ -n "$w4cfg" ]; then
