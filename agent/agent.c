@@ -166,6 +166,16 @@ void agent_disable(const char *why, int err)
 		say("agent switched off: ", why, err ? ": " : NULL, err ? strerror(err) : NULL);
 }
 
+/* The recording cannot be written any more (err, an errno): the agent
+ * stops, saying why once, and rhea record is told so (it adds the end, and
+ * why, to what the agent could not write). */
+static void output_failed(const char *why, int err)
+{
+	file_failed = 1;
+	agent_disable(why, err);
+	salvage_write_failed(err);
+}
+
 /* max_ns UINT64_MAX: no deadline (the sum must not wrap around: the
  * writer's rounds took no lock at all while it did). */
 static void lock_drain(uint64_t max_ns)
@@ -175,8 +185,7 @@ static void lock_drain(uint64_t max_ns)
 	while (__atomic_exchange_n(&drain_lock, 1, __ATOMIC_ACQUIRE)) {
 		if (rhea_now() > deadline)
 			return; /* proceed anyway: better a torn chunk than a hang */
-		struct timespec ts = {0, 200000};
-		syscall(SYS_nanosleep, &ts, NULL);
+		rhea_sleep_ns(200000);
 	}
 }
 
@@ -219,11 +228,8 @@ int agent_move_fd(int fd)
 		*own = n;
 		if (own == &rhea_g.fd && n >= 0)
 			writer.fd = n;
-		else if (own == &rhea_g.fd) {
-			file_failed = 1;
-			agent_disable("the program took the recording's file descriptor", -r);
-			salvage_write_failed(-r);
-		}
+		else if (own == &rhea_g.fd)
+			output_failed("the program took the recording's file descriptor", -r);
 	}
 	unlock_drain();
 	return r;
@@ -239,10 +245,8 @@ static int write_staging(void)
 		staging_used = 0;
 		rhea_g.fd = -1; /* not ours any more: never touch it again */
 		if (!file_failed) {
-			file_failed = 1;
 			__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
-			agent_disable("the recording's file descriptor was closed under the agent", 0);
-			salvage_write_failed(EBADF);
+			output_failed("the recording's file descriptor was closed under the agent", EBADF);
 		}
 		return -EBADF;
 	}
@@ -266,10 +270,8 @@ static int write_staging(void)
 		return r;
 	}
 	if (r < 0 && !file_failed) {
-		file_failed = 1;
 		__atomic_fetch_add(&rhea_g.write_errors, 1, __ATOMIC_RELAXED);
-		agent_disable("cannot write the recording", -r);
-		salvage_write_failed(-r);
+		output_failed("cannot write the recording", -r);
 	}
 	return r;
 }
@@ -501,16 +503,10 @@ static void stage_stats(void)
 
 static void stage_meta(const char *key, const char *value)
 {
-	size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
-	size_t len = (sizeof(struct rhea_meta) + kl + vl + 7) & ~(size_t)7;
-	struct rhea_meta *m = staging_reserve(len);
-	if (!m)
-		return;
-	memset(m, 0, len);
-	m->h.kind = RHEA_E_META;
-	m->h.size = (uint32_t)len;
-	memcpy((char *)(m + 1), key, kl);
-	memcpy((char *)(m + 1) + kl, value, vl);
+	size_t kl = strlen(key), vl = strlen(value);
+	void *m = staging_reserve(rhea_meta_size(kl, vl));
+	if (m)
+		rhea_meta_put(m, key, kl, value, vl);
 }
 
 /*
@@ -1408,10 +1404,8 @@ static void hold_async_signals(sigset_t *old)
 
 static void wait_for_finish(void)
 {
-	for (int i = 0; i < 1000 && !finish_done && !finishing_here; i++) {
-		struct timespec ts = {0, 1000000};
-		syscall(SYS_nanosleep, &ts, NULL);
-	}
+	for (int i = 0; i < 1000 && !finish_done && !finishing_here; i++)
+		rhea_sleep_ns(1000000);
 }
 
 /*
@@ -1522,10 +1516,8 @@ static int finish_claim(sigset_t *old)
 	int was = finishing_here;
 	finishing_here = 1;
 	if (!__atomic_exchange_n(&rhea_g.finished, 1, __ATOMIC_ACQ_REL)) {
-		if (test_finish_slow) {
-			struct timespec ts = {0, 200000000};
-			syscall(SYS_nanosleep, &ts, NULL);
-		}
+		if (test_finish_slow)
+			rhea_sleep_ns(200000000);
 		return 1;
 	}
 	finishing_here = was;
@@ -1729,10 +1721,8 @@ void agent_share_caps(void)
 	uint32_t tids[3];
 	int n = 0;
 	for (int i = 0; i < 3; i++) {
-		for (int k = 0; made[i] && !rhea_agent_tids[i] && k < 200; k++) {
-			struct timespec ts = {0, 1000000};
-			syscall(SYS_nanosleep, &ts, NULL);
-		}
+		for (int k = 0; made[i] && !rhea_agent_tids[i] && k < 200; k++)
+			rhea_sleep_ns(1000000);
 		if (made[i] && (tids[n] = rhea_agent_tids[i]) != 0)
 			n++;
 	}
@@ -1750,10 +1740,8 @@ void agent_share_caps(void)
 	}
 	if (!differ)
 		return;
-	for (int i = 0; i < 200 && __atomic_exchange_n(&caps_lock, 1, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = {0, 1000000};
-		syscall(SYS_nanosleep, &ts, NULL);
-	}
+	for (int i = 0; i < 200 && __atomic_exchange_n(&caps_lock, 1, __ATOMIC_ACQUIRE); i++)
+		rhea_sleep_ns(1000000);
 	caps_req.keep = keep;
 	memcpy(caps_req.data, mine, sizeof(mine));
 	__atomic_store_n(&caps_req.done, 0, __ATOMIC_RELAXED);

@@ -172,8 +172,7 @@ static int keeper_socket(int tries)
 			return s;
 		if (errno != EAGAIN || i + 1 == tries)
 			break;
-		struct timespec ts = {0, 1000000};
-		syscall(SYS_nanosleep, &ts, NULL);
+		rhea_sleep_ns(1000000);
 	}
 	syscall(SYS_close, s);
 	return -1;
@@ -197,10 +196,8 @@ static int send_to_record(const void *data, size_t len, int fd, int tries)
 {
 	int err = errno, ok = -1;
 	int s = keeper_socket(tries);
-	if (s >= 0 && fd >= 0 && test_send_slow == 1) {
-		struct timespec ts = {0, 300000000};
-		syscall(SYS_nanosleep, &ts, NULL);
-	}
+	if (s >= 0 && fd >= 0 && test_send_slow == 1)
+		rhea_sleep_ns(300000000);
 	if (s >= 0) {
 		ok = send_on(s, data, len, fd);
 		syscall(SYS_close, s);
@@ -263,8 +260,7 @@ int salvage_ask_file(const char *path)
 		int fd = ask_once(path);
 		if (fd >= 0 || errno != EAGAIN || i == 50)
 			return fd;
-		struct timespec ts = {0, 5000000}; /* rhea record names its output at once */
-		syscall(SYS_nanosleep, &ts, NULL);
+		rhea_sleep_ns(5000000); /* rhea record names its output at once */
 	}
 }
 

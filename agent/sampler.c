@@ -605,8 +605,7 @@ static void *sampler_main(void *arg)
 	 * program thread, which must not sleep (agent_init says why).  They
 	 * run at once but for a loaded machine; 5 s at most all the same. */
 	for (int i = 0; i < 5000 && !(rhea_agent_tids[0] && rhea_agent_tids[1]) && !stop; i++) {
-		struct timespec ts = {0, 1000000};
-		syscall(SYS_nanosleep, &ts, NULL);
+		rhea_sleep_ns(1000000);
 		agent_caps_follow();
 	}
 	uint32_t gen = 0;
@@ -901,10 +900,8 @@ void sampler_note_blocked(struct rhea_tstate *t)
 	} else {
 		int told = 0;
 		for (int look = 0; look < 5 && told < 2; look++) {
-			if (look) {
-				struct timespec ts = {0, 200000};
-				syscall(SYS_nanosleep, &ts, NULL);
-			}
+			if (look)
+				rhea_sleep_ns(200000);
 			int b = blocked_look(t, sig);
 			if (b == 0)
 				return;

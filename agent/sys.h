@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 static inline long rhea_raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
@@ -50,6 +52,14 @@ static inline int rhea_read_own(uint64_t addr, void *buf, size_t len)
 	long pid = rhea_raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	long n = rhea_raw_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0);
 	return n == (long)len ? 0 : -1;
+}
+
+/* Sleep ns (under a second) by the raw system call: nanosleep is a hook,
+ * and the agent sleeps in signal handlers and forked children too. */
+static inline void rhea_sleep_ns(long ns)
+{
+	struct timespec ts = {0, ns};
+	syscall(SYS_nanosleep, &ts, NULL);
 }
 
 /* fd moved up out of the program's way (or fd itself): see sys.c. */

@@ -551,15 +551,10 @@ static int reads_back(const char *path, const struct tally *want)
  */
 static int put_meta(struct compactor *c, const char *key, const char *value, size_t vlen)
 {
-	size_t klen = strlen(key) + 1, size = (sizeof(struct rhea_meta) + klen + vlen + 1 + 7) & ~(size_t)7;
+	size_t klen = strlen(key), size = rhea_meta_size(klen, vlen);
 	if (vec_grow((void **)&c->other, &c->other_cap, c->other_len + size, 1))
 		return oom(c);
-	uint8_t *p = c->other + c->other_len;
-	memset(p, 0, size);
-	struct rhea_entry h = {RHEA_E_META, 0, (uint32_t)size};
-	memcpy(p, &h, sizeof(h));
-	memcpy(p + sizeof(struct rhea_meta), key, klen);
-	memcpy(p + sizeof(struct rhea_meta) + klen, value, vlen);
+	rhea_meta_put(c->other + c->other_len, key, klen, value, vlen);
 	c->other_len += size;
 	return 0;
 }

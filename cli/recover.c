@@ -262,16 +262,10 @@ long recover_append(const struct recover_view *v, struct rfile_writer *w, uint64
  * it does not fit. */
 static size_t meta_entry(void *buf, size_t cap, const char *key, const char *value)
 {
-	size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
-	size_t size = (sizeof(struct rhea_meta) + kl + vl + 7) & ~(size_t)7;
+	size_t kl = strlen(key), vl = strlen(value), size = rhea_meta_size(kl, vl);
 	if (size > cap)
 		return 0;
-	memset(buf, 0, size);
-	struct rhea_meta *m = buf;
-	m->h.kind = RHEA_E_META;
-	m->h.size = (uint32_t)size;
-	memcpy((char *)(m + 1), key, kl);
-	memcpy((char *)(m + 1) + kl, value, vl);
+	rhea_meta_put(buf, key, kl, value, vl);
 	return size;
 }
 

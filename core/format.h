@@ -22,7 +22,9 @@
 #ifndef RHEA_FORMAT_H
 #define RHEA_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RHEA_MAGIC "RHEAREC"          /* 8 bytes with the NUL */
 #define RHEA_VERSION 1
@@ -243,6 +245,26 @@ struct rhea_meta {
 	struct rhea_entry h;
 	/* "key\0value\0" pairs, padded with NULs to 8 */
 };
+
+/* The size of a META entry of a key of klen bytes and a value of vlen
+ * (their NULs not counted), padded to 8. */
+static inline size_t rhea_meta_size(size_t klen, size_t vlen)
+{
+	return (sizeof(struct rhea_meta) + klen + 1 + vlen + 1 + 7) & ~(size_t)7;
+}
+
+/* That entry, written at p (rhea_meta_size bytes): the agent's, rhea
+ * record's and the compactor's META entries are all made here. */
+static inline void rhea_meta_put(void *p, const char *key, size_t klen, const char *value, size_t vlen)
+{
+	size_t size = rhea_meta_size(klen, vlen);
+	memset(p, 0, size);
+	struct rhea_meta *m = p;
+	m->h.kind = RHEA_E_META;
+	m->h.size = (uint32_t)size;
+	memcpy(m + 1, key, klen);
+	memcpy((char *)(m + 1) + klen + 1, value, vlen);
+}
 
 /* Agent-side statistics: errors are data, not crashes. */
 struct rhea_stats {
