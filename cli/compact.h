@@ -10,11 +10,12 @@
 
 #include "packed.h"
 
-/* The compacted samples' CPU times are in steps (PACKED3, core/packed.h)
- * of at most 2^-4 of the differences expected; the other counters are
- * exact. */
+/* The compacted samples' CPU times and allocated bytes are in steps
+ * (PACKED3, core/packed.h) of at most 2^-4 of the differences expected,
+ * the bytes exact where the allocations are of one size (PACKED_NEAR);
+ * the other counters are exact. */
 #define COMPACT_SHIFT 4
-#define COMPACT_STEPPED PACKED_STEP_CPU
+#define COMPACT_STEPPED (PACKED_STEP_CPU | PACKED_STEP_ALLOC_BYTES | PACKED_NEAR)
 
 /* Samples held in memory at most while they are re-encoded (152 bytes
  * each: 80 MB), about 5 MB of the agent's file on a server-like workload;

@@ -283,6 +283,7 @@ enum field {
 	F_GRID = F_CBEGIN + NCOUNTERS, /* PACKED4: the grid's period and phase */
 	F_BEGIN_OFF,                   /* PACKED4 on a grid: begin past its grid point */
 	F_DUR_OFF,                     /* PACKED4 on a grid: end past its grid point */
+	F_NEAR,                        /* PACKED4 near-exact: bytes of one size coded exactly */
 	NFIELDS,
 };
 
@@ -315,6 +316,7 @@ struct state {
 	uint64_t c[NCOUNTERS];
 	uint64_t d[NCOUNTERS]; /* its c_end differences (PACKED3's steps) */
 	uint64_t first_end_us, first_c[NCOUNTERS];
+	uint64_t tc[NCOUNTERS], td[NCOUNTERS]; /* the encoder's: the previous true c_end, difference */
 	uint32_t first_msgid;
 	int v4;          /* PACKED4: its guesses */
 	uint64_t gap16;  /* PACKED4: 16 x the mean gap from a sample's end to the next one's begin */
@@ -451,6 +453,8 @@ struct cset {
 	uint64_t all;         /* c_begin only: the wall time span covers */
 	unsigned shift, mask; /* mask: the counters in steps */
 	int exact;            /* the entry's last sample: step 1 */
+	int near;             /* PACKED4 near-exact (PACKED_NEAR): a bit says when exact */
+	const uint64_t *tce;  /* the encoder's, c_begin only: this sample's true c_end */
 };
 
 /* a * b / c, in 128 bits (wrapped to 64: both sides wrap alike). */
@@ -524,6 +528,10 @@ static uint64_t qstep(uint64_t ref, unsigned shift, int exact)
 #define STEPS_SHIFT(flags) ((unsigned)(flags) & 0x1f)
 #define STEPS_MASK(flags) (((unsigned)(flags) >> 8) & COUNTERS_ALL)
 #define STEPS_VALID(flags) (((flags) & ~(0x1fu | (COUNTERS_ALL << 8))) == 0 && STEPS_SHIFT(flags) <= PACKED_SHIFT_MAX)
+/* PACKED4 also has bit 5: near-exact (below). */
+#define ENTRY_NEAR 0x20u
+#define STEPS_VALID4(flags) STEPS_VALID((flags) & ~ENTRY_NEAR)
+#define STEPS_NEAR(flags) (((unsigned)(flags) & ENTRY_NEAR) != 0)
 
 static uint64_t cset_step(const struct state *st, const struct cset *k, int i, uint64_t guess)
 {
@@ -713,6 +721,46 @@ static void emit(struct sink *o, enum field f, uint64_t v)
 	emit_in(o, f, 0, v);
 }
 
+/*
+ * PACKED4 near-exact (entry flag bit 5), for the bytes allocated in steps:
+ * a thread that allocates blocks of one size (a phase of it) keeps its
+ * exact bytes.  Where the decoder has a size to go by, the mean bytes per
+ * allocation of the previous sample's difference (c_end) or of its own
+ * c_end's (c_begin), rounded, a bit before the bytes says whether they are
+ * coded exactly, as a residual from the allocations' count times that
+ * size, rather than in steps.  The encoder says so when the truth is of
+ * one size (this difference and the one it goes by, both of the same
+ * size): the first such sample pays the residual that brings the bytes
+ * back to the truth, the next ones 0.  Sizes that vary stay in steps and
+ * pay the bit, which the coder learns to be 0.  0: no bit; else 1 and
+ * the count times the size in *same.
+ */
+static int size_known(const struct state *st, const struct cset *k, int i, const uint64_t *t, uint64_t *same)
+{
+	if (!k->near || i != 2)
+		return 0;
+	uint64_t n = k->sign > 0 ? st->d[1] : k->span[1], b = k->sign > 0 ? st->d[2] : k->span[2];
+	if (n == 0)
+		return 0;
+	*same = t[1] * (b / n + (b % n >= n - n / 2));
+	return 1;
+}
+
+/* The encoder: whether the true bytes of the difference are of one size,
+ * the size the decoder goes by in the truth. */
+static int of_one_size(const struct state *st, const struct cset *k, const uint64_t *truth)
+{
+	uint64_t n, b, by_n, by_b;
+	if (k->sign > 0) {
+		n = truth[1] - st->tc[1], b = truth[2] - st->tc[2];
+		by_n = st->td[1], by_b = st->td[2];
+	} else {
+		n = k->tce[1] - truth[1], b = k->tce[2] - truth[2];
+		by_n = k->tce[1] - st->tc[1], by_b = k->tce[2] - st->tc[2];
+	}
+	return by_n != 0 && by_b % by_n == 0 && b == n * (by_b / by_n);
+}
+
 /* The counters truth[] of one set (the mask, then the values that are not
  * their guess; PACKED4: all values, no mask), and what the decoder will
  * read to out[]. */
@@ -720,10 +768,22 @@ static void put_counters(struct sink *o, const struct state *st, const struct cs
 			 uint64_t *out)
 {
 	uint64_t t[NCOUNTERS], r[NCOUNTERS];
+	int near[NCOUNTERS];
 	unsigned mask = 0;
 	for (int i = 0; i < NCOUNTERS; i++) {
 		uint64_t want = k->sign > 0 ? truth[i] - k->ref[i] : k->ref[i] - truth[i];
 		uint64_t g = counter_guess(st, k, i, t), step = cset_step(st, k, i, g);
+		uint64_t same;
+		near[i] = step > 1 && size_known(st, k, i, t, &same) ? (int64_t)want >= 0 &&
+									  (k->sign > 0 || want <= k->span[i]) &&
+									  of_one_size(st, k, truth)
+								    : -1;
+		if (near[i] == 1) {
+			t[i] = want;
+			r[i] = want - same;
+			out[i] = k->sign > 0 ? k->ref[i] + want : k->ref[i] - want;
+			continue;
+		}
 		uint64_t q = quantize(k, i, want, step);
 		t[i] = q * step;
 		r[i] = q - guess_steps(g, step);
@@ -734,9 +794,12 @@ static void put_counters(struct sink *o, const struct state *st, const struct cs
 	enum field base = k->sign > 0 ? F_CEND : F_CBEGIN;
 	if (!st->v4)
 		emit(o, F_MASK, mask);
-	for (int i = 0; i < NCOUNTERS; i++)
+	for (int i = 0; i < NCOUNTERS; i++) {
+		if (near[i] >= 0)
+			emit(o, F_NEAR, (uint64_t)near[i]);
 		if (r[i] || st->v4)
 			emit(o, base + i, zz((int64_t)r[i]));
+	}
 }
 
 /* PACKED4's guess of a sample's begin, end - begin (us): a sample comes
@@ -794,6 +857,7 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 		      uint64_t period, uint64_t phase, struct sink *o)
 {
 	unsigned shift = STEPS_SHIFT(eflags), mask = STEPS_MASK(eflags);
+	int near = v4 && STEPS_NEAR(eflags);
 	struct state st;
 	memset(&st, 0, sizeof(st));
 	st.end_us = base_us;
@@ -862,15 +926,19 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 		if (extra & X_OWNER)
 			emit(o, F_OWNER, zz((int64_t)x->owner_tid - (int64_t)tid));
 		uint64_t ced[NCOUNTERS], cbd[NCOUNTERS], span[NCOUNTERS];
-		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, i + 1 == n};
+		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, i + 1 == n, near, NULL};
 		put_counters(o, &st, &ke, ce, ced);
 		for (int j = 0; j < NCOUNTERS; j++)
 			span[j] = ced[j] - st.c[j];
-		struct cset kb = {-1, ced, span, end_us - begin_us, end_us - st.end_us, shift, mask, i + 1 == n};
+		struct cset kb = {-1, ced, span, end_us - begin_us, end_us - st.end_us, shift, mask, i + 1 == n, near, ce};
 		if (hb & H_CBEGIN)
 			put_counters(o, &st, &kb, cb, cbd);
 
 		state_next(&st, pos, x, end_us, ced);
+		for (int j = 0; j < NCOUNTERS; j++) {
+			st.td[j] = ce[j] - st.tc[j];
+			st.tc[j] = ce[j];
+		}
 	}
 }
 
@@ -966,7 +1034,9 @@ static uint64_t grid_phase(const struct rhea_sample *const *s, uint32_t n, uint6
 size_t packed_encode_rc(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
 			uint64_t period_us, void *out, size_t cap)
 {
-	int flags = entry_flags(shift, counters, n, cap);
+	int flags = entry_flags(shift, counters & ~PACKED_NEAR, n, cap);
+	if (flags > 0 && (counters & PACKED_NEAR))
+		flags |= ENTRY_NEAR;
 	struct models *m = flags < 0 ? NULL : models_new();
 	if (!m)
 		return 0;
@@ -1048,8 +1118,13 @@ static void get_counters(struct source *in, const struct state *st, const struct
 	enum field base = k->sign > 0 ? F_CEND : F_CBEGIN;
 	uint64_t t[NCOUNTERS];
 	for (int i = 0; i < NCOUNTERS; i++) {
+		uint64_t g = counter_guess(st, k, i, t), step = cset_step(st, k, i, g), same;
+		if (step > 1 && size_known(st, k, i, t, &same) && take_max(in, F_NEAR, 1)) {
+			t[i] = same + (uint64_t)unzz(take(in, base + i));
+			out[i] = add(in, k->ref[i], (int64_t)t[i], k->sign, counter_max[i]);
+			continue;
+		}
 		uint64_t r = mask & (1u << i) ? (uint64_t)unzz(take(in, base + i)) : 0;
-		uint64_t g = counter_guess(st, k, i, t), step = cset_step(st, k, i, g);
 		t[i] = (r + guess_steps(g, step)) * step;
 		out[i] = add(in, k->ref[i], (int64_t)t[i], k->sign, counter_max[i]);
 	}
@@ -1074,6 +1149,7 @@ static int decode_samples(const struct rhea_packed2 *h, unsigned eflags, int v4,
 			  int (*fn)(void *arg, const struct rhea_sample *s), void *arg)
 {
 	unsigned shift = STEPS_SHIFT(eflags), mask = STEPS_MASK(eflags);
+	int near = v4 && STEPS_NEAR(eflags);
 	struct state st;
 	memset(&st, 0, sizeof(st));
 	st.end_us = h->base_us;
@@ -1149,11 +1225,11 @@ static int decode_samples(const struct rhea_packed2 *h, unsigned eflags, int v4,
 			x.owner_tid = (uint32_t)take_delta(in, F_OWNER, h->tid, UINT32_MAX);
 		uint64_t ce[NCOUNTERS], cb[NCOUNTERS], span[NCOUNTERS];
 		int last = i + 1 == h->count;
-		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, last};
+		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, last, near, NULL};
 		get_counters(in, &st, &ke, ce);
 		for (int j = 0; j < NCOUNTERS; j++)
 			span[j] = ce[j] - st.c[j];
-		struct cset kb = {-1, ce, span, end_us - begin_us, end_us - st.end_us, shift, mask, last};
+		struct cset kb = {-1, ce, span, end_us - begin_us, end_us - st.end_us, shift, mask, last, near, NULL};
 		if (hb & H_CBEGIN)
 			get_counters(in, &st, &kb, cb);
 		else
@@ -1266,7 +1342,7 @@ int packed_decode(const struct rhea_entry *e, int (*fn)(void *arg, const struct 
 	if (e->kind == RHEA_E_PACKED3 && e->size >= sizeof(struct rhea_packed2) && STEPS_VALID(e->flags))
 		return decode_v2(e, e->flags, fn, arg);
 #ifndef RHEA_AGENT
-	if (e->kind == RHEA_E_PACKED4 && e->size >= sizeof(struct rhea_packed2) && STEPS_VALID(e->flags))
+	if (e->kind == RHEA_E_PACKED4 && e->size >= sizeof(struct rhea_packed2) && STEPS_VALID4(e->flags))
 		return decode_v4(e, fn, arg);
 #endif
 	return -1;

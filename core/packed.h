@@ -28,7 +28,11 @@ size_t packed_encode(const struct rhea_sample *const *s, uint32_t n, void *out, 
  * Shift 0 or no counters: the exact RHEA_E_PACKED2.  0 when it does not
  * fit, or for a shift above PACKED_SHIFT_MAX. */
 #define PACKED_SHIFT_MAX 16
-#define PACKED_STEP_CPU 0x01u
+#define PACKED_STEP_CPU 0x01u         /* counter 0, cpu_ns */
+#define PACKED_STEP_ALLOC_BYTES 0x04u /* counter 2, alloc_bytes */
+/* packed_encode_rc() only, with PACKED_STEP_ALLOC_BYTES: the bytes of
+ * allocations of one size are coded exact (PACKED4's near-exact, packed.c). */
+#define PACKED_NEAR 0x100u
 size_t packed_encode_steps(const struct rhea_sample *const *s, uint32_t n, unsigned shift, unsigned counters,
 			   void *out, size_t cap);
 

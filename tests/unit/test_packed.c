@@ -644,11 +644,100 @@ Test(packed4, steps_keep_their_promises)
 	cr_assert_eq(packed_encode_rc(p, N, PACKED_SHIFT_MAX + 1, 0x7f, 1000, buf, cap), 0);
 	cr_assert_eq(packed_encode_rc(p, N, 4, 0x80, 1000, buf, cap), 0);
 	cr_assert_eq(encode_rc_steps(p, N, buf, len - 1), 0);
-	/* undefined flag bits refused */
+	/* undefined flag bits refused (bit 5, near-exact, is PACKED4's) */
 	len = encode_rc_steps(p, N, buf, cap);
 	int n = 0;
-	((struct rhea_entry *)buf)->flags |= 0x20;
+	((struct rhea_entry *)buf)->flags |= 0x40;
 	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), -1);
+	len3 = packed_encode_steps(p, N, 4, 0x7f, buf, cap);
+	((struct rhea_entry *)buf)->flags |= 0x20;
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, count, &n), -1, "PACKED3 has no near-exact bit");
+	cr_assert_eq(packed_encode_steps(p, N, 4, 0x7f | PACKED_NEAR, buf, cap), 0);
+	free(buf);
+	free(v);
+}
+
+struct held_samples {
+	struct rhea_sample *s;
+	uint32_t n;
+};
+
+static int hold_sample(void *arg, const struct rhea_sample *s)
+{
+	struct held_samples *h = arg;
+	h->s[h->n++] = *s;
+	return 0;
+}
+
+/* PACKED4 near-exact: the bytes in steps, but exact where a thread's
+ * allocations are all of one size (64 B, then 48 B), within a step where
+ * their sizes vary; in about as many bytes as without it. */
+Test(packed4, bytes_of_one_size_stay_exact)
+{
+	enum { N = 3000, PHASE = 1000 };
+	const struct rhea_sample *p[N];
+	struct steps c;
+	struct rhea_sample *v = make_ordered(N, p, &c);
+	struct rhea_counters k = {0};
+	for (uint32_t i = 0; i < N; i++) {
+		uint64_t n = 1 + rng() % 60, size = i < PHASE ? 64 : i < 2 * PHASE ? 0 : 48, bytes = 0, nb = n / 3;
+		for (uint64_t a = 0; a < n; a++)
+			bytes += size ? size : 16 + rng() % 4000;
+		/* c_begin a third of the way in: for the sizes that vary, the
+		 * bytes it holds are a third too */
+		v[i].c_begin.alloc_count = k.alloc_count + nb;
+		v[i].c_begin.alloc_bytes = k.alloc_bytes + (size ? nb * size : bytes / 3);
+		k.alloc_count += n;
+		k.alloc_bytes += bytes;
+		v[i].c_end.alloc_count = k.alloc_count;
+		v[i].c_end.alloc_bytes = k.alloc_bytes;
+	}
+	size_t cap = N * 300;
+	uint8_t *buf = malloc(cap);
+	struct held_samples h = {calloc(N, sizeof(*h.s)), 0};
+	unsigned stepped = PACKED_STEP_CPU | PACKED_STEP_ALLOC_BYTES;
+	size_t plain = packed_encode_rc(p, N, 4, stepped, 1000, buf, cap);
+	cr_assert_gt(plain, 0);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, hold_sample, &h), 0);
+	uint32_t off_plain = 0;
+	for (uint32_t i = 0; i < N; i++)
+		off_plain += (i < PHASE || i >= 2 * PHASE) && h.s[i].c_end.alloc_bytes != v[i].c_end.alloc_bytes;
+	cr_assert_gt(off_plain, PHASE / 2, "without near-exact, %u of one size off: the test tests nothing", off_plain);
+
+	size_t len = packed_encode_rc(p, N, 4, stepped | PACKED_NEAR, 1000, buf, cap);
+	cr_assert_gt(len, 0);
+	cr_assert_eq(((const struct rhea_entry *)buf)->flags, 4 | 0x05 << 8 | 0x20);
+	cr_assert_leq(len, plain + plain / 50, "near-exact %zu bytes, without %zu", len, plain);
+	h.n = 0;
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, hold_sample, &h), 0);
+	cr_assert_eq(h.n, N);
+	uint32_t off = 0;
+	uint64_t prev = 0;
+	for (uint32_t i = 0; i < N; i++) {
+		const struct rhea_counters *ge = &h.s[i].c_end, *gb = &h.s[i].c_begin, *we = &v[i].c_end,
+					   *wb = &v[i].c_begin;
+		cr_assert_eq(ge->alloc_count, we->alloc_count);
+		cr_assert_eq(gb->alloc_count, wb->alloc_count);
+		cr_assert_leq(ge->alloc_bytes, we->alloc_bytes, "sample %u above the truth", i);
+		cr_assert_geq(ge->alloc_bytes, prev, "sample %u went down", i);
+		cr_assert_geq(gb->alloc_bytes, prev, "sample %u: c_begin before the previous c_end", i);
+		cr_assert_leq(gb->alloc_bytes, ge->alloc_bytes, "sample %u: c_begin after its c_end", i);
+		cr_assert_eq(ge->cpu_ns / 1000, h.s[i].c_end.cpu_ns / 1000);
+		prev = ge->alloc_bytes;
+		/* one size: exact from the phase's second sample (the first's
+		 * bytes per allocation are the previous phase's) */
+		if ((i > 0 && i < PHASE) || i > 2 * PHASE) {
+			cr_assert_eq(ge->alloc_bytes, we->alloc_bytes, "sample %u: %llu bytes, not %llu", i,
+				     (unsigned long long)ge->alloc_bytes, (unsigned long long)we->alloc_bytes);
+			cr_assert_eq(gb->alloc_bytes, wb->alloc_bytes, "sample %u: c_begin's bytes", i);
+		} else if (i >= PHASE && i < 2 * PHASE) {
+			off += ge->alloc_bytes != we->alloc_bytes;
+			/* within a step: 1/16 of at most 60 x 4015 bytes */
+			cr_assert_leq(we->alloc_bytes - ge->alloc_bytes, 60 * 4015 / 16, "sample %u", i);
+		}
+	}
+	cr_assert_gt(off, PHASE / 2, "sizes that vary: %u of %u samples stepped", off, PHASE);
+	free(h.s);
 	free(buf);
 	free(v);
 }
