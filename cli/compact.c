@@ -388,10 +388,21 @@ static int new_life(const struct tsamples *t, const struct rhea_sample *a, const
 	if (b->c_end.cpu_ns < a->c_end.cpu_ns || b->c_end.alloc_count < a->c_end.alloc_count ||
 	    b->c_end.alloc_bytes < a->c_end.alloc_bytes)
 		return 1;
-	for (size_t i = 0; i < t->nstarts; i++)
-		if (t->starts[i] > a->begin_ns && t->starts[i] <= b->begin_ns)
-			return 1;
-	return 0;
+	size_t lo = 0, hi = t->nstarts; /* the first START after a's begin (starts sorted) */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->starts[mid] <= a->begin_ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->nstarts && t->starts[lo] <= b->begin_ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
 }
 
 /* A thread's samples held, in the order of their ends, as PACKED4 entries
@@ -406,6 +417,7 @@ static void put_samples(struct compactor *c, struct tsamples *t)
 	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
 	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
+	qsort(t->starts, t->nstarts, sizeof(*t->starts), cmp_u64);
 	size_t done = 0;
 	while (done < t->n && !c->werr) {
 		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);

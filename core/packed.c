@@ -316,7 +316,6 @@ struct state {
 	uint64_t c[NCOUNTERS];
 	uint64_t d[NCOUNTERS]; /* its c_end differences (PACKED3's steps) */
 	uint64_t first_end_us, first_c[NCOUNTERS];
-	uint64_t tc[NCOUNTERS], td[NCOUNTERS]; /* the encoder's: the previous true c_end, difference */
 	uint32_t first_msgid;
 	int v4;          /* PACKED4: its guesses */
 	uint64_t gap16;  /* PACKED4: 16 x the mean gap from a sample's end to the next one's begin */
@@ -454,7 +453,14 @@ struct cset {
 	unsigned shift, mask; /* mask: the counters in steps */
 	int exact;            /* the entry's last sample: step 1 */
 	int near;             /* PACKED4 near-exact (PACKED_NEAR): a bit says when exact */
-	const uint64_t *tce;  /* the encoder's, c_begin only: this sample's true c_end */
+	const struct truth *tr; /* the encoder's, with near */
+};
+
+/* What the encoder knows that the decoder does not, for near-exact: the
+ * true c_end of the previous sample and its difference, and this one's. */
+struct truth {
+	uint64_t prev[NCOUNTERS], prev_d[NCOUNTERS];
+	const uint64_t *ce;
 };
 
 /* a * b / c, in 128 bits (wrapped to 64: both sides wrap alike). */
@@ -748,15 +754,16 @@ static int size_known(const struct state *st, const struct cset *k, int i, const
 
 /* The encoder: whether the true bytes of the difference are of one size,
  * the size the decoder goes by in the truth. */
-static int of_one_size(const struct state *st, const struct cset *k, const uint64_t *truth)
+static int of_one_size(const struct cset *k, const uint64_t *truth)
 {
+	const struct truth *tr = k->tr;
 	uint64_t n, b, by_n, by_b;
 	if (k->sign > 0) {
-		n = truth[1] - st->tc[1], b = truth[2] - st->tc[2];
-		by_n = st->td[1], by_b = st->td[2];
+		n = truth[1] - tr->prev[1], b = truth[2] - tr->prev[2];
+		by_n = tr->prev_d[1], by_b = tr->prev_d[2];
 	} else {
-		n = k->tce[1] - truth[1], b = k->tce[2] - truth[2];
-		by_n = k->tce[1] - st->tc[1], by_b = k->tce[2] - st->tc[2];
+		n = tr->ce[1] - truth[1], b = tr->ce[2] - truth[2];
+		by_n = tr->ce[1] - tr->prev[1], by_b = tr->ce[2] - tr->prev[2];
 	}
 	return by_n != 0 && by_b % by_n == 0 && b == n * (by_b / by_n);
 }
@@ -774,19 +781,17 @@ static void put_counters(struct sink *o, const struct state *st, const struct cs
 		uint64_t want = k->sign > 0 ? truth[i] - k->ref[i] : k->ref[i] - truth[i];
 		uint64_t g = counter_guess(st, k, i, t), step = cset_step(st, k, i, g);
 		uint64_t same;
-		near[i] = step > 1 && size_known(st, k, i, t, &same) ? (int64_t)want >= 0 &&
-									  (k->sign > 0 || want <= k->span[i]) &&
-									  of_one_size(st, k, truth)
-								    : -1;
+		near[i] = -1;
+		if (step > 1 && size_known(st, k, i, t, &same))
+			near[i] = (int64_t)want >= 0 && (k->sign > 0 || want <= k->span[i]) && of_one_size(k, truth);
 		if (near[i] == 1) {
 			t[i] = want;
 			r[i] = want - same;
-			out[i] = k->sign > 0 ? k->ref[i] + want : k->ref[i] - want;
-			continue;
+		} else {
+			uint64_t q = quantize(k, i, want, step);
+			t[i] = q * step;
+			r[i] = q - guess_steps(g, step);
 		}
-		uint64_t q = quantize(k, i, want, step);
-		t[i] = q * step;
-		r[i] = q - guess_steps(g, step);
 		out[i] = k->sign > 0 ? k->ref[i] + t[i] : k->ref[i] - t[i];
 		if (r[i])
 			mask |= 1u << i;
@@ -858,6 +863,7 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 {
 	unsigned shift = STEPS_SHIFT(eflags), mask = STEPS_MASK(eflags);
 	int near = v4 && STEPS_NEAR(eflags);
+	struct truth tr = {{0}, {0}, NULL};
 	struct state st;
 	memset(&st, 0, sizeof(st));
 	st.end_us = base_us;
@@ -926,18 +932,19 @@ static void encode_v2(const struct rhea_sample *const *s, uint32_t n, uint64_t b
 		if (extra & X_OWNER)
 			emit(o, F_OWNER, zz((int64_t)x->owner_tid - (int64_t)tid));
 		uint64_t ced[NCOUNTERS], cbd[NCOUNTERS], span[NCOUNTERS];
-		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, i + 1 == n, near, NULL};
+		tr.ce = ce;
+		struct cset ke = {1, st.c, NULL, end_us - st.end_us, 0, shift, mask, i + 1 == n, near, &tr};
 		put_counters(o, &st, &ke, ce, ced);
 		for (int j = 0; j < NCOUNTERS; j++)
 			span[j] = ced[j] - st.c[j];
-		struct cset kb = {-1, ced, span, end_us - begin_us, end_us - st.end_us, shift, mask, i + 1 == n, near, ce};
+		struct cset kb = {-1, ced, span, end_us - begin_us, end_us - st.end_us, shift, mask, i + 1 == n, near, &tr};
 		if (hb & H_CBEGIN)
 			put_counters(o, &st, &kb, cb, cbd);
 
 		state_next(&st, pos, x, end_us, ced);
-		for (int j = 0; j < NCOUNTERS; j++) {
-			st.td[j] = ce[j] - st.tc[j];
-			st.tc[j] = ce[j];
+		for (int j = 0; near && j < NCOUNTERS; j++) {
+			tr.prev_d[j] = ce[j] - tr.prev[j];
+			tr.prev[j] = ce[j];
 		}
 	}
 }
@@ -1121,11 +1128,10 @@ static void get_counters(struct source *in, const struct state *st, const struct
 		uint64_t g = counter_guess(st, k, i, t), step = cset_step(st, k, i, g), same;
 		if (step > 1 && size_known(st, k, i, t, &same) && take_max(in, F_NEAR, 1)) {
 			t[i] = same + (uint64_t)unzz(take(in, base + i));
-			out[i] = add(in, k->ref[i], (int64_t)t[i], k->sign, counter_max[i]);
-			continue;
+		} else {
+			uint64_t r = mask & (1u << i) ? (uint64_t)unzz(take(in, base + i)) : 0;
+			t[i] = (r + guess_steps(g, step)) * step;
 		}
-		uint64_t r = mask & (1u << i) ? (uint64_t)unzz(take(in, base + i)) : 0;
-		t[i] = (r + guess_steps(g, step)) * step;
 		out[i] = add(in, k->ref[i], (int64_t)t[i], k->sign, counter_max[i]);
 	}
 }

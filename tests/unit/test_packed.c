@@ -657,18 +657,6 @@ Test(packed4, steps_keep_their_promises)
 	free(v);
 }
 
-struct held_samples {
-	struct rhea_sample *s;
-	uint32_t n;
-};
-
-static int hold_sample(void *arg, const struct rhea_sample *s)
-{
-	struct held_samples *h = arg;
-	h->s[h->n++] = *s;
-	return 0;
-}
-
 /* PACKED4 near-exact: the bytes in steps, but exact where a thread's
  * allocations are all of one size (64 B, then 48 B), within a step where
  * their sizes vary; in about as many bytes as without it. */
@@ -694,11 +682,11 @@ Test(packed4, bytes_of_one_size_stay_exact)
 	}
 	size_t cap = N * 300;
 	uint8_t *buf = malloc(cap);
-	struct held_samples h = {calloc(N, sizeof(*h.s)), 0};
+	struct collect h = {calloc(N, sizeof(*h.s)), 0, N};
 	unsigned stepped = PACKED_STEP_CPU | PACKED_STEP_ALLOC_BYTES;
 	size_t plain = packed_encode_rc(p, N, 4, stepped, 1000, buf, cap);
 	cr_assert_gt(plain, 0);
-	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, hold_sample, &h), 0);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, collect, &h), 0);
 	uint32_t off_plain = 0;
 	for (uint32_t i = 0; i < N; i++)
 		off_plain += (i < PHASE || i >= 2 * PHASE) && h.s[i].c_end.alloc_bytes != v[i].c_end.alloc_bytes;
@@ -709,7 +697,7 @@ Test(packed4, bytes_of_one_size_stay_exact)
 	cr_assert_eq(((const struct rhea_entry *)buf)->flags, 4 | 0x05 << 8 | 0x20);
 	cr_assert_leq(len, plain + plain / 50, "near-exact %zu bytes, without %zu", len, plain);
 	h.n = 0;
-	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, hold_sample, &h), 0);
+	cr_assert_eq(packed_decode((const struct rhea_entry *)buf, collect, &h), 0);
 	cr_assert_eq(h.n, N);
 	uint32_t off = 0;
 	uint64_t prev = 0;
