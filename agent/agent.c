@@ -1968,15 +1968,19 @@ static void classes_on(void)
 		rhea_g.on[c] = (rhea_g.cfg.class_mask >> c) & 1;
 }
 
+/* (The drain first: the writer's round may walk the loader's list, and
+ * waits for no fork while it holds the drain.) */
 void agent_prefork(void)
 {
 	rhea_guard++;
 	if (rhea_g.active && !rhea_sealed)
 		lock_drain(UINT64_MAX);
+	modules_fork_prepare();
 }
 
 void agent_postfork_parent(void)
 {
+	modules_fork_parent();
 	if (rhea_g.active && !rhea_sealed)
 		unlock_drain();
 	rhea_guard--;
@@ -1985,6 +1989,7 @@ void agent_postfork_parent(void)
 void agent_postfork_child(void)
 {
 	/* agent_prefork's guard is still held: each way out drops it */
+	modules_fork_child();
 	drain_lock = 0;
 	ticker_th = writer_th = 0; /* the parent's: start_threads makes the child's */
 	if (rhea_sealed) { /* a filtered thread's child: filtered too, untraced */
@@ -2021,7 +2026,7 @@ void agent_postfork_child(void)
 			/* rhea attach does not follow children, and its detach
 			 * puts back only the parent's imports: the child's go
 			 * back now, and the control FIFO is not the child's */
-			attach_unpatch();
+			attach_unpatch_forked();
 			if (rhea_g.control_fd >= 0)
 				syscall(SYS_close, rhea_g.control_fd);
 			rhea_g.control_fd = -1;

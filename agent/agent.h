@@ -379,6 +379,14 @@ int modules_scan(void); /* (re)read the loaded modules; new ones are recorded */
 int modules_catch_up(void);
 /* The loader's count of objects ever added (dl_phdr_info's dlpi_adds). */
 unsigned long long modules_loader_adds(void);
+/* dl_iterate_phdr, for the agent: never under way at a fork (modules.c);
+ * the fork's handlers, first in agent_prefork, then in its parent's and
+ * child's (the child's at once: its other handlers may walk). */
+struct dl_phdr_info;
+int modules_walk(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
+void modules_fork_prepare(void);
+void modules_fork_parent(void);
+void modules_fork_child(void);
 extern __thread int rhea_in_dlopen;  /* this thread is in the dlopen hook */
 /* This thread installed a seccomp filter: the agent makes no system call
  * on it any more (agent.c, agent_seal_thread). */
@@ -528,6 +536,7 @@ void *attach_real(const char *name, void *p);
 void *agent_first_definition(const char *name);
 const pthread_attr_t *agent_thread_attr(void);
 void attach_unpatch(void);
+void attach_unpatch_forked(void); /* in a forked child: without the loader */
 int attach_open_control(void);
 int attach_should_stop(void);
 void attach_status(const char *msg);

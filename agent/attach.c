@@ -262,7 +262,7 @@ void *attach_real(const char *name, void *p)
 	if (!p)
 		return p;
 	if (!o.exe_base)
-		dl_iterate_phdr(collect, &o); /* names copied: dlopen is not called inside */
+		modules_walk(collect, &o); /* names copied: dlopen is not called inside */
 	Dl_info di;
 	const ElfW(Sym) *sym = NULL;
 	/* (dladdr names the stub after the function: its symbol is an
@@ -285,7 +285,7 @@ void *agent_first_definition(const char *name)
 	struct objnames *o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (o == MAP_FAILED)
 		return NULL;
-	dl_iterate_phdr(collect, o);
+	modules_walk(collect, o);
 	Dl_info self;
 	void *q = NULL;
 	if (dladdr((void *)agent_first_definition, &self))
@@ -491,7 +491,7 @@ int attach_rescan(void)
 		return 0;
 	rescanning = 1;
 	incomplete = 0;
-	dl_iterate_phdr(patch_object, NULL);
+	modules_walk(patch_object, NULL);
 	rescanning = 0;
 	if (!incomplete)
 		last_adds = adds;
@@ -514,7 +514,7 @@ int attach_patch(void)
 	}
 	dlclose(self);
 	last_adds = modules_loader_adds();
-	dl_iterate_phdr(patch_object, NULL);
+	modules_walk(patch_object, NULL);
 	return npatches ? 0 : -1;
 }
 
@@ -545,7 +545,32 @@ static int unpatch_object(struct dl_phdr_info *info, size_t size, void *arg)
 
 void attach_unpatch(void)
 {
-	dl_iterate_phdr(unpatch_object, NULL);
+	modules_walk(unpatch_object, NULL);
+	npatches = 0;
+}
+
+/*
+ * The same in a forked child, without the loader: a thread of the parent
+ * may have held its lock at the fork (the program's own dlopen or C++
+ * exception, which the agent cannot hold off), and the child's walk would
+ * wait for it for ever.  The objects are the ones the parent had at the
+ * fork, and nothing unloads one here before this returns, so a slot is
+ * put back where its page is still mapped (an object unloaded while
+ * attached: its pages may be gone) and it still holds our hook.
+ */
+void attach_unpatch_forked(void)
+{
+	long ps = page_size();
+	for (size_t i = npatches; i-- > 0;) {
+		struct patch *p = &patches[i];
+		unsigned char in_core;
+		if (!p->slot)
+			continue;
+		uintptr_t page = (uintptr_t)p->slot & ~(uintptr_t)(ps - 1);
+		if (syscall(SYS_mincore, page, ps, &in_core) == 0 && __atomic_load_n(p->slot, __ATOMIC_ACQUIRE) == p->want)
+			store_slot(p->slot, p->old, p->relro);
+		p->slot = NULL;
+	}
 	npatches = 0;
 }
 

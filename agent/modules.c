@@ -392,6 +392,55 @@ static void module_table(struct module *m, int compile)
 
 /* The scan, with the lock held (compile: build the tables the cache
  * lacks, else leave them to a later full scan). */
+/*
+ * The agent's walks of the loader's list, apart from fork.  dl_iterate_phdr
+ * holds the loader's lock while it walks, and fork does not take that
+ * lock: a fork while another thread walks leaves the child with the lock
+ * held for ever, and the child's first dlopen, C++ exception or walk of
+ * its own hangs (the attach-fork test's child, forked while the writer
+ * looked for new objects, hung in the agent's own unpatching).  The
+ * agent's walks count themselves in; the fork's prepare handler stops new
+ * ones and waits for those under way (microseconds), for at most
+ * WALK_WAIT_NS (a walk waiting for the lock of a dlopen that waits for
+ * the forking thread: the fork then goes on, as it would without us).
+ * The program's own walks and dlopens are as fork leaves them.
+ */
+#define WALK_WAIT_NS 200000000ull
+static uint32_t walkers, forking; /* atomics */
+static __thread int forking_self; /* (its own walks, should any come, go on) */
+
+int modules_walk(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+	for (;;) {
+		while (__atomic_load_n(&forking, __ATOMIC_ACQUIRE) && !forking_self)
+			rhea_sleep_ns(50000);
+		__atomic_add_fetch(&walkers, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&forking, __ATOMIC_SEQ_CST) || forking_self)
+			break;
+		__atomic_sub_fetch(&walkers, 1, __ATOMIC_SEQ_CST);
+	}
+	int r = dl_iterate_phdr(cb, arg);
+	__atomic_sub_fetch(&walkers, 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+void modules_fork_prepare(void)
+{
+	forking_self = 1;
+	__atomic_add_fetch(&forking, 1, __ATOMIC_SEQ_CST);
+	if (rhea_sealed) /* (no system call there: no wait either) */
+		return;
+	uint64_t until = rhea_now_slow() + WALK_WAIT_NS;
+	while (__atomic_load_n(&walkers, __ATOMIC_SEQ_CST) && rhea_now_slow() < until)
+		rhea_sleep_ns(20000);
+}
+
+void modules_fork_parent(void)
+{
+	__atomic_sub_fetch(&forking, 1, __ATOMIC_RELEASE);
+	forking_self = 0;
+}
+
 static void scan_locked(int compile)
 {
 	if (!mods) {
@@ -404,7 +453,7 @@ static void scan_locked(int compile)
 		return;
 	uint32_t before = nmods;
 	scan_gen++;
-	dl_iterate_phdr(scan_cb, seen_gen);
+	modules_walk(scan_cb, seen_gen);
 	int changed = nmods != before;
 	for (uint32_t i = 0; i < before; i++) {
 		if (mods[i].loaded && seen_gen[i] != scan_gen) {
@@ -485,7 +534,7 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 unsigned long long modules_loader_adds(void)
 {
 	unsigned long long adds = 0;
-	dl_iterate_phdr(adds_cb, &adds);
+	modules_walk(adds_cb, &adds);
 	return adds;
 }
 
@@ -513,6 +562,12 @@ void modules_emit_all(void)
 	for (uint32_t i = 0; i < nmods; i++)
 		if (mods[i].loaded)
 			emit_module(&mods[i], 1);
+}
+
+void modules_fork_child(void)
+{
+	walkers = forking = 0; /* the parent's */
+	forking_self = 0;
 }
 
 void modules_after_fork(void)

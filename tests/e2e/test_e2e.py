@@ -4771,6 +4771,22 @@ def t_attach_fork(c, variant):
     c.done()
 
 
+def t_attach_forkstorm(c, variant):
+    """The attached process forks one child after the other for 3 s, each
+    walking the loader's list (dl_iterate_phdr, as a C++ exception or a
+    dlopen does) before it allocates and exits 7, and loads and unloads
+    libexpat every 16 forks, so that the agent's rounds walk the list too.
+    A fork while one of the agent's threads walked left the child with the
+    loader's lock held for ever (11 hangs in 12 runs before the agent held
+    its forks and walks apart; the child's unpatching walked as well).
+    Every child ends, the recording is the parent's alone."""
+    p, pid = start_attachme(c, variant, 3, "forkstorm")
+    rec = attached(c, p, attach_then_wait(c, p, pid, "2s"))
+    tids = [t["tid"] for t in rec["threads"]]
+    c.check(tids == [pid], "threads %s, want the parent's alone (%d)" % (tids, pid))
+    c.done()
+
+
 def t_killblocked(c, variant):
     """killblocked.c: killed (SIGKILL) 2.5 s after two threads blocked, one
     in read, one on a mutex the main thread holds: both are blocked at the
@@ -5372,6 +5388,7 @@ def all_tests():
     t.append(Test("attach-many", t_attach_many, ("gcc-O2",), timeout=120))
     t.append(Test("attach-readloop", t_attach_readloop, ("gcc-O2",)))
     t.append(Test("attach-fork", t_attach_fork, ("gcc-O2",)))
+    t.append(Test("attach-forkstorm", t_attach_forkstorm, ("gcc-O2",)))
     t.append(Test("attach-fork-after", t_attach_fork_after, ("gcc-O2",)))
     t.append(Test("twowaiters", t_twowaiters, ("gcc-O2",)))
     t.append(Test("killblocked", t_killblocked, ("gcc-O2-nofp",), timeout=60))

@@ -1,7 +1,7 @@
 /*
  * attachme - a process to attach to (rhea attach, tests/e2e).
  *
- *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno|fork|forklater]
+ *   attachme SECONDS [dlopen|churn|futex|sleep|poll|fgets|spin|readloop|seccomp-kill|seccomp-errno|fork|forkstorm|forklater]
  *
  * The main thread ("attachme") is an event loop: poll() with a 2 ms
  * timeout, then attach_work(): 100 x malloc(64)/free, counted.  A worker
@@ -26,7 +26,9 @@
  * the process first installs a seccomp filter that kills it (or fails the
  * call with ENOSYS) at timer_create, which the agent's sampler uses, then
  * runs as without a mode.  With "fork", the main thread forks a child
- * every 50 ms that allocates and exits 7.  With "forklater", the only
+ * every 50 ms that allocates and exits 7 ("forkstorm": one after the
+ * other, each walking the loader's list first, the parent loading and
+ * unloading libexpat every 16).  With "forklater", the only
  * thread waits in poll() for a line on stdin, then forks one child, which
  * prints "child PID", runs the event loop (poll 2 ms, attach_work) alone
  * for SECONDS and exits 3; the parent waits for it and prints "attachme ok
@@ -36,7 +38,9 @@
  * calling attach_work() every 64 rounds: it never waits; errno, set
  * before, must be unchanged after.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -213,10 +217,23 @@ static int readloop_mode(double secs)
 	return bad;
 }
 
+static int count_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	++*(int *)arg;
+	return 0;
+}
+
 /* "fork": every 50 ms the main thread forks a child that calls
  * attach_work() (through the hooks it inherits, if attached) and exits 7;
- * every child must. */
-static int fork_mode(double secs)
+ * every child must.  "forkstorm": one child after the other, each first
+ * walking the loader's list (as a C++ exception or a dlopen would): a
+ * thread of the parent that held the loader's lock at a fork leaves the
+ * child waiting for it for ever; every 16 forks the parent loads libexpat
+ * and unloads it, which makes the attached agent's next round walk the
+ * list again, to patch it. */
+static int fork_mode(double secs, int pause_ms, int walk)
 {
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
@@ -224,6 +241,9 @@ static int fork_mode(double secs)
 	while (now_ns() < end) {
 		pid_t child = fork();
 		if (child == 0) {
+			int objects = 0;
+			if (walk && (dl_iterate_phdr(count_object, &objects), objects == 0))
+				_exit(1);
 			attach_work(n);
 			_exit(bad ? 1 : 7);
 		}
@@ -231,7 +251,13 @@ static int fork_mode(double secs)
 		if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
 			bad = 1;
 		n++;
-		poll(NULL, 0, 50);
+		if (pause_ms)
+			poll(NULL, 0, pause_ms);
+		/* (and now and then an object loaded, between two forks: the
+		 * attached agent's rounds then walk the list longer) */
+		void *h = walk && n % 16 == 0 ? dlopen("libexpat.so.1", RTLD_NOW) : NULL;
+		if (h)
+			dlclose(h);
 	}
 	printf("attachme %s iterations %llu worker 0\n", bad ? "BAD" : "ok", (unsigned long long)n);
 	return bad;
@@ -321,7 +347,9 @@ int main(int argc, char **argv)
 	if (argc > 2 && strcmp(argv[2], "readloop") == 0)
 		return readloop_mode(secs);
 	if (argc > 2 && strcmp(argv[2], "fork") == 0)
-		return fork_mode(secs);
+		return fork_mode(secs, 50, 0);
+	if (argc > 2 && strcmp(argv[2], "forkstorm") == 0)
+		return fork_mode(secs, 0, 1);
 	if (argc > 2 && strcmp(argv[2], "forklater") == 0)
 		return forklater_mode(secs);
 	if (argc > 2 && (strcmp(argv[2], "sleep") == 0 || strcmp(argv[2], "poll") == 0 ||
