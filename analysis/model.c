@@ -200,12 +200,6 @@ static void add_perf_map(struct model *m, const struct recording *r)
  */
 #define UNCLAIMED_GAP 64
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The start of addr's group in the sorted unique addresses v[0..n). */
 static uint64_t unclaimed_group(const uint64_t *v, size_t n, uint64_t addr)
 {
@@ -298,7 +292,7 @@ int model_build_shared(struct model *m, struct recording *r, int policy, struct 
 		return -ENOMEM;
 	}
 	memcpy(sorted, unc, nun * sizeof(uint64_t));
-	qsort(sorted, nun, sizeof(*sorted), cmp_u64);
+	qsort(sorted, nun, sizeof(*sorted), vec_cmp_u64);
 	size_t ns = 0;
 	for (size_t i = 0; i < nun; i++)
 		if (ns == 0 || sorted[i] != sorted[ns - 1])

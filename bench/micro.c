@@ -54,6 +54,7 @@
 #include "cfi.h"
 #include "stacktab.h"
 #include "unwind.h"
+#include "vec.h"
 
 typedef uint64_t (*chain_leaf_fn)(void *arg);
 uint64_t chain_fp(int depth, chain_leaf_fn leaf, void *arg);
@@ -94,16 +95,10 @@ static void calibrate(void)
 	ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Median and p99 of v[0..n) ticks, in ns (sorts v). */
 static void stats(uint64_t *v, int n, double *med, double *p99)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	qsort(v, (size_t)n, sizeof(*v), vec_cmp_u64);
 	*med = (double)v[n / 2] * ns_per_tick;
 	*p99 = (double)v[(int)((double)n * 0.99)] * ns_per_tick;
 }

@@ -399,12 +399,6 @@ static int new_life(const struct tsamples *t, const struct rhea_sample *a, const
 	return lo < t->nstarts && t->starts[lo] <= b->begin_ns;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
 /* A thread's samples held, in the order of their ends, as PACKED4 entries
  * (one life of its tid to an entry); its window is then empty. */
 static void put_samples(struct compactor *c, struct tsamples *t)
@@ -417,7 +411,7 @@ static void put_samples(struct compactor *c, struct tsamples *t)
 	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
 	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
-	qsort(t->starts, t->nstarts, sizeof(*t->starts), cmp_u64);
+	qsort(t->starts, t->nstarts, sizeof(*t->starts), vec_cmp_u64);
 	size_t done = 0;
 	while (done < t->n && !c->werr) {
 		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);
@@ -613,12 +607,6 @@ static int put_meta(struct compactor *c, const char *key, const char *value, siz
 	return 0;
 }
 
-static int cmp_addr(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /*
  * The perf map of a process in another mount namespace, that rhea attach
  * has just left (root: /proc/PID/root): in its own /tmp, under its pid
@@ -659,7 +647,7 @@ static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr
 	for (size_t id = 0; id < c->nodes_cap; id++)
 		if (c->nodes_known[id])
 			addrs[n++] = c->nodes[id].addr;
-	qsort(addrs, n, sizeof(*addrs), cmp_addr);
+	qsort(addrs, n, sizeof(*addrs), vec_cmp_u64);
 	char *text;
 	size_t len, kept;
 	int e = sym_perf_map_keep(path, addrs, n, &text, &len, &kept);

@@ -1,11 +1,12 @@
 /*
- * vec.h - growing arrays, for the CLI side only (the agent never calls
- * malloc where a thread may be interrupted).
+ * vec.h - growing arrays, and sorting them, for the CLI side only (the
+ * agent never calls malloc where a thread may be interrupted).
  */
 #ifndef RHEA_VEC_H
 #define RHEA_VEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Make *p (of *cap elements of elem bytes) hold at least need: doubles
@@ -24,6 +25,13 @@ static inline int vec_grow(void **p, size_t *cap, size_t need, size_t elem)
 	*p = q;
 	*cap = n;
 	return 0;
+}
+
+/* qsort's comparator for an array of uint64_t, ascending. */
+static inline int vec_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
 }
 
 #endif
