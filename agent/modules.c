@@ -390,8 +390,6 @@ static void module_table(struct module *m, int compile)
 	__atomic_store_n(&m->cfi, t, __ATOMIC_RELEASE);
 }
 
-/* The scan, with the lock held (compile: build the tables the cache
- * lacks, else leave them to a later full scan). */
 /*
  * The agent's walks of the loader's list, apart from fork.  dl_iterate_phdr
  * holds the loader's lock while it walks, and fork does not take that
@@ -441,6 +439,8 @@ void modules_fork_parent(void)
 	forking_self = 0;
 }
 
+/* The scan, with the lock held (compile: build the tables the cache
+ * lacks, else leave them to a later full scan). */
 static void scan_locked(int compile)
 {
 	if (!mods) {
