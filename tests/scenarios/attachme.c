@@ -242,7 +242,9 @@ static int fork_mode(double secs, int pause_ms, int walk)
 		pid_t child = fork();
 		if (child == 0) {
 			int objects = 0;
-			if (walk && (dl_iterate_phdr(count_object, &objects), objects == 0))
+			if (walk)
+				dl_iterate_phdr(count_object, &objects);
+			if (walk && objects == 0)
 				_exit(1);
 			attach_work(n);
 			_exit(bad ? 1 : 7);
