@@ -62,7 +62,7 @@ MS = 1000000
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
 SCENARIOS = ["allocs", "twowaiters", "killblocked", "tidreuse", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
-             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack", "chrooter", "capdance", "termexit"]
+             "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack", "chrooter", "capdance", "termexit", "forkwalk"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
 
@@ -731,6 +731,34 @@ def t_forkquick(c, variant):
     parent = c.report(c.path("out.rhea"))
     check_end(c, parent, "exit", 0)
     check_site(c, parent, "parent_work", 3000, 3000 * 32)
+    c.done()
+
+
+def t_forkwalk(c, variant):
+    """forkwalk.c: the main thread forks while another thread is inside
+    dl_iterate_phdr, so the child (and its own forked child) hold the
+    loader's write lock for ever; any walk of the loader's list there hangs
+    (checked without rhea: SIGALRM after 2 s).  The agent must not walk in
+    them, nor wait for a walk in its fork handlers: no hang, three
+    recordings, counts exact, each ending in its exit."""
+    rc, out, err = c.record([c.prog(variant, "forkwalk")], timeout=40)
+    expect_status(c, rc, 0, err)
+    c.check(out == "grandchild status 3\nchild status 5\nforkwalk done\n", "stdout %r" % out)
+    kids = sorted(f for f in os.listdir(c.work) if f.endswith(".rhea") and f != "out.rhea")
+    parent = c.report(c.path("out.rhea"))
+    check_end(c, parent, "exit", 0)
+    if not c.check(len(kids) == 2, "recordings of children %s, want the child's and the grandchild's" % kids):
+        c.done()
+        return
+    recs = [c.report(c.path(k)) for k in kids]
+    child = [r for r in recs if sites_of(r, "child_work")[0]]
+    grand = [r for r in recs if sites_of(r, "grandchild_work")[0]]
+    if c.check(len(child) == 1 and len(grand) == 1 and child[0] is not grand[0],
+               "no one recording each for child_work and grandchild_work: %s" % [site_names(r) for r in recs]):
+        check_site(c, child[0], "child_work", 2000, 2000 * 48)
+        check_end(c, child[0], "exit", 5)
+        check_site(c, grand[0], "grandchild_work", 1500, 1500 * 80)
+        check_end(c, grand[0], "exit", 3)
     c.done()
 
 
@@ -5456,6 +5484,8 @@ def all_tests():
     t.append(Test("daemonize/send-slow", t_daemonize, ("gcc-O2", True)))
     t.append(Test("daemonize/storm", t_daemonize_storm, ("gcc-O2",)))
     t.append(Test("termexit", t_termexit, ("gcc-O2",)))
+    t.append(Test("forkwalk/gcc-O2", t_forkwalk, ("gcc-O2",)))
+    t.append(Test("forkwalk/clang-O2-nofp", t_forkwalk, ("clang-O2-nofp",)))
     t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
