@@ -645,14 +645,18 @@ static void spare_drop(void)
  * rhea_g.fd, after its header: a daemon closing every descriptor while the
  * writer named its file closed it in between (its recording left empty,
  * 1 run in 15 under make test). */
+static int spare_ours(void)
+{
+	struct stat st;
+	int fd = rhea_g.spare_fd;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != spare_dev || st.st_ino != spare_ino))
+		rhea_g.spare_fd = -1; /* not ours any more (a raw close): never touched */
+	return rhea_g.spare_fd >= 0;
+}
+
 static int create_output(const char *path)
 {
-	int fd = rhea_g.spare_fd;
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != spare_dev || st.st_ino != spare_ino)) {
-		rhea_g.spare_fd = -1; /* not ours any more (a raw close): never touched */
-		fd = -1;
-	}
+	int fd = spare_ours() ? rhea_g.spare_fd : -1;
 	if (fd >= 0) {
 		char proc[40] = "/proc/self/fd/";
 		u64_to_str((uint64_t)fd, proc + strlen(proc));
@@ -706,10 +710,57 @@ static int root_moved(void)
 	return root_ino && stat("/", &st) == 0 && (st.st_dev != root_dev || st.st_ino != root_ino);
 }
 
+/* The writer on fd, and the file's header written: 0, else -errno and
+ * in *why what failed. */
+static int file_begin(int fd, const char **why)
+{
+	/* (a forked child's, or rhea attach's again: the last one's goes) */
+	rfile_writer_destroy(&writer);
+	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
+	if (r < 0) {
+		*why = "cannot set up the writer";
+		return r;
+	}
+	/* A full disk stops the agent's chunks short of the last bytes: the
+	 * end rhea record then adds, and why the agent stopped, fit. */
+	writer.keep_free = RFILE_END_ROOM;
+	struct rhea_file_header h;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, RHEA_MAGIC, 8);
+	h.version = RHEA_VERSION;
+	h.header_size = sizeof(h);
+	h.clock = RHEA_CLOCK_MONOTONIC;
+	h.pid = (uint32_t)rhea_g.pid;
+	h.ppid = (uint32_t)getppid();
+	h.start_ns = rhea_g.start_ns;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
+			      (rhea_now() - rhea_g.start_ns);
+	h.interval_ns = rhea_g.cfg.interval_ns;
+	h.max_depth = rhea_g.cfg.max_depth;
+	r = rfile_write_header(&writer, &h);
+	if (r < 0)
+		*why = "cannot write the recording";
+	return r;
+}
+
 static int open_output(void)
 {
 	int fd = -1;
 	int refused = 0;
+	/* The spare (an unnamed file: spare_make) gets its header before it
+	 * is named, so that a process killed while it creates its recording
+	 * leaves none or one with its header, never an empty file (3 of 10
+	 * children that SIGKILLed themselves right after their work, while
+	 * the writer named their files, left one; rhea record could only
+	 * call it "empty file" twice). */
+	const char *why_not = NULL;
+	int begun = spare_ours() && file_begin(rhea_g.spare_fd, &why_not) == 0 ? rhea_g.spare_fd : -1;
+	/* rhea record gets the memory first, the file's name once it has one
+	 * (salvage_publish): a failure below switches the agent off, which
+	 * tells it there is nothing to finish */
+	salvage_publish(&rhea_g.buf, rhea_g.cfg.max_nodes);
 	if (is_root) {
 		memcpy(rhea_g.path, output_base, sizeof(rhea_g.path));
 		fd = create_output(rhea_g.path);
@@ -764,36 +815,11 @@ static int open_output(void)
 		out_dev = st.st_dev;
 		out_ino = st.st_ino;
 	}
-	/* (a forked child's, or rhea attach's again: the last one's goes) */
-	rfile_writer_destroy(&writer);
-	int r = rfile_writer_init(&writer, fd, 3, STAGING_SIZE);
+	/* (the spare named: begun; a file opened instead of it: from here) */
+	int r = fd >= 0 && fd == begun && fd == rhea_g.spare_fd ? 0 : file_begin(fd, &why_not);
 	if (r < 0) {
 		output_abandon(fd);
-		agent_disable("cannot set up the writer", -r);
-		return r;
-	}
-	/* A full disk stops the agent's chunks short of the last bytes: the
-	 * end rhea record then adds, and why the agent stopped, fit. */
-	writer.keep_free = RFILE_END_ROOM;
-	struct rhea_file_header h;
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, RHEA_MAGIC, 8);
-	h.version = RHEA_VERSION;
-	h.header_size = sizeof(h);
-	h.clock = RHEA_CLOCK_MONOTONIC;
-	h.pid = (uint32_t)rhea_g.pid;
-	h.ppid = (uint32_t)getppid();
-	h.start_ns = rhea_g.start_ns;
-	struct timespec rt;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
-			      (rhea_now() - rhea_g.start_ns);
-	h.interval_ns = rhea_g.cfg.interval_ns;
-	h.max_depth = rhea_g.cfg.max_depth;
-	r = rfile_write_header(&writer, &h);
-	if (r < 0) {
-		output_abandon(fd);
-		agent_disable("cannot write the recording", -r);
+		agent_disable(why_not, -r);
 		return r;
 	}
 	/* in this order: agent_owns_fd looks at spare_fd first */
@@ -801,7 +827,7 @@ static int open_output(void)
 	if (rhea_g.spare_fd == fd)
 		__atomic_store_n(&rhea_g.spare_fd, -1, __ATOMIC_RELEASE);
 	/* from now on rhea record can finish this file from our memory */
-	salvage_publish(&rhea_g.buf, rhea_g.path, rhea_g.cfg.max_nodes);
+	salvage_name(rhea_g.path);
 	return 0;
 }
 
@@ -1670,6 +1696,51 @@ void agent_before_setid(void)
 	unlock_drain();
 	rhea_guard--;
 	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
+ * A forked child's first capture (note_capture), on the program's thread
+ * that made it, once that capture is over: the recording is created there
+ * and then, its memory handed to rhea record (salvage_publish) and its
+ * staged metadata written, rather than by the writer's round.  Woken by
+ * that capture, the writer came too late for a child killed right after
+ * its work: of 10 children that each made 1000 allocations and then
+ * SIGKILLed themselves, 5 left no recording, 3 an empty file and 2 a
+ * recovered one.  The writer, woken too, may be creating it already: the
+ * thread then waits for it to be done (at most 100 ms, once in the
+ * process's life), or the child would run on and die before its memory
+ * was rhea record's.  Not in a signal handler, a vfork child, a sealed
+ * thread or one with a descriptor table of its own: those leave it to the
+ * writer.
+ */
+uint32_t rhea_open_due;
+
+#define OPEN_DUE_WAIT_NS 100000000ull
+
+void agent_open_due(void)
+{
+	if (!__atomic_exchange_n(&rhea_open_due, 0, __ATOMIC_ACQ_REL))
+		return;
+	if (!rhea_g.active || rhea_g.finished || rhea_g.fd >= 0 || file_failed || rhea_in_handler ||
+	    agent_in_vfork_child() || rhea_sealed || rhea_fds_private)
+		return;
+	int err = errno;
+	sigset_t old;
+	hold_async_signals(&old);
+	rhea_guard++;
+	for (uint64_t t0 = rhea_now(); rhea_now() - t0 < OPEN_DUE_WAIT_NS; rhea_sleep_ns(100000)) {
+		if (__atomic_load_n(&rhea_g.fd, __ATOMIC_ACQUIRE) >= 0 || file_failed || rhea_g.finished)
+			break;
+		if (!__atomic_exchange_n(&drain_lock, 1, __ATOMIC_ACQUIRE)) {
+			if (!rhea_g.finished && output_wanted() == 0)
+				write_staging();
+			unlock_drain();
+			break;
+		}
+	}
+	rhea_guard--;
+	hooks_real_sigmask(SIG_SETMASK, &old, NULL);
+	errno = err;
 }
 
 /*

@@ -554,7 +554,9 @@ extern struct rhea_salvage *rhea_salvage;
 enum { SALVAGE_PRIVATE = 0, SALVAGE_INHERITED = 1, SALVAGE_OWN = 2 };
 void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npend, uint32_t nsites, void **buf,
 		     void **nodes, struct rhea_salvage_pend **pend, struct rhea_salvage_sites **sites);
-void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes);
+/* Before the file is named (the memfd to rhea record), then once named. */
+void salvage_publish(const struct buf *b, uint32_t max_nodes);
+void salvage_name(const char *output);
 int salvage_shared(void); /* the region is a memfd */
 /* The recording at path, created by rhea record's keeper for a process
  * that may not create it (salvage.c): its descriptor, or -1 and errno. */
@@ -607,6 +609,10 @@ long agent_exec_seccomp_base(void);
 /* A process about to change its user or groups, or its root directory:
  * its recording is created now, while it still may (agent.c). */
 void agent_before_setid(void);
+/* A forked child's first capture asks for its recording at once (capture.c):
+ * made by agent_open_due, at the end of a hook's capture. */
+extern uint32_t rhea_open_due;
+void agent_open_due(void);
 /* Before a change of ids: the agent's threads take the calling thread's
  * capabilities (agent.c); each of them looks for a request in its loop. */
 void agent_share_caps(void);

@@ -368,20 +368,31 @@ static __attribute__((noinline)) uint32_t stack_here(struct rhea_tstate *t, unsi
 
 /*
  * A forked child opens its recording only once it captures (one that only
- * execs leaves no file), in a writer round.  Its first capture (captures
- * is reset at the fork) calls the
- * writer at once instead of at its next round, up to 100 ms later: its
- * memfd goes to rhea record when the file is open (salvage.c), so a child
- * killed with SIGKILL or ending by a raw exit_group in between would
- * otherwise leave no recording at all.
+ * execs leaves no file).  Its memfd goes to rhea record when the file is
+ * open (salvage.c): a child killed with SIGKILL or ending by a raw
+ * exit_group before then leaves no recording at all.  So its first
+ * capture (captures is reset at the fork) asks for the file: a hook's
+ * capture opens it on its own thread as it ends (open_if_due, agent.c's
+ * agent_open_due); the writer is called at once too, instead of at its
+ * next round, up to 100 ms later, for captures that cannot (the
+ * sampler's, a signal handler's).
  */
 static void note_capture(struct rhea_tstate *t, const struct rhea_sample *s)
 {
 	t->last_capture_ns = s->end_ns;
 	t->last_c = s->c_end;
 	if (__builtin_expect(__atomic_fetch_add(&rhea_g.captures, 1, __ATOMIC_RELAXED) == 0, 0) &&
-	    __atomic_load_n(&rhea_g.fd, __ATOMIC_RELAXED) < 0)
+	    __atomic_load_n(&rhea_g.fd, __ATOMIC_RELAXED) < 0) {
+		__atomic_store_n(&rhea_open_due, 1, __ATOMIC_RELEASE);
 		buf_wake_writer(&rhea_g.buf);
+	}
+}
+
+/* At the end of a hook's capture, with its guard dropped. */
+static inline void open_if_due(void)
+{
+	if (__builtin_expect(__atomic_load_n(&rhea_open_due, __ATOMIC_RELAXED), 0))
+		agent_open_due();
 }
 
 /*
@@ -477,6 +488,7 @@ void capture_sync(struct rhea_tstate *t, unsigned fn, int clocked)
 	}
 	fill_sample(&s, t, fn, flags, stack);
 	point_sample_done(t, &s);
+	open_if_due();
 }
 
 /*
@@ -615,6 +627,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 	maybe_emit_sites(t, b->end);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
+	open_if_due();
 }
 
 uint32_t capture_release_stack(struct rhea_tstate *t, uint64_t site, uint64_t now)

@@ -383,22 +383,27 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 	return m;
 }
 
-/* Once the buffers and the table are set up in the region, and the file is
- * named: what the reader needs, and then the magic that makes it count. */
-void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes)
+/*
+ * Once the buffers and the table are set up in the region, before the file
+ * is named: what the reader needs, the magic that makes it count, and for
+ * a forked child its memfd to rhea record, with no file named yet
+ * (salvage_name names it).  In that order, a process killed at any point
+ * while it creates its recording leaves none or one rhea record can end:
+ * sent after the naming, a child SIGKILLed in between left a file with
+ * its header alone, "cut short" (2 of 40 children killed from outside
+ * moments after their first capture).
+ */
+void salvage_publish(const struct buf *b, uint32_t max_nodes)
 {
 	struct rhea_salvage *h = rhea_salvage;
 	if (!h)
 		return;
+	/* (an exec'ed image's region still names its last image's file) */
+	__atomic_store_n(&h->output[0], 0, __ATOMIC_RELEASE);
 	h->chunks = (uint64_t)(uintptr_t)b->chunks;
 	h->nchunks = b->nchunks;
 	h->chunk_size = b->chunk_size;
 	h->max_nodes = max_nodes;
-	size_t n = strlen(output);
-	if (n >= sizeof(h->output))
-		n = sizeof(h->output) - 1;
-	memcpy(h->output, output, n);
-	h->output[n] = 0;
 	__atomic_store_n(&h->state, RHEA_SALVAGE_ACTIVE, __ATOMIC_RELEASE);
 	__atomic_store_n(&h->magic, RHEA_SALVAGE_MAGIC, __ATOMIC_RELEASE);
 	if (send_pending) {
@@ -412,6 +417,22 @@ void salvage_publish(const struct buf *b, const char *output, uint32_t max_nodes
 		}
 		salvage_fd = -1;
 	}
+}
+
+/* The file, named and begun: its path into the region, its first byte
+ * last, so that a process killed halfway names none (the reader takes ""
+ * for no file) rather than a prefix of it, which may be another's. */
+void salvage_name(const char *output)
+{
+	struct rhea_salvage *h = rhea_salvage;
+	size_t n = strlen(output);
+	if (!h || n == 0)
+		return;
+	if (n >= sizeof(h->output))
+		n = sizeof(h->output) - 1;
+	memcpy(h->output + 1, output + 1, n - 1);
+	h->output[n] = 0;
+	__atomic_store_n(&h->output[0], output[0], __ATOMIC_RELEASE);
 }
 
 int salvage_shared(void)

@@ -167,7 +167,10 @@ struct rhea_salvage {
 	uint64_t sites;
 	uint32_t nsites;
 	int32_t write_errno; /* RHEA_SALVAGE_FAILED: the error that stopped it */
-	char output[4096]; /* the recording these belong to */
+	/* the recording these belong to; "" until the file is named (the
+	 * memory is published, and a forked child's sent, before it is): its
+	 * first byte is stored last, so a reader never sees part of a path */
+	char output[4096];
 };
 
 #endif

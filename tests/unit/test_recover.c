@@ -66,7 +66,8 @@ static void setup(struct region *r)
 	m.h.size = sizeof(m);
 	cr_assert_eq(rfile_write_chunk(&r->w, &m, sizeof(m), 0), 0);
 	r->at = (uint64_t)lseek(r->fd, 0, SEEK_CUR);
-	salvage_publish(&r->b, r->path, 64);
+	salvage_publish(&r->b, 64);
+	salvage_name(r->path);
 }
 
 static void teardown(struct region *r)
@@ -237,7 +238,8 @@ Test(recover, renewed_region_keeps_the_nodes_alone)
 	/* the same stack interns to the same node: the table is whole */
 	cr_assert_eq(three_frames(&r), leaf);
 	buf_reset(&r.b);
-	salvage_publish(&r.b, r.path, 64);
+	salvage_publish(&r.b, 64);
+	salvage_name(r.path);
 	for (uint64_t t = 10; t <= 12; t++)
 		emit_sample(&r, 7, t, leaf);
 	close(r.memfd);
@@ -370,10 +372,11 @@ Test(recover, scribbled_region)
 
 /* ---- rhea record's collector of the other processes' memory ------------- */
 
-/* In a forked child: a recording at path, its memory sent to the
- * collector (as a process rhea record did not start does it), one sample
- * buffered and never written; then SIGKILL. */
-static void child_killed_with_sample(const char *path)
+/* In a forked child: its memory sent to the collector (as a process rhea
+ * record did not start does it), then a recording at path, named in the
+ * region when name is set, one sample buffered and never written; then
+ * SIGKILL.  (name 0: killed between the file's creation and its naming.) */
+static void child_killed_with_sample(const char *path, int name)
 {
 	void *bm, *nm;
 	struct rhea_salvage_pend *pm;
@@ -386,13 +389,15 @@ static void child_killed_with_sample(const char *path)
 	struct stacktab st;
 	if (buf_init_at(&b, bm, 4, 4096, 1) != 0 || stacktab_init_at(&st, nm, 64) != 0)
 		_exit(4);
+	salvage_publish(&b, 64); /* sends the memfd */
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	struct rfile_writer w;
 	struct rhea_file_header h;
 	memset(&h, 0, sizeof(h));
 	if (fd < 0 || rfile_writer_init(&w, fd, 0, 1u << 20) != 0 || rfile_write_header(&w, &h) != 0)
 		_exit(5);
-	salvage_publish(&b, path, 64); /* sends the memfd */
+	if (name)
+		salvage_name(path);
 	struct rhea_sample s;
 	memset(&s, 0, sizeof(s));
 	s.h.kind = RHEA_E_SAMPLE;
@@ -418,26 +423,36 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	struct recover_collector *c = recover_collect_start(sock, sizeof(sock), -1, 0);
 	cr_assert_not_null(c);
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
-	/* one child writes where rhea record named it; the other names a
-	 * file it has no business in */
-	char good[192], evil[192];
+	/* one child writes where rhea record named it; another names a file
+	 * it has no business in; the third died before it named its file in
+	 * its memory (whatever is at that path is not known to be its own) */
+	char good[192], evil[192], unnamed[192];
 	pid_t a = fork();
 	if (a == 0) {
 		rhea_derived_name(good, sizeof(good), base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(good);
+		child_killed_with_sample(good, 1);
 	}
 	snprintf(evil, sizeof(evil), "%s/not-derived.rhea", dir);
 	pid_t e = fork();
 	if (e == 0)
-		child_killed_with_sample(evil);
+		child_killed_with_sample(evil, 1);
+	pid_t u = fork();
+	if (u == 0) {
+		rhea_derived_name(unnamed, sizeof(unnamed), base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(unnamed, 0);
+	}
 	int st;
 	cr_assert_eq(waitpid(a, &st, 0), a);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child a: status %d", st);
 	cr_assert_eq(waitpid(e, &st, 0), e);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child e: status %d", st);
+	cr_assert_eq(waitpid(u, &st, 0), u);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child u: status %d", st);
 	unsetenv(RHEA_SALVAGE_SOCK_ENV);
 	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
-	off_t evil_before = size_of(evil);
+	rhea_derived_name(unnamed, sizeof(unnamed), base, (unsigned long)u, 0);
+	off_t evil_before = size_of(evil), unnamed_before = size_of(unnamed);
+	cr_assert_gt(unnamed_before, 0, "child u made no file");
 	long samples = 0;
 	int by_record = -1, by_parent = -1;
 	cr_assert_eq(recover_collect_finish(c, base, 0, &samples, &by_record, &by_parent), 1);
@@ -445,6 +460,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert_eq(samples, 1);
 	cr_assert_eq(by_record, 0);
 	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
+	cr_assert_eq(size_of(unnamed), unnamed_before, "the file of a child that named none was written to");
 	/* the good one now ends, recovered */
 	struct rfile_reader *rd;
 	cr_assert_eq(rfile_open(good, &rd), RFILE_OK);
@@ -466,6 +482,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert(found_sample && found_end, "sample %d, end %d", found_sample, found_end);
 	unlink(good);
 	unlink(evil);
+	unlink(unnamed);
 	rmdir(dir);
 }
 
@@ -511,7 +528,7 @@ static void killed_start(struct killed *k)
 	if (k->pid == 0) {
 		char path[192];
 		rhea_derived_name(path, sizeof(path), k->base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(path);
+		child_killed_with_sample(path, 1);
 	}
 	cr_assert_eq(waitpid(k->pid, &k->st, 0), k->pid);
 	unsetenv(RHEA_SALVAGE_SOCK_ENV);
