@@ -2543,6 +2543,43 @@ def t_gzip(c):
     c.done()
 
 
+def t_xz_short(c):
+    """Debian's xz compressing a megabyte on one thread: some 0.4 s of CPU,
+    under the 50 sampling periods the timeline's correction needs.  The
+    hooks capture in xz's I/O function (its read and write), which then
+    holds the thread on the timeline while liblzma computes: 79% of the
+    CPU there, none in the CPU profile, and the report said nothing of it.
+    It must say so in a note naming that function (or, given 50 periods,
+    correct it), and the profile must be liblzma's."""
+    exe = "/usr/bin/xz"
+    need_program(exe)
+    src = c.path("input.txt")
+    make_text(src, 1 << 20, 5)
+    with open(os.devnull, "wb") as f:
+        rc, _, err = c.record([exe, "-6", "-c", src], stdout=f, timeout=90)
+    expect_status(c, rc, 0, err)
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    prof = rec["cpu_profile"]
+    n = prof["samples"]
+    lz = sum(f["self"] for f in prof["functions"] if f["name"].startswith(("liblzma", "lzma_")))
+    c.check(n >= 10 and lz >= 0.8 * n, "CPU profile: %d of %d periods in liblzma, want 80%%" % (lz, n))
+    cpu = sum(t["cpu_ns"] for t in rec["threads"])
+    sampled = {f["name"]: f["inclusive"] / max(n, 1) for f in prof["functions"]}
+    biased = [f["name"] for f in rec["functions"] if f["name"].startswith("xz+0x") and
+              f["cpu_ns"] >= 0.5 * cpu and sampled.get(f["name"], 0) < 0.05]
+    if n >= 50:
+        named = [x["function"] for x in rec["timeline_corrections"]]
+        c.check(named, "%d periods and no correction (xz's functions with half the CPU on the timeline, "
+                "none in the profile: %s)" % (n, biased))
+    else:
+        c.check(biased, "no xz function with half the CPU on the timeline and none in the profile (the "
+                "scenario expects its I/O function): %s" % top_names(rec, 10))
+        c.check(any(b in note and "CPU profile" in note for b in biased for note in rec["notes"]),
+                "%d periods: no note naming %s: %s" % (n, biased, rec["notes"]))
+    c.done()
+
+
 def t_xz(c):
     """Debian's xz compressing on two threads: its worker threads block
     every signal (xz's mythread_create), which left them unsampled (their
@@ -5487,6 +5524,7 @@ def all_tests():
     t.append(Test("debian/python3-ulimit", t_python_ulimit))
     t.append(Test("debian/gzip", t_gzip, timeout=120))
     t.append(Test("debian/xz-threads", t_xz, timeout=120))
+    t.append(Test("debian/xz-short", t_xz_short, timeout=120))
     t.append(Test("real/java", t_java, timeout=300))
     t.append(Test("real/node", t_node, timeout=120))
     t.append(Test("demo", t_demo, timeout=120))
