@@ -22,7 +22,7 @@ LIBS_CLI := -ldw -lelf -lzstd -lz -ldl -lm
 LIBS_AGENT := -ldl -lpthread # (libzstd by dlopen, no zlib: core/rfile.c)
 
 ifeq ($(SANITIZE),1)
-SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 endif
 
 CORE_SRCS  := $(wildcard core/*.c)

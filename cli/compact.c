@@ -411,7 +411,8 @@ static void put_samples(struct compactor *c, struct tsamples *t)
 	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
 	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
-	qsort(t->starts, t->nstarts, sizeof(*t->starts), vec_cmp_u64);
+	if (t->nstarts) /* (none yet: starts may be NULL, which qsort must not get) */
+		qsort(t->starts, t->nstarts, sizeof(*t->starts), vec_cmp_u64);
 	size_t done = 0;
 	while (done < t->n && !c->werr) {
 		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);
