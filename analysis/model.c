@@ -292,7 +292,7 @@ int model_build_shared(struct model *m, struct recording *r, int policy, struct 
 		return -ENOMEM;
 	}
 	memcpy(sorted, unc, nun * sizeof(uint64_t));
-	qsort(sorted, nun, sizeof(*sorted), vec_cmp_u64);
+	vec_sort(sorted, nun, sizeof(*sorted), vec_cmp_u64);
 	size_t ns = 0;
 	for (size_t i = 0; i < nun; i++)
 		if (ns == 0 || sorted[i] != sorted[ns - 1])

@@ -394,7 +394,7 @@ void recording_bound_cpu(struct rhea_sample *s, size_t n)
 		sorted &= (i == 0 || s[i - 1].end_ns <= s[i].begin_ns) && s[i].begin_ns <= s[i].end_ns;
 	}
 	if (!sorted) /* (a wait and the captures from outside while it lasted) */
-		qsort(rd, 2 * n, sizeof(*rd), cmp_reading);
+		vec_sort(rd, 2 * n, sizeof(*rd), cmp_reading);
 	for (size_t i = 2 * n - 1; i > 0; i--) {
 		uint64_t next = *rd[i].cpu, gap = rd[i].t - rd[i - 1].t;
 		if (next > gap && *rd[i - 1].cpu < next - gap)
@@ -516,7 +516,7 @@ static struct rec_thread *indexed(struct recording *r, const struct tid_index *i
 static void split_lives(struct recording *r)
 {
 	if (r->ntevs > 1)
-		qsort(r->tevs, r->ntevs, sizeof(*r->tevs), cmp_tev);
+		vec_sort(r->tevs, r->ntevs, sizeof(*r->tevs), cmp_tev);
 	uint64_t *begin = NULL;
 	size_t begin_cap = 0, ix_n = 0, life_cap = 0;
 	struct tid_index *ix = NULL; /* made when a tid has two lives */
@@ -543,7 +543,7 @@ static void split_lives(struct recording *r)
 			ix = grow(NULL, &(size_t){0}, ix_n ? ix_n : 1, sizeof(*ix));
 			for (size_t i = 0; i < ix_n; i++)
 				ix[i] = (struct tid_index){r->threads[i].tid, (uint32_t)i};
-			qsort(ix, ix_n, sizeof(*ix), cmp_tid_index);
+			vec_sort(ix, ix_n, sizeof(*ix), cmp_tid_index);
 		}
 		struct rec_thread *t0 = indexed(r, ix, ix_n, tid);
 		if (!t0)
@@ -597,7 +597,7 @@ size_t recording_reduce_sites(struct rhea_site *s, size_t n)
 {
 	if (!n)
 		return 0;
-	qsort(s, n, sizeof(*s), cmp_site);
+	vec_sort(s, n, sizeof(*s), cmp_site);
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (o > 0 && s[o - 1].serial == s[i].serial && s[o - 1].pc == s[i].pc)
@@ -665,11 +665,11 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 	rfile_close(rd);
 	split_lives(r);
 	if (r->nreleases > 1)
-		qsort(r->releases, r->nreleases, sizeof(*r->releases), cmp_release);
+		vec_sort(r->releases, r->nreleases, sizeof(*r->releases), cmp_release);
 	for (size_t i = 0; i < r->nthreads && !counts_only; i++) {
 		struct rec_thread *t = &r->threads[i];
 		if (!in_order(t->samples, t->nsamples)) /* (usually they are) */
-			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
+			vec_sort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample);
 		size_t kept = drop_superseded_waits(t->samples, t->nsamples);
 		r->nsamples -= t->nsamples - kept;
 		t->nsamples = kept;
@@ -764,7 +764,7 @@ static int by_start(const void *a, const void *b)
 
 void recording_sort_by_start(struct recording *recs, size_t n)
 {
-	qsort(recs, n, sizeof(*recs), by_start);
+	vec_sort(recs, n, sizeof(*recs), by_start);
 }
 
 /* The latest release of obj in r within [begin, end] not by (self, tid). */

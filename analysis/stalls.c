@@ -34,6 +34,7 @@
  */
 #include "stalls.h"
 #include "hookfn.h"
+#include "vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +99,7 @@ static size_t top_of(const struct rhea_sample *s, size_t i0, size_t i1, uint64_t
 		}
 		cur = k;
 	}
-	qsort(p, n, sizeof(*p), part_key_cmp);
+	vec_sort(p, n, sizeof(*p), part_key_cmp);
 	size_t best = (size_t)-1;
 	uint64_t best_ns = 0;
 	for (size_t i = 0; i < n;) {
@@ -370,7 +371,7 @@ int stalls_find(struct model *m, uint64_t threshold_ns, struct stalls *out)
 			goto oom;
 	}
 	if (out->n)
-		qsort(out->v, out->n, sizeof(*out->v), by_begin);
+		vec_sort(out->v, out->n, sizeof(*out->v), by_begin);
 	uint32_t ids[512];
 	for (size_t i = 0; i < out->n; i++) {
 		struct stall *x = &out->v[i];

@@ -21,6 +21,7 @@
  */
 #include "cli.h"
 #include "paths.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -105,7 +106,7 @@ void cli_prune_cfi_cache(void)
 	}
 	closedir(dp);
 	if (total > (uint64_t)max) {
-		qsort(e, n, sizeof(*e), by_use);
+		vec_sort(e, n, sizeof(*e), by_use);
 		for (size_t i = 0; i < n && total > (uint64_t)max / 4 * 3; i++) {
 			char path[4096 + 100];
 			snprintf(path, sizeof(path), "%s/%s", dir, e[i].name);

@@ -4,6 +4,7 @@
 #include "recording.h"
 #include "rfile.h"
 #include "symbolize.h"
+#include "vec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -202,7 +203,7 @@ char **cli_correct_programs(struct model *ms, size_t n)
 		recording_program(ms[k].rec, order[k].name, sizeof(order[k].name));
 		order[k].k = k;
 	}
-	qsort(order, n, sizeof(*order), cmp_by_prog);
+	vec_sort(order, n, sizeof(*order), cmp_by_prog);
 	for (size_t i = 0, j; i < n; i = j) {
 		size_t g = 0;
 		for (j = i; j < n && strcmp(order[j].name, order[i].name) == 0; j++)

@@ -410,9 +410,8 @@ static void put_samples(struct compactor *c, struct tsamples *t)
 	}
 	for (size_t i = 0; i < t->n; i++)
 		ptrs[i] = &t->s[i];
-	qsort(ptrs, t->n, sizeof(*ptrs), cmp_end);
-	if (t->nstarts) /* (none yet: starts may be NULL, which qsort must not get) */
-		qsort(t->starts, t->nstarts, sizeof(*t->starts), vec_cmp_u64);
+	vec_sort(ptrs, t->n, sizeof(*ptrs), cmp_end);
+	vec_sort(t->starts, t->nstarts, sizeof(*t->starts), vec_cmp_u64);
 	size_t done = 0;
 	while (done < t->n && !c->werr) {
 		uint32_t n = t->n - done > ENTRY_SAMPLES ? ENTRY_SAMPLES : (uint32_t)(t->n - done);
@@ -648,7 +647,7 @@ static int keep_perf_map(struct compactor *c, const struct rhea_file_header *hdr
 	for (size_t id = 0; id < c->nodes_cap; id++)
 		if (c->nodes_known[id])
 			addrs[n++] = c->nodes[id].addr;
-	qsort(addrs, n, sizeof(*addrs), vec_cmp_u64);
+	vec_sort(addrs, n, sizeof(*addrs), vec_cmp_u64);
 	char *text;
 	size_t len, kept;
 	int e = sym_perf_map_keep(path, addrs, n, &text, &len, &kept);
@@ -748,7 +747,7 @@ static int keep_code_names(struct compactor *c, const char *root)
 		v[n++] = f.func_size ? (struct code_name){f.func_lo, f.func_size, name, !f.resolved}
 				     : (struct code_name){addr, 1, name, 0};
 	}
-	qsort(v, n, sizeof(*v), cmp_code_name);
+	vec_sort(v, n, sizeof(*v), cmp_code_name);
 	for (size_t i = 0; i < n; i++) {
 		if (i && v[i].lo == v[i - 1].lo)
 			continue; /* one function, several addresses */

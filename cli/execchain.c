@@ -25,6 +25,7 @@
 #include "rfile.h"
 #include "paths.h"
 #include "report.h"
+#include "vec.h"
 
 #include <stdlib.h>
 
@@ -300,7 +301,7 @@ int cli_children(const char *path, const struct recording *r, struct report_imag
 	int stale;
 	cli_each_derived(base, NULL, child_seen, &c, &stale);
 	if (!c.failed && c.n) {
-		qsort(c.kids, c.n, sizeof(*c.kids), by_start);
+		vec_sort(c.kids, c.n, sizeof(*c.kids), by_start);
 		if (!(*out = calloc(c.n, sizeof(**out))))
 			c.failed = 1;
 	}

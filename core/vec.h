@@ -27,6 +27,14 @@ static inline int vec_grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+/* qsort, but for none or one element: base may then be NULL (an array
+ * vec_grow never grew), which qsort must not be given. */
+static inline void vec_sort(void *base, size_t n, size_t elem, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, elem, cmp);
+}
+
 /* qsort's comparator for an array of uint64_t, ascending. */
 static inline int vec_cmp_u64(const void *a, const void *b)
 {

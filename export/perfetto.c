@@ -43,6 +43,7 @@
 #include "hookfn.h"
 #include "pbwriter.h"
 #include "stalls.h"
+#include "vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -504,7 +505,7 @@ static int cmp_flow_ev(const void *a, const void *b)
 static void put_flows(struct pf *p, struct flow_ev *ev, size_t n)
 {
 	if (n > 1)
-		qsort(ev, n, sizeof(*ev), cmp_flow_ev);
+		vec_sort(ev, n, sizeof(*ev), cmp_flow_ev);
 	for (size_t i = 0; i < n; i++) {
 		packet_begin(p, ev[i].ts, 1);
 		pbwriter_begin(&p->w, TP_TRACK_EVENT);
@@ -607,7 +608,7 @@ static void write_stalls(struct pf *p)
 			p->err = 1;
 		goto out;
 	}
-	qsort(ev, n, sizeof(*ev), cmp_stall_ev);
+	vec_sort(ev, n, sizeof(*ev), cmp_stall_ev);
 	start_sequence(p, 4 + 2 * (uint32_t)r->nthreads);
 	intern_debug_names(p, ev[0].ts, stall_annotation_names, SA_COUNT);
 	for (size_t ti = 0; ti < r->nthreads; ti++) {

@@ -16,6 +16,7 @@
 #include "hookfn.h"
 #include "json.h"
 #include "symbolize.h"
+#include "vec.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -290,7 +291,7 @@ static size_t build_sites(struct model *m, struct site_row **out, uint64_t *tota
 		rows[j].count += s->count;
 		rows[j].bytes += s->bytes;
 	}
-	qsort(rows, n, sizeof(*rows), by_site);
+	vec_sort(rows, n, sizeof(*rows), by_site);
 	*out = rows;
 	return n;
 }
@@ -468,7 +469,7 @@ static struct wgroup *build_waits(struct recording *r, size_t *n_out)
 			}
 		}
 	if (n > 1) /* (g is NULL when nothing blocked) */
-		qsort(g, n, sizeof(*g), cmp_wgroup);
+		vec_sort(g, n, sizeof(*g), cmp_wgroup);
 	*n_out = n;
 	return g;
 }
@@ -562,7 +563,7 @@ static size_t blocked_at_end(const struct recording *r, struct hung **out)
 			h[n++] = (struct hung){t, last};
 	}
 	if (n > 1)
-		qsort(h, n, sizeof(*h), by_hung_begin);
+		vec_sort(h, n, sizeof(*h), by_hung_begin);
 	return n;
 }
 
@@ -662,7 +663,7 @@ static size_t stall_others(const struct recording *r, const struct stall *x, str
 		if (s)
 			o[n++] = (struct other){t, s, ns};
 	}
-	qsort(o, n, sizeof(*o), by_other_ns);
+	vec_sort(o, n, sizeof(*o), by_other_ns);
 	return n < max ? n : max;
 }
 
@@ -1269,7 +1270,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		if (cp.incl[i])
 			cporder[ncp++] = i;
 	sort_cp = cp.self;
-	qsort(cporder, ncp, sizeof(uint32_t), by_cp);
+	vec_sort(cporder, ncp, sizeof(uint32_t), by_cp);
 	/* per thread, in the recording's order (the text sorts them later) */
 	struct trow *rows = calloc(r->nthreads ? r->nthreads : 1, sizeof(*rows));
 	uint64_t cpu_total = 0;
@@ -1375,7 +1376,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
-		qsort(order, nf, sizeof(uint32_t), by_incl);
+		vec_sort(order, nf, sizeof(uint32_t), by_incl);
 		json_arr_begin(&j, "functions");
 		for (uint32_t i = 0; i < nf; i++) {
 			const struct model_func *f = &m->funcs[order[i]];
@@ -1561,7 +1562,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "\nThreads\n  %-8s %-16s %10s %10s %9s %10s\n", "TID", "NAME", "WALL", "CPU",
 		"CAPTURES", "ALLOCS");
 	/* The busiest threads first (CPU, then wall); the rest summed up. */
-	qsort(rows, r->nthreads, sizeof(*rows), by_thread_cpu);
+	vec_sort(rows, r->nthreads, sizeof(*rows), by_thread_cpu);
 	size_t shown_threads = r->nthreads <= (size_t)top + 5 ? r->nthreads : (size_t)top;
 	uint64_t rest_cpu = 0, rest_caps = 0;
 	for (size_t k = 0; k < r->nthreads; k++) {
@@ -1581,7 +1582,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			r->nthreads - shown_threads, fmt_ns(rest_cpu, b1), fmt_count(rest_caps, b2));
 
 	int namew = W - 2 - 4 * 11;
-	qsort(order, nf, sizeof(uint32_t), by_incl);
+	vec_sort(order, nf, sizeof(uint32_t), by_incl);
 	fprintf(out, "\nTop functions by inclusive time (all threads; faults = minor+major page\n"
 		     "faults, csw = voluntary/involuntary context switches inside)\n"
 		     "  %9s %9s %4s %7s %7s %9s %s\n",
@@ -1599,7 +1600,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			fmt_count(s->alloc_count, b3), fmt_count(s->minflt + s->majflt, b5), csw,
 			fit(f->name, W - 54 > 16 ? W - 54 : 16, nb));
 	}
-	qsort(order, nf, sizeof(uint32_t), by_self);
+	vec_sort(order, nf, sizeof(uint32_t), by_self);
 	fprintf(out, "\nTop functions by self time\n  %10s %10s %10s %10s %s\n", "SELF", "SELF CPU",
 		"INCL", "CPU/WALL", "FUNCTION");
 	for (uint32_t i = 0; i < nf && i < (uint32_t)top; i++) {
@@ -1631,7 +1632,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	fprintf(out, "\nAllocation sites (every allocation counted: %s allocations, %s)\n",
 		fmt_count(site_count, b1), fmt_bytes(site_bytes, b2));
 	print_sites(out, "by count", sites, nsites, (size_t)top, W);
-	qsort(sites, nsites, sizeof(*sites), by_site_bytes);
+	vec_sort(sites, nsites, sizeof(*sites), by_site_bytes);
 	print_sites(out, "by bytes", sites, nsites, (size_t)(top < 8 ? top : 8), W);
 
 	fprintf(out, "\nTime per hook class\n  %-8s %10s %10s %12s\n", "CLASS", "CAPTURES", "WAITS", "BLOCKED");
@@ -1968,7 +1969,7 @@ static struct xgroup *build_xgroups(struct recording *recs, struct model *models
 	}
 	free(w);
 	if (ng > 1)
-		qsort(g, ng, sizeof(*g), by_xgroup_total);
+		vec_sort(g, ng, sizeof(*g), by_xgroup_total);
 	*ngroups = ng;
 	return g;
 }
@@ -2021,7 +2022,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		progs[i].allocs += rows[k].allocs;
 	}
 	if (nprogs > 1)
-		qsort(progs, nprogs, sizeof(*progs), by_prog_cpu);
+		vec_sort(progs, nprogs, sizeof(*progs), by_prog_cpu);
 	/* the functions of all of them, when the caller symbolized them */
 	struct xtab xt;
 	memset(&xt, 0, sizeof(xt));
@@ -2036,7 +2037,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		return -1;
 	}
 	if (xt.n > 1)
-		qsort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
+		vec_sort(xt.v, xt.n, sizeof(*xt.v), by_xself_cpu);
 	/* waits on process-shared objects woken from another process */
 	size_t nxg = 0;
 	uint64_t xunpaired = 0;
@@ -2048,7 +2049,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		if (xt.v[i].cp_incl)
 			cpv[ncp++] = &xt.v[i];
 	if (ncp > 1)
-		qsort(cpv, ncp, sizeof(*cpv), by_xcp);
+		vec_sort(cpv, ncp, sizeof(*cpv), by_xcp);
 	char b1[64], b2[64], b3[64], b4[64], eb[64], nb[512];
 	if (o->json) {
 		struct json j;
@@ -2162,7 +2163,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		fprintf(out, "  first:    pid %u, %s\n", recs[0].hdr.pid, fit(cmd, W - 20, nb));
 	fprintf(out, "  total:    %s CPU in %" PRIu64 " threads, %s allocations\n\n", fmt_ns(cpu, b1), threads,
 		fmt_count(allocs, b2));
-	qsort(rows, n, sizeof(*rows), by_row_cpu);
+	vec_sort(rows, n, sizeof(*rows), by_row_cpu);
 	size_t shown = n < (size_t)o->top ? n : (size_t)o->top;
 	fprintf(out, "Processes by CPU (%zu of %zu; a process that exec'ed has a row per program; START from\n"
 		     "the first start)\n", shown, n);

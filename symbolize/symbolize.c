@@ -613,7 +613,7 @@ static int sort_mods(struct symbolizer *s)
 		return -ENOMEM;
 	s->maxhi = mh;
 	if (s->nmods > 1)
-		qsort(s->mods, s->nmods, sizeof(*s->mods), cmp_mod);
+		vec_sort(s->mods, s->nmods, sizeof(*s->mods), cmp_mod);
 	uint64_t m = 0;
 	for (size_t i = 0; i < s->nmods; i++) {
 		if (s->mods[i].hi > m)
@@ -715,7 +715,7 @@ static int build_index(struct mod *md)
 		k++;
 	}
 	if (k > 1)
-		qsort(ix->v, k, sizeof(*ix->v), cmp_ksym);
+		vec_sort(ix->v, k, sizeof(*ix->v), cmp_ksym);
 	uint64_t m = 0;
 	for (size_t i = 0; i < k; i++) {
 		if (ix->v[i].lo + ix->v[i].size > m)
@@ -1044,7 +1044,7 @@ static struct cuidx *cu_index(struct mod *md, Dwarf_Die *cu)
 		w.files = NULL;
 	walk_dies(&w, cu, 0);
 	if (ci->n > 1)
-		qsort(ci->v, ci->n, sizeof(*ci->v), cmp_irange);
+		vec_sort(ci->v, ci->n, sizeof(*ci->v), cmp_irange);
 	ci->maxend = ci->n ? malloc(ci->n * sizeof(*ci->maxend)) : NULL;
 	if (w.err || (ci->n && !ci->maxend)) {
 		free(ci->v);
@@ -1096,7 +1096,7 @@ static Dwarf_Die *cu_by_ranges(struct mod *md, uint64_t a, Dwarf_Addr *dbias)
 		}
 	done:
 		if (md->d->ncur > 1)
-			qsort(md->d->cur, md->d->ncur, sizeof(*md->d->cur), cmp_curange);
+			vec_sort(md->d->cur, md->d->ncur, sizeof(*md->d->cur), cmp_curange);
 	}
 	uint64_t pc = a - md->d->cur_bias;
 	size_t lo = 0, hi = md->d->ncur;
@@ -1586,7 +1586,7 @@ static int add_perf_map_from(struct symbolizer *s, FILE *f, const char *label)
 		s->jit[s->njit++] = (struct jitsym){lo, lo + size, copy, lines};
 	}
 	free(line);
-	qsort(s->jit, s->njit, sizeof(*s->jit), jit_cmp);
+	vec_sort(s->jit, s->njit, sizeof(*s->jit), jit_cmp);
 	if (bad)
 		add_warning(s, "%s: %zu of %zu lines are not \"START SIZE name\" (ignored)", label, bad, lines);
 	s->tabn = 0; /* addresses cached before now may have names now */
