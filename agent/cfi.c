@@ -750,7 +750,8 @@ int cfi_fde_ranges(const char *path, struct cfi_range **out, size_t *n)
 			goto out;
 		if ((err = compile_section(&b, &s, eh.e_ident)))
 			goto out;
-		qsort(b.eh, b.neh, sizeof(*b.eh), cmp_range);
+		if (b.neh) /* (none: b.eh is NULL, which qsort must not get) */
+			qsort(b.eh, b.neh, sizeof(*b.eh), cmp_range);
 		_Static_assert(sizeof(struct range) == sizeof(struct cfi_range), "same layout");
 		*out = (struct cfi_range *)b.eh;
 		*n = b.neh;
