@@ -547,8 +547,7 @@ static void tally_end(void *arg, const struct rec_thread *t, const struct model_
 		y->thread_cpu += cpu;
 }
 
-/* Upper end of the Wilson interval of a share p measured on n trials. */
-static double wilson_hi(double p, double n, double z)
+double model_wilson_hi(double p, double n, double z)
 {
 	double z2 = z * z;
 	return (p + z2 / (2 * n) + z * sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n);
@@ -719,7 +718,7 @@ int model_correct_pooled(struct model *const *ms, size_t n, struct model_cut *ou
 	for (uint32_t j = 0; j < nk; j++) {
 		double t = ev.cpu_all > 0 ? ev.tl[j] / ev.cpu_all : 0, s = ev.cpu_all > 0 ? ev.sp[j] / ev.cpu_all : 0;
 		keep_key[j] = 1;
-		if (j == 0 || ev.periods_all < 50 || t < CUT_MIN_SHARE || wilson_hi(s, ev.periods_all, 3.0) >= t * 2 / 3)
+		if (j == 0 || ev.periods_all < 50 || t < CUT_MIN_SHARE || model_wilson_hi(s, ev.periods_all, 3.0) >= t * 2 / 3)
 			continue;
 		keep_key[j] = s / t;
 		/* out keeps the largest max, sorted (insertion: max is small) */

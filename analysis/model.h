@@ -137,6 +137,10 @@ int model_correct(struct model *m, struct model_cut *out, int max);
  * its own. */
 int model_correct_pooled(struct model *const *ms, size_t n, struct model_cut *out, int max);
 
+/* The top of the Wilson interval (z standard deviations) of a share p
+ * measured in n trials: what the sampler's periods can still mean. */
+double model_wilson_hi(double p, double n, double z);
+
 /* What model_correct did (n of its cuts), as one sentence for a note.
  * 0, or 1 with the note in buf. */
 int model_cut_note(const struct model *m, const struct model_cut *c, int n, char *buf, size_t len);

@@ -20,7 +20,6 @@
 
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1038,19 +1037,12 @@ static int jit_note(const struct model *m, const struct cpuprof *cp, char *buf, 
 	return 1;
 }
 
-/* The top of the 3-sigma Wilson interval of a share s seen in n periods. */
-static double wilson_top(double s, double n)
-{
-	const double z = 3.0;
-	return (s + z * z / (2 * n) + z * sqrt(s * (1 - s) / n + z * z / (4 * n * n))) / (1 + z * z / n);
-}
-
 /* The profile's share s of a function with share t on the timeline, in n
  * periods, is under a third of it, and with few periods surely under half
  * of it. */
 static int profile_says_less(double t, double s, double n)
 {
-	return s < t / 3 && (n >= 50 || wilson_top(s, n) < t / 2);
+	return s < t / 3 && (n >= 50 || model_wilson_hi(s, n, 3.0) < t / 2);
 }
 
 static int timeline_note(const struct model *m, const struct fstat *f, const struct cpuprof *cp,
