@@ -19,6 +19,9 @@ int cmd_attach(int argc, char **argv);
 int cli_parse_hooks(const char *s, uint32_t *mask);
 int cli_find_agent(char *out, size_t cap);
 void cli_summarize(const char *path, int child);
+/* "rhea: <whose> last N samples were recovered from <whose> memory" (n > 0;
+ * whose: "its" or "their"; the agent's own: "the agent's", "its"). */
+void cli_say_recovered(const char *whose, const char *mem, long n);
 /* A finished recording rewritten smaller (compact_recording); a failure says
  * one line and leaves the file as it was.  root: NULL, or a process's
  * root when it has its own (compact_recording_root). */

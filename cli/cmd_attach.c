@@ -908,7 +908,7 @@ int cmd_attach(int argc, char **argv)
 		if (!quiet) {
 			fprintf(stderr, "rhea: process %d ended while attached\n", (int)pid);
 			if (n > 0)
-				fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n", n);
+				cli_say_recovered("the agent's", "its", n);
 			else if (n == 0 && readable) /* (killed just after the agent's writer ran) */
 				fprintf(stderr, "rhea: the agent had written all it recorded: nothing was left in its "
 						"memory\n");

@@ -410,9 +410,10 @@ static void summarize_loaded(const char *path, const struct recording *r, const 
 	if (recording_write_error(r))
 		snprintf(unwritten, sizeof(unwritten), ", cut short: the agent could not write it (%s)",
 			 recording_write_error(r));
-	fprintf(stderr, "rhea: %s%s: %llu samples (%llu captures) from %zu thread%s%s%s%s\n",
-		label, path, (unsigned long long)r->nsamples,
-		(unsigned long long)captures, r->nthreads, r->nthreads == 1 ? "" : "s", dropped, how,
+	fprintf(stderr, "rhea: %s%s: %llu sample%s (%llu capture%s) from %zu thread%s%s%s%s\n",
+		label, path, (unsigned long long)r->nsamples, r->nsamples == 1 ? "" : "s",
+		(unsigned long long)captures, captures == 1 ? "" : "s", r->nthreads, r->nthreads == 1 ? "" : "s",
+		dropped, how,
 		r->have_end		? ""
 		: recording_write_error(r) ? unwritten
 		: r->end_outside && r->end_recovered ? ", ended by rhea (the agent's unwritten records recovered)"
@@ -425,6 +426,14 @@ static void summarize_loaded(const char *path, const struct recording *r, const 
 }
 
 /* One summary line for a recording. */
+void cli_say_recovered(const char *whose, const char *mem, long n)
+{
+	if (n == 1)
+		fprintf(stderr, "rhea: %s last sample was recovered from %s memory\n", whose, mem);
+	else if (n > 1)
+		fprintf(stderr, "rhea: %s last %ld samples were recovered from %s memory\n", whose, n, mem);
+}
+
 void cli_summarize(const char *path, int child)
 {
 	struct recording r;
@@ -867,8 +876,7 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "rhea: %s was killed by signal %d (%s)\n", prog[0], WTERMSIG(status),
 				strsignal(WTERMSIG(status)));
 		if (salvaged_samples > 0)
-			fprintf(stderr, "rhea: the agent's last %ld samples were recovered from its memory\n",
-				salvaged_samples);
+			cli_say_recovered("the agent's", "its", salvaged_samples);
 		if (!none) {
 			cli_summarize(path, 0);
 			if (ao.follow)
@@ -881,7 +889,8 @@ int cmd_record(int argc, char **argv)
 		say_children(by_parent, "ended without writing an end (its parent reaped it)",
 			     "ended without writing an end (their parents reaped them)");
 		if (child_samples > 0)
-			fprintf(stderr, "rhea: their last %ld samples were recovered from their memory\n", child_samples);
+			cli_say_recovered(children_ended == 1 ? "its" : "their", children_ended == 1 ? "its" : "their",
+					  child_samples);
 		if (ao.follow)
 			summarize_children(path, started, pid);
 	}
