@@ -356,6 +356,16 @@ for a in w2 w1 w4; do
 					printf "%s %.2f %% (%.2f..%.2f)", (i > 1 ? "," : ""), o[i], l[i], h[i]
 				printf "\n   (each interval is that run'"'"'s sampling error alone; the spread between runs is the machine'"'"'s)\n"
 			}'
+		# the ticker's mode in each run (columns 5-7 of runs.txt: wake-ups, a
+		# second, % of the run coasting), which the profiler's slowdown can change
+		awk 'NF >= 7 { n++; w[n] = $6; c[n] = $7 }
+			END {
+				if (!n) exit
+				printf "   the ticker in these runs (perf slows the program, which can tip it from ticking to coasting):"
+				for (i = 1; i <= n; i++)
+					printf "%s %.0f wake-ups/s, coasting %.0f %%", (i > 1 ? ";" : ""), w[i], c[i]
+				printf "\n"
+			}' "$d/runs.txt"
 	else
 		echo "   failed: $(tail -n 1 "$d/errors.txt" 2>/dev/null)"
 	fi

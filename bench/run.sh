@@ -325,12 +325,20 @@ attribute_run() {
 				>"$r/script.txt" 2>>"$d/errors.txt" &&
 			perf report -i "$r/perf.data" --no-children --sort dso --stdio -g none \
 				>"$r/dso.txt" 2>>"$d/errors.txt" &&
-			tcpu=$("$RHEA" report --json "$r/rec.rhea" 2>>"$d/errors.txt" |
-				python3 -c 'import json, sys; print(json.load(sys.stdin)["stats"]["agent_cpu_ns"])') &&
+			tcpu=$("$RHEA" report --json "$r/rec.rhea" 2>>"$d/errors.txt" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s, wall = d["stats"], d["recording"]["duration_ns"] or 1
+# the ticker mode of this run: a profiled program runs slower, which can
+# tip the agent from ticking to coasting (agent.c), so it is reported
+print("%d %.1f %.1f" % (s["ticker_wakes"], s["ticker_wakes"] * 1e9 / wall, 100.0 * s["ticker_coast_ns"] / wall),
+      file=open(sys.argv[1], "w"))
+print(s["agent_cpu_ns"])' "$r/ticker.txt") &&
 			python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$r/dso.txt" \
 				--threads-cpu-ns "$tcpu" --summary "$r/summary.txt" "$r/script.txt" \
 				>"$r/report.txt" 2>>"$d/errors.txt" &&
-			awk -F= -v run="$i" '{ v[$1] = $2 } END { print run, v["overhead_pct"], v["overhead_lo"], v["overhead_hi"] }' \
+			awk -F= -v run="$i" -v tk="$(cat "$r/ticker.txt")" '{ v[$1] = $2 }
+				END { print run, v["overhead_pct"], v["overhead_lo"], v["overhead_hi"], tk }' \
 				"$r/summary.txt" >>"$d/runs.txt" ||
 			say "bench: $name: direct cost, run $i failed"
 		[ "${KEEP:-0}" = 1 ] || rm -f "$r/perf.data" "$r/script.txt"
