@@ -587,7 +587,7 @@ static void errors_within_a_step(const struct steps *c)
 
 /* The entry in buf is of `kind`, at shift 4 with every counter in steps,
  * and decodes to n samples whose errors stay within a step. */
-static void decodes_within_a_step(const uint8_t *buf, uint16_t kind, struct steps *c, int n)
+static void decodes_within_a_step(const uint8_t *buf, uint16_t kind, struct steps *c, uint32_t n)
 {
 	cr_assert_eq(((const struct rhea_entry *)buf)->kind, kind);
 	cr_assert_eq(((const struct rhea_entry *)buf)->flags, 4 | 0x7f << 8);
