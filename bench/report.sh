@@ -348,24 +348,21 @@ for a in w2 w1 w4; do
 	cat "$d/title.txt"
 	if [ -s "$d/report.txt" ]; then
 		cat "$d/report.txt"
-		[ "$(wc -l <"$d/runs.txt" 2>/dev/null || echo 0)" -gt 1 ] &&
-			sort -k2,2g "$d/runs.txt" | awk '{ o[NR] = $2; l[NR] = $3; h[NR] = $4 }
+		# every run, by overhead, with the ticker's mode in it (runs.txt's
+		# columns 5-6: perf's slowdown can tip it from ticking to coasting)
+		sort -k2,2g "$d/runs.txt" | awk '{ o[NR] = $2; l[NR] = $3; h[NR] = $4; w[NR] = $5; c[NR] = $6 }
+			function tk(i) { return w[i] == "" ? "" : sprintf("; ticker %d wake-ups/s, coasting %d %%", w[i], c[i]) }
 			END {
+				if (NR == 1) {
+					if (w[1] != "")
+						printf "   (%s)\n", substr(tk(1), 3)
+					exit
+				}
 				printf "   runs (the one above is the median): direct CPU overhead"
 				for (i = 1; i <= NR; i++)
-					printf "%s %.2f %% (%.2f..%.2f)", (i > 1 ? "," : ""), o[i], l[i], h[i]
+					printf "%s %.2f %% (%.2f..%.2f%s)", (i > 1 ? "," : ""), o[i], l[i], h[i], tk(i)
 				printf "\n   (each interval is that run'"'"'s sampling error alone; the spread between runs is the machine'"'"'s)\n"
 			}'
-		# the ticker's mode in each run (columns 5-7 of runs.txt: wake-ups, a
-		# second, % of the run coasting), which the profiler's slowdown can change
-		awk 'NF >= 7 { n++; w[n] = $6; c[n] = $7 }
-			END {
-				if (!n) exit
-				printf "   the ticker in these runs (perf slows the program, which can tip it from ticking to coasting):"
-				for (i = 1; i <= n; i++)
-					printf "%s %.0f wake-ups/s, coasting %.0f %%", (i > 1 ? ";" : ""), w[i], c[i]
-				printf "\n"
-			}' "$d/runs.txt"
 	else
 		echo "   failed: $(tail -n 1 "$d/errors.txt" 2>/dev/null)"
 	fi

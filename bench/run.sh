@@ -303,7 +303,8 @@ run_workload() {
 # whose intervals were +-0.15), so there are several: the run with the
 # median overhead is reported in full, all of them on one line.  Into
 # $WORK/attr-NAME: title.txt, report.txt and summary.txt (the median run's)
-# or errors.txt, runs.txt (one line per run: overhead, its interval).
+# or errors.txt, runs.txt (one line per run: overhead, its interval, the
+# ticker's wake-ups a second and % of the run coasting).
 # ATTR_BEFORE, when set: a command evaluated before each run.
 attribute_run() {
 	name=$1 title=$2 runs=$3 freq=$4
@@ -325,19 +326,19 @@ attribute_run() {
 				>"$r/script.txt" 2>>"$d/errors.txt" &&
 			perf report -i "$r/perf.data" --no-children --sort dso --stdio -g none \
 				>"$r/dso.txt" 2>>"$d/errors.txt" &&
-			tcpu=$("$RHEA" report --json "$r/rec.rhea" 2>>"$d/errors.txt" | python3 -c '
+			# the agent threads' CPU, and the ticker's mode in this run (wake-ups a
+			# second, % of the run coasting): perf's slowdown can tip it from
+			# ticking to coasting (agent.c)
+			st=$("$RHEA" report --json "$r/rec.rhea" 2>>"$d/errors.txt" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 s, wall = d["stats"], d["recording"]["duration_ns"] or 1
-# the ticker mode of this run: a profiled program runs slower, which can
-# tip the agent from ticking to coasting (agent.c), so it is reported
-print("%d %.1f %.1f" % (s["ticker_wakes"], s["ticker_wakes"] * 1e9 / wall, 100.0 * s["ticker_coast_ns"] / wall),
-      file=open(sys.argv[1], "w"))
-print(s["agent_cpu_ns"])' "$r/ticker.txt") &&
+print(s["agent_cpu_ns"], "%.0f %.0f" % (s["ticker_wakes"] * 1e9 / wall, 100.0 * s["ticker_coast_ns"] / wall))') &&
+			tcpu=${st%% *} &&
 			python3 bench/attribute.py --agent "$BIN/librhea.so" --check-dso "$r/dso.txt" \
 				--threads-cpu-ns "$tcpu" --summary "$r/summary.txt" "$r/script.txt" \
 				>"$r/report.txt" 2>>"$d/errors.txt" &&
-			awk -F= -v run="$i" -v tk="$(cat "$r/ticker.txt")" '{ v[$1] = $2 }
+			awk -F= -v run="$i" -v tk="${st#* }" '{ v[$1] = $2 }
 				END { print run, v["overhead_pct"], v["overhead_lo"], v["overhead_hi"], tk }' \
 				"$r/summary.txt" >>"$d/runs.txt" ||
 			say "bench: $name: direct cost, run $i failed"
