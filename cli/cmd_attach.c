@@ -41,7 +41,7 @@ static void usage(FILE *f)
 		"Loads the agent into the running process PID, records it until --duration\n"
 		"has passed or Ctrl-C, then stops: the hooks are taken out again and the\n"
 		"process goes on as it was.  Needs the right to ptrace PID (same user and\n"
-		"kernel.yama.ptrace_scope 0, or root).\n"
+		"kernel.yama.ptrace_scope 0, or root; rhea says what refused it).\n"
 		"\n"
 		"  -o, --output FILE    recording to write (default rhea-<name>-<pid>.rhea)\n"
 		"  -d, --duration DUR   stop after DUR (default: at Ctrl-C, or when PID ends)\n"
@@ -664,9 +664,11 @@ int cmd_attach(int argc, char **argv)
 		if (other_user)
 			cli_err("attach: not permitted to trace process %d: it runs as uid %u (rhea attach must run as "
 				"that user, or as root)", (int)pid, (unsigned)pst.st_uid);
-		else
-			cli_err("attach: not permitted to trace process %d (kernel.yama.ptrace_scope: only root, or "
-				"a parent, may)", (int)pid);
+		else {
+			char why[256];
+			cli_ptrace_denied(pid, why, sizeof(why));
+			cli_err("attach: not permitted to trace process %d: %s", (int)pid, why);
+		}
 		return EXIT_BADINPUT;
 	}
 	if (memfd >= 0)

@@ -300,10 +300,23 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 		return -1;
 	}
 	absolute(given, abs, cap);
+	struct stat st, lst;
+	int linked = 0;
+	if (lstat(abs, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+		/* a link to a recording: the file it names is the one kept as
+		 * .old and replaced (as rhea convert does); a dangling link is
+		 * no place for one */
+		char real[PATH_MAX];
+		if (stat(abs, &st) != 0 || !realpath(abs, real)) {
+			cli_err("%s: a symbolic link to nothing (%s)", given, strerror(errno));
+			return -1;
+		}
+		snprintf(abs, cap, "%s", real);
+		linked = 1;
+	}
 	char dirbuf[PATH_MAX];
 	snprintf(dirbuf, sizeof(dirbuf), "%s", abs);
 	const char *dir = dirname(dirbuf);
-	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0) {
 		cli_err("%s: cannot write a recording in %s (%s)", given, dir,
 			stat(dir, &st) != 0 ? strerror(errno) : "not a writable directory");
@@ -312,6 +325,14 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 	if (stat(abs, &st) == 0) {
 		if (S_ISDIR(st.st_mode)) {
 			cli_err("%s: is a directory", given);
+			return -1;
+		}
+		/* A recording is made beside its name and linked in when done,
+		 * and what was there is kept as .old: a device or a pipe must not
+		 * be moved (as root, -o /dev/full used to rename the device) */
+		if (!S_ISREG(st.st_mode)) {
+			cli_err("%s: not a regular file (a device, a pipe or a socket): -o names the file a recording "
+				"is written to", given);
 			return -1;
 		}
 		char old[PATH_MAX + 8];
@@ -323,7 +344,8 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 		if (moved)
 			*moved = 1;
 		if (!quiet)
-			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", given, given);
+			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", linked ? abs : given,
+				linked ? abs : given);
 	}
 	return 0;
 }

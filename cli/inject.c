@@ -740,8 +740,11 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, uint64_t
 			    tracer, comm, strcmp(comm, "rhea") == 0 ? ", another rhea attach" : "");
 			return -1;
 		}
-		say(err, errlen, "cannot trace process %d: %s%s", (int)pid, strerror(e),
-		    e == EPERM ? " (another user's process, or kernel.yama.ptrace_scope: run as root)" : "");
+		char why[256] = "";
+		if (e == EPERM)
+			cli_ptrace_denied(pid, why, sizeof(why));
+		say(err, errlen, "cannot trace process %d: %s%s%s%s", (int)pid, strerror(e), *why ? " (" : "", why,
+		    *why ? ")" : "");
 		return -1;
 	}
 	int st, rc = TRY_AGAIN, pass = 0;

@@ -48,6 +48,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import tempfile
@@ -4068,6 +4069,44 @@ def t_rlimit_as(c):
     c.done()
 
 
+def t_record_output_kinds(c):
+    """-o naming what is not a regular file.  A pipe (as a device would:
+    as root, -o /dev/full renamed the device to /dev/full.old and left a
+    regular file in its place): one line, exit 2, the program not run, the
+    pipe still a pipe and no .old.  A symbolic link to an earlier
+    recording: the file it names is kept as .old and replaced, the link
+    still a link to it.  A dangling link: one line, exit 2, nothing
+    made."""
+    fifo = c.path("p.rhea")
+    os.mkfifo(fifo)
+    marker = c.path("ran")
+    rc, out, err = c.run([c.rhea, "record", "-o", fifo, "--", "/bin/sh", "-c", "touch " + marker])
+    c.check(rc == 2 and len(err.splitlines()) == 1 and "not a regular file" in err,
+            "-o a pipe: status %d, stderr %r" % (rc, err[:300]))
+    c.check(stat.S_ISFIFO(os.lstat(fifo).st_mode) and not os.path.exists(fifo + ".old"),
+            "-o a pipe: the pipe was moved or replaced")
+    c.check(not os.path.exists(marker), "-o a pipe: the program ran")
+    real, link = c.path("real.rhea"), c.path("link.rhea")
+    with open(real, "w") as f:
+        f.write("the previous recording\n")
+    os.symlink("real.rhea", link)
+    rc, out, err = c.run([c.rhea, "record", "-o", link, "--", "/bin/echo", "hi"])
+    expect_status(c, rc, 0, err)
+    c.check(os.path.islink(link) and os.readlink(link) == "real.rhea", "-o a link: the link is gone")
+    with open(real + ".old") as f:
+        c.check(f.read() == "the previous recording\n", "-o a link: real.rhea.old is not the previous one")
+    rec = c.report(link)
+    c.check(rec["recording"]["command"] == "/bin/echo hi", "-o a link: the recording through it is of %r, not echo" % rec["recording"]["command"])
+    dang = c.path("dangling.rhea")
+    os.symlink("nowhere.rhea", dang)
+    rc, out, err = c.run([c.rhea, "record", "-o", dang, "--", "/bin/echo", "hi"])
+    c.check(rc == 2 and len(err.splitlines()) == 1 and "link to nothing" in err,
+            "-o a dangling link: status %d, stderr %r" % (rc, err[:300]))
+    c.check(not os.path.exists(c.path("nowhere.rhea")) and os.path.islink(dang),
+            "-o a dangling link: something was made")
+    c.done()
+
+
 def t_record_limits(c):
     """rhea record under the limits a user set for the program.
     ulimit -v 30000: the agent cannot map its buffers and says so; rhea
@@ -4237,6 +4276,16 @@ def t_attach_other_user(c, variant):
                                 "-d", "1s", "-o", os.path.join(out, "x.rhea"), str(sleeper.pid)], timeout=30)
             c.check(rc == 2 and len(err.splitlines()) == 1 and "not permitted to trace process %d" % sleeper.pid
                     in err and "uid 0" in err, "nobody attaching root's process: status %d: %r" % (rc, err[:300]))
+            # root without CAP_SYS_PTRACE, attaching root's process that has
+            # it: the same user, so the reason is the capabilities (or yama,
+            # where its scope is 1 or more), not "another user" (it used to
+            # blame yama even where there is no yama)
+            rc, _, err = c.run(["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", c.rhea,
+                                "attach", "-d", "1s", "-o", os.path.join(out, "y.rhea"), str(sleeper.pid)],
+                               timeout=30)
+            c.check(rc == 2 and len(err.splitlines()) == 1 and "not permitted to trace process %d" % sleeper.pid
+                    in err and ("capabilities rhea lacks" in err or "ptrace_scope is" in err),
+                    "root without CAP_SYS_PTRACE attaching root's process: status %d: %r" % (rc, err[:300]))
             shutil.rmtree(out, ignore_errors=True)
         finally:
             sleeper.kill()
@@ -5567,6 +5616,7 @@ def all_tests():
     t.append(Test("vdso", t_vdso))
     t.append(Test("rlimit-as", t_rlimit_as))
     t.append(Test("record-limits", t_record_limits))
+    t.append(Test("record-output-kinds", t_record_output_kinds))
     t.append(Test("bad-input/options", t_bad_options))
     t.append(Test("exec-foreign", t_exec_foreign))
     t.append(Test("attach/no-eintr", t_attach_no_eintr, ("gcc-O2",), timeout=90))
