@@ -756,11 +756,20 @@ static int open_output(void)
 	 * the writer named their files, left one; rhea record could only
 	 * call it "empty file" twice). */
 	const char *why_not = NULL;
-	int begun = spare_ours() && file_begin(rhea_g.spare_fd, &why_not) == 0 ? rhea_g.spare_fd : -1;
+	int r0 = spare_ours() ? file_begin(rhea_g.spare_fd, &why_not) : 0;
+	int begun = spare_ours() && r0 == 0 ? rhea_g.spare_fd : -1;
 	/* rhea record gets the memory first, the file's name once it has one
 	 * (salvage_publish): a failure below switches the agent off, which
 	 * tells it there is nothing to finish */
 	salvage_publish(&rhea_g.buf, rhea_g.cfg.max_nodes);
+	if (r0 < 0) {
+		/* No header in the spare (a full disk): it is never named, and
+		 * nothing else is tried (children on a full disk each left an
+		 * empty file, and rhea record said "empty file" of each) */
+		spare_drop();
+		agent_disable(why_not, -r0);
+		return r0;
+	}
 	if (is_root) {
 		memcpy(rhea_g.path, output_base, sizeof(rhea_g.path));
 		fd = create_output(rhea_g.path);
@@ -818,6 +827,11 @@ static int open_output(void)
 	/* (the spare named: begun; a file opened instead of it: from here) */
 	int r = fd >= 0 && fd == begun && fd == rhea_g.spare_fd ? 0 : file_begin(fd, &why_not);
 	if (r < 0) {
+		/* the file made here (O_EXCL) with no header in it: it goes, not
+		 * left empty under its name, if the name is still it */
+		struct stat at;
+		if (stat(rhea_g.path, &at) == 0 && at.st_dev == out_dev && at.st_ino == out_ino)
+			syscall(SYS_unlinkat, AT_FDCWD, rhea_g.path, 0);
 		output_abandon(fd);
 		agent_disable(why_not, -r);
 		return r;

@@ -3409,9 +3409,16 @@ done
 "$RHEA" record -o "$D/tiny.rhea" -- true 2>"$D/../tiny.err"; echo "tiny rc $?"
 "$RHEA" report "$D/tiny.rhea" >"$D/../tiny.txt" 2>&1; echo "tiny-report rc $?"
 echo "tiny-files $(ls -a "$D" | xargs)"
-rm -f "$D/tiny.rhea"
+rm -f "$D/tiny.rhea" "$D/filler" "$D/filler2"
+avail=$(df -B4096 --output=avail "$D" | tail -1)
+[ "$avail" -gt 9 ] && head -c $(( (avail - 9) * 4096 )) /dev/zero > "$D/filler4"
+echo "many-room $(df -B4096 --output=avail "$D" | tail -1)"
 "$RHEA" record -q -o "$D/many.rhea" -- sh -c 'for i in 1 2 3 4 5 6 7 8; do "$0"; done' "$SMALL" \
     >/dev/null 2>"$D/../many.err"; echo "many rc $?"
+rm -f "$D"/many*.rhea; head -c 1048576 /dev/zero > "$D/filler3" 2>/dev/null
+"$RHEA" record -q -o "$D/none.rhea" -- sh -c 'for i in 1 2 3; do "$0"; done' "$SMALL" \
+    >/dev/null 2>"$D/../none.err"; echo "none rc $?"
+echo "none-empty $(find "$D" -name 'none*.rhea' -size 0 | wc -l)"
 """
 
 
@@ -3481,15 +3488,23 @@ def t_bad_full_disk(c):
             "the recording compaction could not rewrite: %s, %r" % (lines.get("tiny-report"), trep[:300]))
     c.check(lines.get("tiny-files", "").split() == [".", "..", "filler", "filler2", "keep.json", "tiny.rhea"],
             "files left on the disk: %s" % lines.get("tiny-files"))
-    # nine processes on a disk with a page free: their recordings fail
-    # alike, said for the first three and summed up for the rest
+    # nine processes on a disk with nine pages free: their recordings (a
+    # page each) fit, the compacted copies do not, and those failures are
+    # said for the first three and summed up for the rest
     with open(c.path("many.err")) as f:
         merr = f.read().splitlines()
     said = [l for l in merr if "left as written (could not compact it:" in l]
     summed = [l for l in merr if re.search(r"\.\.\. and \d+ more recordings left as written", l)]
     c.check(lines.get("many") == "rc 0" and len(said) == 3 and len(summed) == 1,
-            "nine recordings on a full disk: %s, %d failures said one a line (want 3), %d summed up (want 1): %r" %
-            (lines.get("many"), len(said), len(summed), merr))
+            "nine recordings on a full disk (%s pages free): %s, %d failures said one a line (want 3), %d summed "
+            "up (want 1): %r" % (lines.get("many-room"), lines.get("many"), len(said), len(summed), merr))
+    # no room at all: the processes that cannot write even a header leave
+    # no file (each child left an empty one, and rhea record called each
+    # an "empty file")
+    with open(c.path("none.err")) as f:
+        nerr = f.read()
+    c.check(lines.get("none-empty") == "0" and "empty file" not in nerr,
+            "recordings on a disk with no room: %s empty files left, stderr %r" % (lines.get("none-empty"), nerr[:400]))
     c.done()
 
 
