@@ -756,8 +756,9 @@ static int open_output(void)
 	 * the writer named their files, left one; rhea record could only
 	 * call it "empty file" twice). */
 	const char *why_not = NULL;
-	int r0 = spare_ours() ? file_begin(rhea_g.spare_fd, &why_not) : 0;
-	int begun = spare_ours() && r0 == 0 ? rhea_g.spare_fd : -1;
+	int r0 = 0, begun = -1;
+	if (spare_ours() && (r0 = file_begin(rhea_g.spare_fd, &why_not)) == 0)
+		begun = rhea_g.spare_fd;
 	/* rhea record gets the memory first, the file's name once it has one
 	 * (salvage_publish): a failure below switches the agent off, which
 	 * tells it there is nothing to finish */

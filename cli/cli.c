@@ -9,7 +9,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,58 +286,4 @@ void cli_fs_leave(void)
 		setfsuid(geteuid());
 		setfsgid(getegid());
 	}
-}
-
-/* The capability set named field ("CapEff:") of /proc/<pid>/status (pid 0:
- * self); 0 and -1 when unreadable. */
-static int proc_caps(pid_t pid, const char *field, uint64_t *caps)
-{
-	char path[64], line[256];
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/status");
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	int found = -1;
-	size_t n = strlen(field);
-	while (found < 0 && fgets(line, sizeof(line), f))
-		if (strncmp(line, field, n) == 0)
-			found = sscanf(line + n, "%" SCNx64, caps) == 1 ? 0 : -1;
-	fclose(f);
-	return found;
-}
-
-#define CAP_BIT_SYS_PTRACE 19
-
-void cli_ptrace_denied(pid_t pid, char *why, size_t n)
-{
-	uint64_t mine = 0, theirs = 0;
-	int have_caps = proc_caps(0, "CapEff:", &mine) == 0;
-	int may_ptrace = have_caps && (mine >> CAP_BIT_SYS_PTRACE & 1);
-	long scope = -1;
-	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-	if (f) {
-		if (fscanf(f, "%ld", &scope) != 1)
-			scope = -1;
-		fclose(f);
-	}
-	if (scope == 3)
-		snprintf(why, n, "kernel.yama.ptrace_scope is 3: no process may be traced until reboot");
-	else if (scope == 2 && !may_ptrace)
-		snprintf(why, n, "kernel.yama.ptrace_scope is 2: only with CAP_SYS_PTRACE (as root)");
-	else if (scope == 1 && !may_ptrace)
-		snprintf(why, n, "kernel.yama.ptrace_scope is 1: only its parent, or root, may trace it");
-	else if (have_caps && proc_caps(pid, "CapPrm:", &theirs) == 0 && (theirs & ~mine) && !may_ptrace)
-		snprintf(why, n, "it holds capabilities rhea lacks (mask %#" PRIx64 "), and rhea has no CAP_SYS_PTRACE",
-			 theirs & ~mine);
-	else
-		/* yama (if any) and the capabilities allow it: what refused is
-		 * another security module (Landlock, SELinux, AppArmor) or the
-		 * sandbox or container rhea itself runs in */
-		snprintf(why, n, "the kernel refused although %s: a security module, or the sandbox rhea runs in, "
-			 "forbids it", may_ptrace ? "rhea holds CAP_SYS_PTRACE"
-				   : scope < 0 ? "there is no yama and it is rhea's user's"
-					       : "yama allows it and it is rhea's user's");
 }

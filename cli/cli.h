@@ -44,12 +44,6 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
  * abs.old by cli_output_ready) back in its place. */
 void cli_output_unkeep(const char *abs, int quiet);
 
-/* Why the kernel would not let rhea trace pid (opening its memory or
- * PTRACE_ATTACH failed with EPERM or EACCES, pid not another user's): yama's
- * ptrace_scope, capabilities pid holds and rhea lacks, or else a security
- * module or sandbox, as far as rhea can tell; a clause into why. */
-void cli_ptrace_denied(pid_t pid, char *why, size_t n);
-
 /* A copy of what fd in reads (it is closed) at dst, a new file of that
  * mode (rhea attach: the agent, the recording out of a container, the
  * unwind tables into one).  0, or -1 with errno set. */

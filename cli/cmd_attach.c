@@ -666,7 +666,7 @@ int cmd_attach(int argc, char **argv)
 				"that user, or as root)", (int)pid, (unsigned)pst.st_uid);
 		else {
 			char why[256];
-			cli_ptrace_denied(pid, why, sizeof(why));
+			inject_ptrace_denied(pid, why, sizeof(why));
 			cli_err("attach: not permitted to trace process %d: %s", (int)pid, why);
 		}
 		return EXIT_BADINPUT;

@@ -301,7 +301,7 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 	}
 	absolute(given, abs, cap);
 	struct stat st, lst;
-	int linked = 0;
+	const char *shown = given; /* the name said: the link's file, for a link */
 	if (lstat(abs, &lst) == 0 && S_ISLNK(lst.st_mode)) {
 		/* a link to a recording: the file it names is the one kept as
 		 * .old and replaced (as rhea convert does); a dangling link is
@@ -312,7 +312,7 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 			return -1;
 		}
 		snprintf(abs, cap, "%s", real);
-		linked = 1;
+		shown = abs;
 	}
 	char dirbuf[PATH_MAX];
 	snprintf(dirbuf, sizeof(dirbuf), "%s", abs);
@@ -344,8 +344,7 @@ int cli_output_ready(const char *given, char *abs, size_t cap, int quiet, int *m
 		if (moved)
 			*moved = 1;
 		if (!quiet)
-			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", linked ? abs : given,
-				linked ? abs : given);
+			fprintf(stderr, "rhea: kept the previous %s as %s.old\n", shown, shown);
 	}
 	return 0;
 }

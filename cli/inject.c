@@ -389,19 +389,62 @@ char inject_task_state(pid_t pid, pid_t tid)
 	return f ? f[0] : 0;
 }
 
-long inject_status_number(pid_t tid, const char *key, long def)
+/* The field key of /proc/TID/status in base (10; 16 for the Cap* masks)
+ * into *v: 0, or -1 when it has none or cannot be read. */
+static int status_field(pid_t tid, const char *key, int base, unsigned long long *v)
 {
 	char path[64], line[256];
-	long v = def;
+	int found = -1;
 	size_t klen = strlen(key);
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, key, klen) == 0 && line[klen] == ':')
-			v = strtol(line + klen + 1, NULL, 10);
+	FILE *f = fopen(path, "re");
+	while (f && found < 0 && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			*v = strtoull(line + klen + 1, NULL, base);
+			found = 0;
+		}
 	if (f)
 		fclose(f);
-	return v;
+	return found;
+}
+
+long inject_status_number(pid_t tid, const char *key, long def)
+{
+	unsigned long long v;
+	return status_field(tid, key, 10, &v) == 0 ? (long)v : def;
+}
+
+#define CAP_BIT_SYS_PTRACE 19
+
+void inject_ptrace_denied(pid_t pid, char *why, size_t n)
+{
+	unsigned long long mine = 0, theirs = 0;
+	int have_caps = status_field(getpid(), "CapEff", 16, &mine) == 0;
+	int may_ptrace = have_caps && (mine >> CAP_BIT_SYS_PTRACE & 1);
+	long scope = -1;
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &scope) != 1)
+			scope = -1;
+		fclose(f);
+	}
+	if (scope == 3)
+		snprintf(why, n, "kernel.yama.ptrace_scope is 3: no process may be traced until reboot");
+	else if (scope == 2 && !may_ptrace)
+		snprintf(why, n, "kernel.yama.ptrace_scope is 2: only with CAP_SYS_PTRACE (as root)");
+	else if (scope == 1 && !may_ptrace)
+		snprintf(why, n, "kernel.yama.ptrace_scope is 1: only its parent, or root, may trace it");
+	else if (have_caps && !may_ptrace && status_field(pid, "CapPrm", 16, &theirs) == 0 && (theirs & ~mine))
+		snprintf(why, n, "it holds capabilities rhea lacks (mask %#llx), and rhea has no CAP_SYS_PTRACE",
+			 theirs & ~mine);
+	else
+		/* yama (if any) and the capabilities allow it: what refused is
+		 * another security module (Landlock, SELinux, AppArmor) or the
+		 * sandbox or container rhea itself runs in */
+		snprintf(why, n, "the kernel refused although %s: a security module, or the sandbox rhea runs in, "
+			 "forbids it", may_ptrace ? "rhea holds CAP_SYS_PTRACE"
+				   : scope < 0 ? "there is no yama and it is rhea's user's"
+					       : "yama allows it and it is rhea's user's");
 }
 
 /* The task is gone or a zombie (ptrace then fails with EPERM, not ESRCH). */
@@ -742,7 +785,7 @@ static int try_thread(pid_t pid, pid_t tid, const struct libc_fns *fns, uint64_t
 		}
 		char why[256] = "";
 		if (e == EPERM)
-			cli_ptrace_denied(pid, why, sizeof(why));
+			inject_ptrace_denied(pid, why, sizeof(why));
 		say(err, errlen, "cannot trace process %d: %s%s%s%s", (int)pid, strerror(e), *why ? " (" : "", why,
 		    *why ? ")" : "");
 		return -1;

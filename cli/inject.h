@@ -37,6 +37,11 @@ const char *inject_task_stat(pid_t pid, pid_t tid, char *buf, size_t len);
 /* A number field ("TracerPid", "Seccomp"...) of /proc/TID/status; def
  * when it has none or cannot be read. */
 long inject_status_number(pid_t tid, const char *key, long def);
+/* Why the kernel would not let rhea trace pid (opening its memory or
+ * PTRACE_ATTACH failed with EPERM, pid not another user's): yama's
+ * ptrace_scope, capabilities pid holds and rhea lacks, or else a security
+ * module or sandbox, as far as rhea can tell; a clause into why. */
+void inject_ptrace_denied(pid_t pid, char *why, size_t n);
 /* A thread other than the main one is alive (the main one may have
  * called pthread_exit). */
 int inject_other_task_alive(pid_t pid);
