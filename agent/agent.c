@@ -1198,9 +1198,14 @@ static void probe_hold(void)
  * grid at all: then the epoch moves only when the ticker moves it (a probe
  * for every burst of captures, the looks), and timed calls read
  * clock_gettime at their end while it coasts. */
+/* RHEA_TEST_TICKER (tests only): 1 never coasts, 2 coasts whenever it
+ * can, whatever the costs (e2e shortcalls: each way of timing short
+ * calls). */
+static int test_ticker;
+
 static int can_coast(void)
 {
-	if (rhea_g.cfg.interval_ns >= 1000000000ull)
+	if (rhea_g.cfg.interval_ns >= 1000000000ull || test_ticker == 1)
 		return 0;
 	return !clock_tsc_usable() || (__atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE) &&
 				       __atomic_load_n(&rhea_g.epoch_end_tsc, __ATOMIC_RELAXED) != UINT64_MAX);
@@ -1233,7 +1238,8 @@ static void coast(void)
 		if (now >= next_look) { /* a look of its own (probes do not put it off) */
 			clock_calibrate();
 			cost_calls();
-			if (!epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 1))
+			if (test_ticker != 2 &&
+			    !epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 1))
 				break; /* the timed calls now cost more than ticks */
 			uint32_t e = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
 			/* the hooks moved the epoch since the last look: look as
@@ -1282,8 +1288,9 @@ static void *ticker_main(void *arg)
 		if (!rhea_cal || (++ticks & 15) == 0)
 			clock_calibrate(); /* at once until the first calibration */
 		if (unused >= IDLE_AFTER && can_coast()) {
-			if (cost_calls() &&
-			    epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 0)) {
+			if ((cost_calls() || test_ticker == 2) &&
+			    (test_ticker == 2 ||
+			     epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 0))) {
 				coast();
 				cost_calls();
 			}
@@ -1356,7 +1363,7 @@ static void flush_thread(struct rhea_tstate *t, void *arg)
 	if (!(arg && t == rhea_hot.self))
 		sampler_note_blocked(t);
 	capture_flush_pending(t);
-	capture_emit_sites(t);
+	capture_emit_counts(t);
 }
 
 /*
@@ -2187,6 +2194,7 @@ static void read_config(void)
 	struct rhea_config *c = &rhea_g.cfg;
 	c->interval_ns = env_u64("RHEA_INTERVAL_NS", 1000000);
 	test_finish_slow = env_u64("RHEA_TEST_FINISH_SLOW", 0) == 1;
+	test_ticker = (int)env_u64("RHEA_TEST_TICKER", 0);
 	if (c->interval_ns < 10000)
 		c->interval_ns = 10000;
 	c->min_block_ns = env_u64("RHEA_MIN_BLOCK_NS", c->interval_ns);
@@ -2305,6 +2313,9 @@ static void write_meta(void)
 			strcat(mask, rhea_class_name(c));
 		}
 	stage_meta("hooks", mask);
+	char num[24];
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)rhea_g.cfg.min_block_ns);
+	stage_meta("min_block_ns", num); /* (a shorter call is a SHORTS count) */
 	stage_meta("agent", "librhea " RHEA_VERSION_STRING);
 	if (rhea_attached)
 		stage_meta("attached", "1"); /* (what an end it did not see can mean: report.c) */

@@ -107,6 +107,17 @@ struct rhea_tstate {
 	uint32_t index;     /* the slot's number in the registry */
 	struct rhea_salvage_pend own_pend; /* when there is no salvage region */
 	struct rhea_salvage_sites own_sites; /* when the region has none for this slot */
+	/* The hooked calls that may block but returned before min_block (no
+	 * BLOCK sample has them), per trigger: how many, and their time, in
+	 * ns, and in TSC ticks (unconverted) where an I/O hook compared
+	 * ticks; partly sampled while the ticker ticks (hooks.c,
+	 * short_call).  Written by the thread, read by whoever emits them
+	 * (capture.c, emit_shorts: SHORTS entries); shorts_emitted: their
+	 * count then. */
+	struct rhea_short_calls {
+		uint64_t n, ns, tsc;
+	} shorts[RHEA_FN_COUNT];
+	uint64_t shorts_emitted;
 };
 
 /* Synthetic addresses in the stack table (never code addresses). */
@@ -361,7 +372,9 @@ void capture_counters_baseline(struct rhea_tstate *t);
 void capture_flush_pending(struct rhea_tstate *t);
 /* The thread's last sample as it ends, on itself (capture.c). */
 void capture_at_end(struct rhea_tstate *t);
-void capture_emit_sites(struct rhea_tstate *t);
+/* Emit the thread's allocation sites (SITES) and short calls (SHORTS): at
+ * most once a second as it captures, as it ends, at the end. */
+void capture_emit_counts(struct rhea_tstate *t);
 void capture_emit_thread(struct rhea_tstate *t, unsigned event, uint32_t parent);
 /* The same with the time and name given: a START is dated before the name
  * was read from /proc, so that a rename the thread makes meanwhile, dated
@@ -735,7 +748,7 @@ static inline int rhea_is_boot(const void *p)
  * in site_note (the allocation hooks' slow paths; malloc's fast path is
  * closed to the thread until it captures, as the restart moved the
  * epoch), read_counters (every capture that reads counters) and
- * capture_emit_sites (its own, at its end). */
+ * emit_sites (its own, at its end). */
 void thread_session_begin(struct rhea_tstate *t);
 static inline void session_check(struct rhea_tstate *t)
 {

@@ -349,11 +349,11 @@ static void merge_or_emit(struct rhea_tstate *t, const struct rhea_sample *s)
 	release_pending(t);
 }
 
-static void maybe_emit_sites(struct rhea_tstate *t, uint64_t now)
+static void maybe_emit_counts(struct rhea_tstate *t, uint64_t now)
 {
 	if (now - t->sites_emitted_ns >= SITES_EVERY_NS) {
 		t->sites_emitted_ns = now;
-		capture_emit_sites(t);
+		capture_emit_counts(t);
 	}
 }
 
@@ -441,7 +441,7 @@ static void point_sample_counted(struct rhea_tstate *t, struct rhea_sample *s, c
  * with the guard raised). */
 static void point_sample_release(struct rhea_tstate *t, uint64_t now)
 {
-	maybe_emit_sites(t, now);
+	maybe_emit_counts(t, now);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 }
@@ -624,7 +624,7 @@ void capture_block(struct rhea_tstate *t, unsigned fn, const struct block_info *
 		s.h.flags |= RHEA_S_SHARED;
 	note_capture(t, &s);
 	emit_now(t, &s);
-	maybe_emit_sites(t, b->end);
+	maybe_emit_counts(t, b->end);
 	rhea_guard--;
 	__atomic_store_n(&t->in_capture, 0, __ATOMIC_RELEASE);
 	open_if_due();
@@ -857,7 +857,7 @@ void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 	__builtin_prefetch(&t->sites->site[site_home(site_call(ret))], 1);
 }
 
-void capture_emit_sites(struct rhea_tstate *t)
+static void emit_sites(struct rhea_tstate *t)
 {
 	enum { BATCH = 128 };
 	/* The latest site's counts are in the thread's TLS line: folded in
@@ -932,6 +932,50 @@ void capture_emit_sites(struct rhea_tstate *t)
 			n = 0;
 		}
 	}
+}
+
+/* The thread's short calls (struct rhea_short_calls), when any came since
+ * the last emission: their time in ns, the ticks converted now. */
+static void emit_shorts(struct rhea_tstate *t)
+{
+	struct {
+		struct rhea_shorts h;
+		struct rhea_short s[RHEA_FN_COUNT];
+	} e;
+	const struct rhea_cal *cal = __atomic_load_n(&rhea_cal, __ATOMIC_ACQUIRE);
+	uint64_t all = 0;
+	uint32_t n = 0;
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) {
+		const struct rhea_short_calls *c = &t->shorts[fn];
+		uint64_t calls = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+		if (!calls)
+			continue;
+		uint64_t tsc = __atomic_load_n(&c->tsc, __ATOMIC_RELAXED);
+		struct rhea_short *o = &e.s[n++];
+		memset(o, 0, sizeof(*o));
+		o->tid = t->tid;
+		o->serial = t->serial;
+		o->fn = (uint16_t)fn;
+		o->count = calls;
+		o->ns = __atomic_load_n(&c->ns, __ATOMIC_RELAXED) +
+			(cal ? (uint64_t)(((unsigned __int128)tsc * cal->mult) >> 32) : 0);
+		all += calls;
+	}
+	if (!n || all == t->shorts_emitted)
+		return;
+	t->shorts_emitted = all;
+	e.h.h.kind = RHEA_E_SHORTS;
+	e.h.h.flags = 0;
+	e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));
+	e.h.count = n;
+	e.h.pad = 0;
+	emit(t, &e, e.h.h.size);
+}
+
+void capture_emit_counts(struct rhea_tstate *t)
+{
+	emit_sites(t);
+	emit_shorts(t);
 }
 
 void capture_emit_thread_at(struct rhea_tstate *t, unsigned event, uint32_t parent, uint64_t time_ns,

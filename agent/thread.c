@@ -332,6 +332,13 @@ static void clear_sites(struct rhea_tstate *t)
 
 /* The thread is gone and its sites are in the recording: its table names
  * no thread. */
+/* ...and its short calls, which count from 0 in each recording too. */
+static void clear_shorts(struct rhea_tstate *t)
+{
+	memset(t->shorts, 0, sizeof(t->shorts));
+	t->shorts_emitted = 0;
+}
+
 static void sites_done(struct rhea_tstate *t)
 {
 	__atomic_store_n(&t->sites->tid, 0, __ATOMIC_RELAXED);
@@ -400,6 +407,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	t->session = __atomic_load_n(&rhea_g.session, __ATOMIC_ACQUIRE);
 	clear_sites(t);
+	clear_shorts(t);
 	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
 		t->stack_lo = rhea_main_stack_lo;
@@ -599,7 +607,7 @@ void thread_release(struct rhea_tstate *t, uint32_t serial)
 	sampler_disarm(t);
 	if (rhea_g.active) {
 		capture_flush_pending(t);
-		capture_emit_sites(t);
+		capture_emit_counts(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
 		sites_done(t);
 	}
@@ -639,7 +647,7 @@ void thread_exit_current(void)
 		thread_refresh_name(t);
 		capture_at_end(t);
 		capture_flush_pending(t);
-		capture_emit_sites(t);
+		capture_emit_counts(t);
 		capture_emit_thread(t, RHEA_T_EXIT, 0);
 		sites_done(t);
 	}
@@ -675,6 +683,7 @@ void thread_restart(void)
 		t->pend->valid = 0;
 		t->pend->busy = 0;
 		clear_sites(t);
+		clear_shorts(t);
 		t->sites_emitted_ns = 0;
 		t->sig_blocked = 0;
 		/* what a capture from outside gives it (its TLS counts are reset
@@ -730,6 +739,7 @@ void thread_after_fork(void)
 		rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 		clear_sites(self);
+		clear_shorts(self);
 		rhea_hot.last_epoch = rhea_g.epoch - 1;
 	}
 }

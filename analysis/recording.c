@@ -215,6 +215,19 @@ static int take_entry(struct recording *r, const struct rhea_entry *e)
 		}
 		break;
 	}
+	case RHEA_E_SHORTS: {
+		const struct rhea_shorts *s = (const void *)p;
+		if (rfile_entry_check(e) != 0)
+			return -1;
+		if (s->count) {
+			if (r->nshorts + s->count > r->shorts_cap && r->nshorts >= 4096) /* snapshots pile up */
+				r->nshorts = recording_reduce_shorts(r->shorts, r->nshorts);
+			r->shorts = grow(r->shorts, &r->shorts_cap, r->nshorts + s->count, sizeof(*r->shorts));
+			memcpy(r->shorts + r->nshorts, s + 1, (size_t)s->count * sizeof(*r->shorts));
+			r->nshorts += s->count;
+		}
+		break;
+	}
 	case RHEA_E_META: {
 		size_t len = e->size - sizeof(struct rhea_meta);
 		const char *k = p + sizeof(struct rhea_meta);
@@ -583,29 +596,64 @@ static void split_lives(struct recording *r)
 	r->last_thread = 0;
 }
 
+/* Snapshots of cumulative counts: sorted by key, then count, the last of
+ * each key is the latest (counts only grow); returns how many remain. */
+static size_t reduce_to_last(void *base, size_t n, size_t elem, int (*cmp)(const void *, const void *),
+			     int (*same_key)(const void *, const void *))
+{
+	if (!n)
+		return 0;
+	vec_sort(base, n, elem, cmp);
+	char *b = base;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (o > 0 && same_key(b + (o - 1) * elem, b + i * elem))
+			memcpy(b + (o - 1) * elem, b + i * elem, elem);
+		else {
+			if (o != i)
+				memcpy(b + o * elem, b + i * elem, elem);
+			o++;
+		}
+	}
+	return o;
+}
+
+static int same_site(const void *a, const void *b)
+{
+	const struct rhea_site *x = a, *y = b;
+	return x->serial == y->serial && x->pc == y->pc;
+}
+
 static int cmp_site(const void *a, const void *b)
 {
 	const struct rhea_site *x = a, *y = b;
-	if (x->serial != y->serial)
-		return x->serial < y->serial ? -1 : 1;
-	if (x->pc != y->pc)
-		return x->pc < y->pc ? -1 : 1;
+	if (!same_site(x, y))
+		return x->serial != y->serial ? (x->serial < y->serial ? -1 : 1) : (x->pc < y->pc ? -1 : 1);
 	return (x->count > y->count) - (x->count < y->count);
 }
 
 size_t recording_reduce_sites(struct rhea_site *s, size_t n)
 {
-	if (!n)
-		return 0;
-	vec_sort(s, n, sizeof(*s), cmp_site);
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (o > 0 && s[o - 1].serial == s[i].serial && s[o - 1].pc == s[i].pc)
-			s[o - 1] = s[i]; /* sorted by count: the last is largest */
-		else
-			s[o++] = s[i];
-	}
-	return o;
+	return reduce_to_last(s, n, sizeof(*s), cmp_site, same_site);
+}
+
+static int same_short(const void *a, const void *b)
+{
+	const struct rhea_short *x = a, *y = b;
+	return x->serial == y->serial && x->fn == y->fn;
+}
+
+static int cmp_short(const void *a, const void *b)
+{
+	const struct rhea_short *x = a, *y = b;
+	if (!same_short(x, y))
+		return x->serial != y->serial ? (x->serial < y->serial ? -1 : 1) : (x->fn < y->fn ? -1 : 1);
+	return (x->count > y->count) - (x->count < y->count);
+}
+
+size_t recording_reduce_shorts(struct rhea_short *s, size_t n)
+{
+	return reduce_to_last(s, n, sizeof(*s), cmp_short, same_short);
 }
 
 static int load(const char *path, struct recording *r, int salvage, int counts_only, char *err, size_t errlen)
@@ -678,6 +726,7 @@ static int load(const char *path, struct recording *r, int salvage, int counts_o
 	if (!counts_only)
 		waits_to_the_death(r);
 	r->nsites = recording_reduce_sites(r->sites, r->nsites);
+	r->nshorts = recording_reduce_shorts(r->shorts, r->nshorts);
 	return 0;
 }
 
@@ -702,6 +751,7 @@ void recording_free(struct recording *r)
 	free(r->nodes);
 	free(r->nodes_known);
 	free(r->sites);
+	free(r->shorts);
 	free(r->releases);
 	for (size_t i = 0; i < r->nmeta; i++) {
 		free(r->meta[i].key);

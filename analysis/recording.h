@@ -53,6 +53,8 @@ struct recording {
 	uint32_t nnodes;
 	struct rhea_site *sites; /* the last snapshot of each (serial, pc) */
 	size_t nsites;
+	struct rhea_short *shorts; /* short calls: the last snapshot of each (serial, fn) */
+	size_t nshorts, shorts_cap;
 	struct rhea_release *releases; /* of process-shared objects, by time */
 	size_t nreleases, releases_cap;
 	struct rec_meta *meta;
@@ -94,6 +96,8 @@ void recording_free(struct recording *r);
  * (serial, pc), what a recording keeps of them (rhea record's compaction
  * too): sorts s[0..n) and returns how many remain at its start. */
 size_t recording_reduce_sites(struct rhea_site *s, size_t n);
+/* The same for short calls, by (serial, fn). */
+size_t recording_reduce_shorts(struct rhea_short *s, size_t n);
 
 /* A thread's samples (in time order), their CPU readings raised where a
  * later one shows the thread's CPU grew faster than the clock: a lagging

@@ -26,8 +26,8 @@
  *  - range coded (PACKED4) rather than as varints through zstd, with the
  *    times on the capture grid: about 9.3 -> 6.7 bytes a sample on W2 (the
  *    whole file 10.2 -> 7.2);
- *  - the allocation sites' periodic snapshots reduced to the last one per
- *    site (what a reader keeps of them);
+ *  - the allocation sites' and the short calls' periodic snapshots
+ *    reduced to the last one per site or call (what a reader keeps);
  *  - the stack nodes gathered and coded small (NODES2, core/nodepack.c):
  *    most of a deep recording, and most of this rewrite's time when zstd
  *    had them as structs (W1: 117 -> 51 KB, 50 -> 17 ms);
@@ -121,6 +121,8 @@ struct compactor {
 	struct tally read; /* of the old file */
 	struct rhea_site *sites;
 	size_t nsites, sites_cap;
+	struct rhea_short *shorts;
+	size_t nshorts, shorts_cap;
 	struct rhea_node *nodes; /* the call-stack table, by id */
 	uint8_t *nodes_known;
 	size_t nodes_cap;
@@ -205,6 +207,20 @@ static struct rhea_node *nodes_room(struct compactor *c, uint32_t first_id, uint
 	return c->nodes + first_id;
 }
 
+/* Snapshots of cumulative counts (sites, short calls), kept to be reduced
+ * to the last of each as the new file is written. */
+static int take_snapshots(struct compactor *c, void **v, size_t *n, size_t *cap, const void *from, uint32_t count,
+			  size_t elem)
+{
+	if (!count)
+		return 0;
+	if (vec_grow(v, cap, *n + count, elem))
+		return oom(c);
+	memcpy((char *)*v + *n * elem, from, (size_t)count * elem);
+	*n += count;
+	return 0;
+}
+
 /* One entry of the old file into the compactor.  0, or -1 (malformed,
  * out of memory). */
 static int take_entry(void *arg, const struct rhea_entry *e)
@@ -224,15 +240,17 @@ static int take_entry(void *arg, const struct rhea_entry *e)
 			return packed_decode(e, take_sample, c);
 		case RHEA_E_SITES: {
 			const struct rhea_sites *h = (const void *)e;
-			if (!h->count)
-				return 0;
 			if (c->nsites + h->count > c->sites_cap && c->nsites >= 65536) /* snapshots pile up */
 				c->nsites = recording_reduce_sites(c->sites, c->nsites);
-			if (vec_grow((void **)&c->sites, &c->sites_cap, c->nsites + h->count, sizeof(*c->sites)))
-				return oom(c);
-			memcpy(c->sites + c->nsites, h + 1, (size_t)h->count * sizeof(*c->sites));
-			c->nsites += h->count;
-			return 0;
+			return take_snapshots(c, (void **)&c->sites, &c->nsites, &c->sites_cap, h + 1, h->count,
+					      sizeof(*c->sites));
+		}
+		case RHEA_E_SHORTS: {
+			const struct rhea_shorts *h = (const void *)e;
+			if (c->nshorts + h->count > c->shorts_cap && c->nshorts >= 4096)
+				c->nshorts = recording_reduce_shorts(c->shorts, c->nshorts);
+			return take_snapshots(c, (void **)&c->shorts, &c->nshorts, &c->shorts_cap, h + 1, h->count,
+					      sizeof(*c->shorts));
 		}
 		case RHEA_E_NODES:
 		case RHEA_E_NODES2: {
@@ -487,17 +505,19 @@ static void put_nodes(struct compactor *c, struct tally *t)
 	}
 }
 
-/* The last snapshot of each site, as a reader keeps them. */
-static void put_sites(struct compactor *c)
+/* The snapshots v[0..o) (the last of each site or call, as a reader keeps
+ * them) in entries of kind: a struct rhea_sites or rhea_shorts header (the
+ * same fields), then the records. */
+static void put_snapshots(struct compactor *c, uint16_t kind, const void *v, size_t o, size_t elem)
 {
-	size_t o = recording_reduce_sites(c->sites, c->nsites);
+	_Static_assert(sizeof(struct rhea_sites) == sizeof(struct rhea_shorts), "one header layout");
 	for (size_t i = 0; i < o && !c->werr; i += SITES_PER_ENTRY) {
 		uint32_t n = o - i > SITES_PER_ENTRY ? SITES_PER_ENTRY : (uint32_t)(o - i);
-		size_t size = sizeof(struct rhea_sites) + (size_t)n * sizeof(struct rhea_site);
+		size_t size = sizeof(struct rhea_sites) + (size_t)n * elem;
 		uint8_t *to = chunk_room(c, size); /* (128 KB at most: it fits) */
-		struct rhea_sites h = {{RHEA_E_SITES, 0, (uint32_t)size}, n, 0};
+		struct rhea_sites h = {{kind, 0, (uint32_t)size}, n, 0};
 		memcpy(to, &h, sizeof(h));
-		memcpy(to + sizeof(h), c->sites + i, (size_t)n * sizeof(struct rhea_site));
+		memcpy(to + sizeof(h), (const char *)v + i * elem, (size_t)n * elem);
 		c->chunk_len += size;
 	}
 }
@@ -796,6 +816,7 @@ static void compactor_free(struct compactor *c)
 	}
 	free(c->threads);
 	free(c->sites);
+	free(c->shorts);
 	free(c->nodes);
 	free(c->nodes_known);
 	free(c->other);
@@ -836,7 +857,8 @@ static int write_new(struct compactor *c, const struct rhea_file_header *hdr, in
 	for (size_t i = 0; i < c->nodes_cap; i++)
 		nodes += c->nodes_known[i];
 	/* (what zstd gets: about 2 bytes a node on W1, 7 a sample on W2) */
-	uint64_t raw = c->other_len + c->ends_len + c->nsites * sizeof(struct rhea_site) + c->read.samples * 16 +
+	uint64_t raw = c->other_len + c->ends_len + c->nsites * sizeof(struct rhea_site) +
+		       c->nshorts * sizeof(struct rhea_short) + c->read.samples * 16 +
 		       nodes * 2;
 	int e = rfile_writer_init(&c->w, fd, level_for(raw), CHUNK_RAW);
 	if (e == 0)
@@ -850,7 +872,9 @@ static int write_new(struct compactor *c, const struct rhea_file_header *hdr, in
 	 * before it */
 	put_nodes(c, written);
 	put_entries(c, c->other, c->other_len);
-	put_sites(c);
+	put_snapshots(c, RHEA_E_SITES, c->sites, recording_reduce_sites(c->sites, c->nsites), sizeof(*c->sites));
+	put_snapshots(c, RHEA_E_SHORTS, c->shorts, recording_reduce_shorts(c->shorts, c->nshorts),
+		      sizeof(*c->shorts));
 	put_spill(c);
 	for (size_t i = 0; i < c->nthreads && !c->werr; i++)
 		put_samples(c, &c->threads[i]);

@@ -83,6 +83,7 @@ enum rhea_entry_kind {
 	RHEA_E_PACKED4 = 12, /* struct rhea_packed2, flags as PACKED3's: range coded */
 	RHEA_E_RELEASE = 13, /* struct rhea_release: a process-shared object released */
 	RHEA_E_NODES2 = 14, /* struct rhea_nodes2: NODES coded small */
+	RHEA_E_SHORTS = 15, /* struct rhea_shorts + shorts: hooked calls too short for a BLOCK */
 };
 
 struct rhea_entry {
@@ -208,6 +209,30 @@ struct rhea_sites {
 	uint32_t count;
 	uint32_t pad;
 	/* struct rhea_site sites[count] */
+};
+
+/*
+ * The hooked calls that may block (I/O, waits, contended locks) but
+ * returned before min_block, so that no BLOCK sample has them: per thread
+ * and function, how many and the time they took (an estimate while the
+ * ticker ticks: doc/format.md).  Cumulative like the sites: a later entry
+ * for the same (serial, fn) replaces an earlier one.
+ */
+struct rhea_short {
+	uint32_t tid;
+	uint32_t serial;
+	uint16_t fn; /* enum rhea_fn */
+	uint16_t pad16;
+	uint32_t pad32;
+	uint64_t count; /* calls */
+	uint64_t ns;    /* the time in them */
+};
+
+struct rhea_shorts {
+	struct rhea_entry h;
+	uint32_t count;
+	uint32_t pad;
+	/* struct rhea_short shorts[count] */
 };
 
 /*

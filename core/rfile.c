@@ -849,6 +849,13 @@ int rfile_entry_check(const struct rhea_entry *e)
 		return rfile_fits(e, sizeof(*s) + (uint64_t)s->count *
 				  sizeof(struct rhea_site));
 	}
+	case RHEA_E_SHORTS: {
+		const struct rhea_shorts *s = (const void *)e;
+		if (rfile_fits(e, sizeof(*s)) < 0)
+			return -1;
+		return rfile_fits(e, sizeof(*s) + (uint64_t)s->count *
+				  sizeof(struct rhea_short));
+	}
 	case RHEA_E_META:
 		return e->size == sizeof(struct rhea_meta) || p[e->size - 1] == 0
 			       ? 0 : -1;

@@ -1276,6 +1276,7 @@ struct cls {
 };
 struct blk {
 	uint64_t count, total, max;
+	uint64_t short_count, short_ns; /* calls under min_block (SHORTS) */
 };
 
 /* Recordings of the process's programs or children, "path: command" a
@@ -1384,6 +1385,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		}
 	}
 	free(frames);
+	for (size_t i = 0; i < r->nshorts; i++)
+		if (r->shorts[i].fn < RHEA_FN_COUNT) {
+			blk[r->shorts[i].fn].short_count += r->shorts[i].count;
+			blk[r->shorts[i].fn].short_ns += r->shorts[i].ns;
+		}
 	uint32_t *order = malloc(m->nfuncs * sizeof(uint32_t));
 	uint32_t nf = 0;
 	for (uint32_t i = 0; i < m->nfuncs; i++)
@@ -1565,7 +1571,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		json_arr_end(&j);
 		json_arr_begin(&j, "blocking");
 		for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) {
-			if (!blk[fn].count)
+			if (!blk[fn].count && !blk[fn].short_count)
 				continue;
 			json_obj_begin(&j, NULL);
 			json_str(&j, "function", rhea_fn_name(fn));
@@ -1573,6 +1579,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_u64(&j, "count", blk[fn].count);
 			json_u64(&j, "total_ns", blk[fn].total);
 			json_u64(&j, "max_ns", blk[fn].max);
+			json_u64(&j, "shorter_count", blk[fn].short_count);
+			json_u64(&j, "shorter_ns", blk[fn].short_ns);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
@@ -1780,17 +1788,28 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	 * pthread_rwlock_timedwrlock is 26) */
 	int callw = 4;
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
-		if (blk[fn].count)
+		if (blk[fn].count || blk[fn].short_count)
 			callw = name_width(callw, fn);
-	int any = 0;
+	int any = 0, shorts = r->nshorts > 0;
 	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
-		if (blk[fn].count) {
+		if (blk[fn].count || blk[fn].short_count) {
 			if (!any++)
-				fprintf(out, "\nBlocking calls\n  %-*s %8s %12s %12s\n", callw, "CALL", "COUNT", "TOTAL",
-					"MAX");
-			fprintf(out, "  %-*s %8s %12s %12s\n", callw, rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
-				fmt_ns(blk[fn].total, b2), fmt_ns(blk[fn].max, b3));
+				fprintf(out, "\nBlocking calls\n  %-*s %8s %12s %12s%s\n", callw, "CALL", "COUNT", "TOTAL",
+					"MAX", shorts ? "    SHORTER   THEIR TIME" : "");
+			fprintf(out, "  %-*s %8s %12s %12s", callw, rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
+				fmt_ns(blk[fn].total, b2), blk[fn].count ? fmt_ns(blk[fn].max, b3) : "-");
+			if (shorts)
+				fprintf(out, " %10s %12s", fmt_count(blk[fn].short_count, b1),
+					fmt_ns(blk[fn].short_ns, b2));
+			fputc('\n', out);
 		}
+	if (any && shorts) {
+		const char *mb = recording_meta(r, "min_block_ns");
+		fprintf(out, "\n  COUNT: calls of %s or more, each a slice on the timeline; SHORTER: the\n"
+			     "  others, each counted, their time partly sampled (one in 16 while the\n"
+			     "  ticker ticks: README, \"Short calls\")\n",
+			mb ? fmt_ns(strtoull(mb, NULL, 10), b1) : "--min-block");
+	}
 
 	if (nhung) {
 		char line[1024], fitted[1024];

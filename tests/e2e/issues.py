@@ -646,6 +646,16 @@ def t_redis_under_load():
     check(rep["stats"]["samples"] > 100, "only %d samples" % rep["stats"]["samples"])
     names = {f["name"] for f in rep["functions"]}
     check("epoll_wait" in names, "no epoll_wait slices in redis's event loop")
+    # Every request is read (100,000 of them, one read each at least, a
+    # client having one in flight), nearly all in calls too short for a
+    # slice: counted (SHORTS), with their time.
+    blk = {b["function"]: b for b in rep["blocking"]}
+    reads = blk.get("read", {})
+    check(reads.get("count", 0) + reads.get("shorter_count", 0) >= 100000,
+          "redis's reads: %s, want 100,000 calls at least (one a request)" % reads)
+    loop = blk.get("epoll_wait", {})
+    check(loop.get("shorter_count", 0) > 1000 and loop.get("shorter_ns", 0) > 0,
+          "redis's short epoll_waits not counted: %s" % loop)
     stacks_complete(rep, 0.9, "redis-server")
     txt = subprocess.run([RHEA, "report", "--blocking", out], capture_output=True, text=True, timeout=60)
     check(txt.returncode == 0 and "Other blocking calls" in txt.stdout, "report --blocking failed")

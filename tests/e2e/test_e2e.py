@@ -62,7 +62,7 @@ MS = 1000000
 
 # The programs of tests/scenarios/ this driver runs (run.sh builds these;
 # other files there belong to other suites).
-SCENARIOS = ["allocs", "twowaiters", "killblocked", "tidreuse", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
+SCENARIOS = ["allocs", "shortcalls", "twowaiters", "killblocked", "tidreuse", "twins", "ratio", "cpusplit", "sleeper", "forkexec", "vforkexec", "hangs", "fdcloser", "fdreuse", "fdlowest", "killchild", "sigwaiter", "sigblocked", "sigjump", "mainexit", "altstack", "threads32", "segv", "sigkill", "segv_recover",
              "stalls", "attachme", "dlopencxx", "threadstorm", "allsigs", "tracer", "orphans", "reapers", "groupkill", "jit", "coldpath", "dropuser", "forkquick", "sandboxed", "smallstack", "daemonize", "attachwaits", "oomsites", "blockloop", "deepstack", "chrooter", "capdance", "termexit", "forkwalk", "forkkill"]
 VARIANTS = ["gcc-O2", "gcc-O2-fp", "gcc-O2-nofp", "clang-O2", "clang-O2-fp", "clang-O2-nofp"]
 FP_VARIANTS = ["gcc-O2-fp", "clang-O2-fp"]
@@ -2158,6 +2158,55 @@ def t_blockloop(c, variant):
             "a third to a half" % (100 * own))
     c.check(any("worker_loop" in n and "its own time" in n for n in rec["notes"]),
             "no note on worker_loop's own time (%.0f%% on the timeline): %s" % (100 * own, rec["notes"]))
+    c.done()
+
+
+SHORTCALLS_TOLERANCE = 0.2
+
+
+def t_shortcalls(c, variant, how):
+    """shortcalls.c: two threads play ping-pong over pipes, then over a
+    condition variable, 20000 rounds each: 40000 read() and ~40000
+    pthread_cond_wait() calls of 5-50 us, which the program times itself.
+    The report must count every one of them (slices of calls of min_block
+    or more, and the shorter ones: COUNT + SHORTER, exact) and give their
+    time within 20% of the program's: exact where the agent reads the
+    clock (the ticker coasting; --min-block under the interval), sampled
+    one in 16 while the ticker ticks.  Before the SHORTS entries the
+    report showed none of these calls' time: a thread waiting 50 us at a
+    time in epoll_wait (redis under load) looked busy in its caller."""
+    env = dict(os.environ)
+    opts = ()
+    if how == "tick":
+        env["RHEA_TEST_TICKER"] = "1"
+    elif how == "coast":
+        env["RHEA_TEST_TICKER"] = "2"
+    else:  # every call timed, most of them slices
+        opts = ("--min-block", "20us")
+    rc, out, err = c.record([c.prog(variant, "shortcalls")], opts=opts, env=env)
+    expect_status(c, rc, 0, err)
+    m = re.fullmatch(r"reads (\d+) (\d+)\ncondwaits (\d+) (\d+)\n", out)
+    if not m:
+        raise Fail("stdout %r, want 'reads N NS' and 'condwaits N NS'" % out)
+    want = {"read": (int(m.group(1)), int(m.group(2))), "pthread_cond_wait": (int(m.group(3)), int(m.group(4)))}
+    rec = c.report(c.path("out.rhea"))
+    check_end(c, rec, "exit", 0)
+    ticker = "woke %d times, coasted %s" % (rec["stats"]["ticker_wakes"], ms(rec["stats"]["ticker_coast_ns"]))
+    for fn, (n, ns) in want.items():
+        b = [x for x in rec["blocking"] if x["function"] == fn]
+        if not c.check(len(b) == 1, "no %s in blocking: %s" % (fn, rec["blocking"])):
+            continue
+        b = b[0]
+        calls = b["count"] + b["shorter_count"]
+        c.check(calls == n, "%s: %d slices + %d shorter = %d calls, the program made %d"
+                % (fn, b["count"], b["shorter_count"], calls, n))
+        if how != "blocks":
+            c.check(b["shorter_count"] > n // 2, "%s: only %d of %d calls shorter than min_block"
+                    % (fn, b["shorter_count"], n))
+        got = b["total_ns"] + b["shorter_ns"]
+        c.check(abs(got - ns) <= SHORTCALLS_TOLERANCE * ns,
+                "%s: %s in slices + %s in shorter calls = %s, the program measured %s (want within 20%%; ticker %s)"
+                % (fn, ms(b["total_ns"]), ms(b["shorter_ns"]), ms(got), ms(ns), ticker))
     c.done()
 
 
@@ -5603,6 +5652,9 @@ def all_tests():
     t.append(Test("dlopencxx/clang-O2-nofp/relative", t_dlopencxx, ("clang-O2-nofp", "relative")))
     t.append(Test("dlopen-tables/gcc-O2-nofp", t_dlopen_tables, ("gcc-O2-nofp",)))
     t.append(Test("blockloop/gcc-O2", t_blockloop, ("gcc-O2",)))
+    for how in ("tick", "coast", "blocks"):
+        t.append(Test("shortcalls/gcc-O2/%s" % how, t_shortcalls, ("gcc-O2", how)))
+    t.append(Test("shortcalls/clang-O2-nofp/tick", t_shortcalls, ("clang-O2-nofp", "tick")))
     t.append(Test("tracer/gcc-O2", t_tracer, ("gcc-O2",)))
     t.append(Test("tracer/clang-O2-nofp", t_tracer, ("clang-O2-nofp",)))
     t.append(Test("allsigs/gcc-O2", t_allsigs, ("gcc-O2",)))

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "compact.h"
+#include "hookfn.h"
 #include "packed.h"
 #include "recording.h"
 #include "rfile.h"
@@ -138,6 +139,17 @@ static void write_recording(const char *path, int with_end)
 			   {{0x401234, 10u * (k + 1), 320u * (k + 1), 200, 1}, {0x405678, 3u * (k + 1), 90u * (k + 1), 201, 2}}};
 		memcpy(buf + len, &sites, sizeof(sites));
 		len += sizeof(sites);
+		/* short calls: thread 200's reads grow each piece, its epoll_waits
+		 * are in the first snapshot only */
+		struct {
+			struct rhea_shorts h;
+			struct rhea_short s[2];
+		} shorts = {{{RHEA_E_SHORTS, 0, sizeof(shorts)}, k ? 1 : 2, 0},
+			    {{200, 1, RHEA_FN_READ, 0, 0, 100u * (k + 1), 7000u * (k + 1)},
+			     {200, 1, RHEA_FN_EPOLL_WAIT, 0, 0, 5, 900}}};
+		shorts.h.h.size = (uint32_t)(sizeof(shorts.h) + shorts.h.count * sizeof(shorts.s[0]));
+		memcpy(buf + len, &shorts, shorts.h.h.size);
+		len += shorts.h.h.size;
 		if (k == 3) { /* more nodes later: 10..12 (7..9 never written) */
 			struct rhea_nodes more = {{RHEA_E_NODES, 0, sizeof(more) + 3 * sizeof(struct rhea_node)}, 10, 3};
 			memcpy(buf + len, &more, sizeof(more));
@@ -228,6 +240,20 @@ static uint64_t check_same(struct recording *a, struct recording *b)
 		cr_assert_eq(b->sites[i].count, a->sites[i].count);
 		cr_assert_eq(b->sites[i].bytes, a->sites[i].bytes);
 	}
+	/* the short calls: the last snapshot of each (serial, fn) */
+	cr_assert_eq(a->nshorts, 2);
+	cr_assert_eq(b->nshorts, 2);
+	for (size_t i = 0; i < b->nshorts; i++) {
+		cr_assert_eq(b->shorts[i].fn, a->shorts[i].fn);
+		cr_assert_eq(b->shorts[i].count, a->shorts[i].count);
+		cr_assert_eq(b->shorts[i].ns, a->shorts[i].ns);
+		cr_assert_eq(b->shorts[i].tid, 200);
+	}
+	cr_assert_eq(b->shorts[0].fn, RHEA_FN_READ);
+	cr_assert_eq(b->shorts[0].count, 100u * (PER_THREAD / PIECE));
+	cr_assert_eq(b->shorts[0].ns, 7000u * (PER_THREAD / PIECE));
+	cr_assert_eq(b->shorts[1].fn, RHEA_FN_EPOLL_WAIT);
+	cr_assert_eq(b->shorts[1].count, 5);
 	for (uint32_t id = 0; id < 16; id++) {
 		int known = (id >= 1 && id <= 6) || (id >= 10 && id <= 12);
 		cr_assert_eq(a->nodes_known[id], known, "node %u", id);

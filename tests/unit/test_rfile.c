@@ -532,6 +532,16 @@ Test(rfile, entries_malformed)
 	cr_assert_eq(rfile_entry_check(&sites.s.h), -1);
 
 	struct {
+		struct rhea_shorts s;
+		struct rhea_short shorts[2];
+	} shorts = {.s = {.h = {RHEA_E_SHORTS, 0, sizeof(shorts)}, .count = 2}};
+	cr_assert_eq(rfile_entry_check(&shorts.s.h), 0);
+	shorts.s.count = 3;
+	cr_assert_eq(rfile_entry_check(&shorts.s.h), -1, "more shorts than the entry holds");
+	shorts.s.count = 0xffffffffu;
+	cr_assert_eq(rfile_entry_check(&shorts.s.h), -1, "count overflow");
+
+	struct {
 		struct rhea_meta m;
 		char kv[8];
 	} meta = {.m = {.h = {RHEA_E_META, 0, sizeof(meta)}}};
@@ -1660,6 +1670,17 @@ Test(rfile, doc_format_md_layout)
 	DOC(rhea_site, bytes, 16);
 	DOC(rhea_site, tid, 24);
 	DOC(rhea_site, serial, 28);
+
+	cr_expect_eq(RHEA_E_SHORTS, 15);
+	DOC_SIZE(rhea_shorts, 16);
+	DOC(rhea_shorts, count, 8);
+	DOC(rhea_shorts, pad, 12);
+	DOC_SIZE(rhea_short, 32);
+	DOC(rhea_short, tid, 0);
+	DOC(rhea_short, serial, 4);
+	DOC(rhea_short, fn, 8);
+	DOC(rhea_short, count, 16);
+	DOC(rhea_short, ns, 24);
 
 	DOC_SIZE(rhea_packed, 24);
 	DOC(rhea_packed, tid, 8);
