@@ -1384,14 +1384,27 @@ struct end_blocked_arg {
 	uint32_t self;
 };
 
+/* A thread blocked in a system call no hook saw begin, not captured this
+ * long: one capture more at the end, from outside (as the sampler's forced
+ * ones), so that its span reaches the end.  Under rhea attach, the
+ * threads already waiting (redis-server's four background threads, in a
+ * condition wait for good) ended up to --force-after (1 s) before it, as
+ * if they had exited. */
+#define END_FORCE_NS 10000000ull
+
 static void end_blocked(struct rhea_tstate *t, void *arg)
 {
 	const struct end_blocked_arg *a = arg;
 	/* another thread must be blocked in a system call, below the hook */
 	uint64_t pc, sp = 0;
 	long nr;
-	if (!__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE) ||
-	    (t->tid != a->self && sampler_blocked(t->tid, &pc, &sp, &nr) == RHEA_NOT_ASLEEP))
+	if (!__atomic_load_n(&t->call_since, __ATOMIC_ACQUIRE)) {
+		if (t->tid != a->self && a->now - t->last_capture_ns >= END_FORCE_NS &&
+		    sampler_blocked(t->tid, &pc, &sp, &nr) == RHEA_ASLEEP_AT)
+			capture_forced(t, pc, sp, nr);
+		return;
+	}
+	if (t->tid != a->self && sampler_blocked(t->tid, &pc, &sp, &nr) == RHEA_NOT_ASLEEP)
 		return;
 	/* The sampler thread may be taking this thread's forced capture right
 	 * now (microseconds): let it finish, or the end's wait is lost and the

@@ -1515,6 +1515,17 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_u64(&j, "alloc_count", ts.alloc_count);
 			json_u64(&j, "alloc_bytes", ts.alloc_bytes);
 			json_bool(&j, "exited", t->exit_ns != 0);
+			/* its calls too short for a slice (SHORTS), by function */
+			json_arr_begin(&j, "short_calls");
+			for (size_t k = 0; k < r->nshorts; k++)
+				if (r->shorts[k].tid == t->tid && r->shorts[k].fn < RHEA_FN_COUNT) {
+					json_obj_begin(&j, NULL);
+					json_str(&j, "function", rhea_fn_name(r->shorts[k].fn));
+					json_u64(&j, "count", r->shorts[k].count);
+					json_u64(&j, "ns", r->shorts[k].ns);
+					json_obj_end(&j);
+				}
+			json_arr_end(&j);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);

@@ -4562,6 +4562,13 @@ def t_attach_futex(c, variant):
     rec = attached(c, p, attach_then_wait(c, p, pid, "1s"), says=r"stopped in (pthread_join|pthread_cond_wait)")
     names = sorted(t["name"] for t in rec["threads"])
     c.check(names == ["attachme", "relay", "relay"], "threads %s, want attachme and two relays" % names)
+    # main waits in the pthread_join it began before the attach, which no
+    # hook saw: its span still reaches the end (the end's capture of it;
+    # it ended at its last forced capture, or had none)
+    dur = rec["recording"]["duration_ns"]
+    for t in rec["threads"]:
+        c.check(t["end_ns"] >= dur - 20 * MS, "thread %d (%s) ends at %s of %s recorded"
+                % (t["tid"], t["name"], ms(t["end_ns"]), ms(dur)))
     n, nbytes, _ = sites_of(rec, "attach_work")
     c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes, want >= 10000 of 64 B"
             % (n, nbytes))
