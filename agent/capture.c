@@ -857,7 +857,8 @@ void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 	__builtin_prefetch(&t->sites->site[site_home(site_call(ret))], 1);
 }
 
-static void emit_sites(struct rhea_tstate *t)
+/* (noinline, as emit_shorts: a hook's stack holds one batch at a time) */
+static __attribute__((noinline)) void emit_sites(struct rhea_tstate *t)
 {
 	enum { BATCH = 128 };
 	/* The latest site's counts are in the thread's TLS line: folded in
@@ -936,7 +937,7 @@ static void emit_sites(struct rhea_tstate *t)
 
 /* The thread's short calls (struct rhea_short_calls), when any came since
  * the last emission: their time in ns, the ticks converted now. */
-static void emit_shorts(struct rhea_tstate *t)
+static __attribute__((noinline)) void emit_shorts(struct rhea_tstate *t)
 {
 	struct {
 		struct rhea_shorts h;

@@ -884,6 +884,38 @@ static const char *call_on(const struct wgroup *g, char *buf, size_t len)
 	return buf;
 }
 
+static int by_short_ns(const void *a, const void *b)
+{
+	const struct rhea_short *x = a, *y = b;
+	return (x->ns < y->ns) - (x->ns > y->ns);
+}
+
+/* --blocking: the calls too short for a slice, each thread's by function
+ * (SHORTS), the longest in total first. */
+static void text_shorts(FILE *out, const struct recording *r, int top)
+{
+	if (!r->nshorts)
+		return;
+	struct rhea_short *s = malloc(r->nshorts * sizeof(*s));
+	if (!s)
+		return;
+	memcpy(s, r->shorts, r->nshorts * sizeof(*s));
+	vec_sort(s, r->nshorts, sizeof(*s), by_short_ns);
+	int cw = 4;
+	for (size_t i = 0; i < r->nshorts && (int)i < top; i++)
+		cw = name_width(cw, s[i].fn);
+	char b1[64], b2[64], b3[64];
+	const char *mb = recording_meta(r, "min_block_ns");
+	fprintf(out, "\nShorter calls (under %s each, so no slice; by total time)\n  %10s %10s %10s  %-*s %8s\n",
+		mb ? fmt_ns(strtoull(mb, NULL, 10), b1) : "--min-block", "TOTAL", "COUNT", "MEAN", cw, "CALL", "THREAD");
+	for (size_t i = 0; i < r->nshorts && (int)i < top; i++)
+		fprintf(out, "  %10s %10s %10s  %-*s %8u\n", fmt_ns(s[i].ns, b1), fmt_count(s[i].count, b2),
+			fmt_ns(s[i].count ? s[i].ns / s[i].count : 0, b3), cw, rhea_fn_name(s[i].fn), s[i].tid);
+	if (r->nshorts > (size_t)top)
+		fprintf(out, "  ... and %zu more (--json: each thread's short_calls)\n", r->nshorts - (size_t)top);
+	free(s);
+}
+
 static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, int top, int W)
 {
 	char b1[64], b2[64], b3[64], line[1024], nb[1024];
@@ -964,6 +996,7 @@ static void text_waits(FILE *out, struct model *m, struct wgroup *g, size_t n, i
 	}
 	if (!shown)
 		fprintf(out, "  none recorded\n");
+	text_shorts(out, m->rec, top);
 }
 
 /* ---- CPU profile: the sampler's captures only, each worth one period ---- */
