@@ -857,6 +857,16 @@ void site_note_switch(struct rhea_tstate *t, uint64_t ret, uint64_t bytes)
 	__builtin_prefetch(&t->sites->site[site_home(site_call(ret))], 1);
 }
 
+/* An entry of n records of elem bytes after a header h of the SITES
+ * layout (SHORTS' is the same), filled in here, then emitted. */
+static void emit_counted(struct rhea_tstate *t, void *h, uint16_t kind, uint32_t n, size_t elem)
+{
+	_Static_assert(sizeof(struct rhea_sites) == sizeof(struct rhea_shorts), "one header layout");
+	struct rhea_sites x = {{kind, 0, (uint32_t)(sizeof(x) + n * elem)}, n, 0};
+	memcpy(h, &x, sizeof(x)); /* (no access through the other type) */
+	emit(t, h, x.h.size);
+}
+
 /* (noinline, as emit_shorts: a hook's stack holds one batch at a time) */
 static __attribute__((noinline)) void emit_sites(struct rhea_tstate *t)
 {
@@ -924,12 +934,7 @@ static __attribute__((noinline)) void emit_sites(struct rhea_tstate *t)
 			n++;
 		}
 		if (n == BATCH || (i == used + 1 && n > 0)) {
-			e.h.h.kind = RHEA_E_SITES;
-			e.h.h.flags = 0;
-			e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));
-			e.h.count = n;
-			e.h.pad = 0;
-			emit(t, &e, e.h.h.size);
+			emit_counted(t, &e.h, RHEA_E_SITES, n, sizeof(e.s[0]));
 			n = 0;
 		}
 	}
@@ -965,12 +970,7 @@ static __attribute__((noinline)) void emit_shorts(struct rhea_tstate *t)
 	if (!n || all == t->shorts_emitted)
 		return;
 	t->shorts_emitted = all;
-	e.h.h.kind = RHEA_E_SHORTS;
-	e.h.h.flags = 0;
-	e.h.h.size = (uint32_t)(sizeof(e.h) + n * sizeof(e.s[0]));
-	e.h.count = n;
-	e.h.pad = 0;
-	emit(t, &e, e.h.h.size);
+	emit_counted(t, &e.h, RHEA_E_SHORTS, n, sizeof(e.s[0]));
 }
 
 void capture_emit_counts(struct rhea_tstate *t)
