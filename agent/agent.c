@@ -1192,17 +1192,25 @@ static void probe_hold(void)
 	__atomic_store_n(&rhea_g.probe_after_tsc, __builtin_ia32_rdtsc() + PROBE_HOLD * it, __ATOMIC_RELEASE);
 }
 
+/* RHEA_TEST_TICKER (tests only): 1 never coasts, 2 coasts whenever it
+ * can, whatever the costs (e2e shortcalls: each way of timing short
+ * calls). */
+static int test_ticker;
+
+/* Whether coasting costs less than ticking now (coasting: the ticker
+ * coasts), by the costs measured (cost); always under RHEA_TEST_TICKER=2. */
+static int coast_pays(int coasting)
+{
+	return test_ticker == 2 ||
+	       epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, coasting);
+}
+
 /* Whether coasting is possible: not with intervals of a second or more
  * (the looks would come as often as ticks), nor before the TSC's first
  * calibration, which makes the grid.  Without a usable TSC there is no
  * grid at all: then the epoch moves only when the ticker moves it (a probe
  * for every burst of captures, the looks), and timed calls read
  * clock_gettime at their end while it coasts. */
-/* RHEA_TEST_TICKER (tests only): 1 never coasts, 2 coasts whenever it
- * can, whatever the costs (e2e shortcalls: each way of timing short
- * calls). */
-static int test_ticker;
-
 static int can_coast(void)
 {
 	if (rhea_g.cfg.interval_ns >= 1000000000ull || test_ticker == 1)
@@ -1238,8 +1246,7 @@ static void coast(void)
 		if (now >= next_look) { /* a look of its own (probes do not put it off) */
 			clock_calibrate();
 			cost_calls();
-			if (test_ticker != 2 &&
-			    !epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 1))
+			if (!coast_pays(1))
 				break; /* the timed calls now cost more than ticks */
 			uint32_t e = __atomic_load_n(&rhea_g.epoch, __ATOMIC_RELAXED);
 			/* the hooks moved the epoch since the last look: look as
@@ -1288,9 +1295,7 @@ static void *ticker_main(void *arg)
 		if (!rhea_cal || (++ticks & 15) == 0)
 			clock_calibrate(); /* at once until the first calibration */
 		if (unused >= IDLE_AFTER && can_coast()) {
-			if ((cost_calls() || test_ticker == 2) &&
-			    (test_ticker == 2 ||
-			     epoch_coast_pays(cost.calls_per_s, clock_read_ns(), cost.wake_ns, rhea_g.cfg.interval_ns, 0))) {
+			if (cost_calls() && coast_pays(0)) {
 				coast();
 				cost_calls();
 			}

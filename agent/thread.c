@@ -330,15 +330,17 @@ static void clear_sites(struct rhea_tstate *t)
 	__atomic_store_n(&st->tid, t->tid, __ATOMIC_RELAXED);
 }
 
-/* The thread is gone and its sites are in the recording: its table names
- * no thread. */
-/* ...and its short calls, which count from 0 in each recording too. */
-static void clear_shorts(struct rhea_tstate *t)
+/* The counts a slot's thread starts a recording (or its life) with: no
+ * sites, no short calls. */
+static void clear_counts(struct rhea_tstate *t)
 {
+	clear_sites(t);
 	memset(t->shorts, 0, sizeof(t->shorts));
 	t->shorts_emitted = 0;
 }
 
+/* The thread is gone and its sites are in the recording: its table names
+ * no thread. */
 static void sites_done(struct rhea_tstate *t)
 {
 	__atomic_store_n(&t->sites->tid, 0, __ATOMIC_RELAXED);
@@ -406,8 +408,7 @@ static struct rhea_tstate *claim_slot(uint32_t tid)
 	t->timer_id = -1;
 	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	t->session = __atomic_load_n(&rhea_g.session, __ATOMIC_ACQUIRE);
-	clear_sites(t);
-	clear_shorts(t);
+	clear_counts(t);
 	t->last_capture_ns = rhea_now();
 	if (tid == (uint32_t)rhea_g.pid) {
 		t->stack_lo = rhea_main_stack_lo;
@@ -682,8 +683,7 @@ void thread_restart(void)
 			continue;
 		t->pend->valid = 0;
 		t->pend->busy = 0;
-		clear_sites(t);
-		clear_shorts(t);
+		clear_counts(t);
 		t->sites_emitted_ns = 0;
 		t->sig_blocked = 0;
 		/* what a capture from outside gives it (its TLS counts are reset
@@ -738,8 +738,7 @@ void thread_after_fork(void)
 		rhea_hot.folded_count = rhea_hot.folded_bytes = 0;
 		rhea_hot.site_pc = rhea_hot.site_count = rhea_hot.site_bytes = 0;
 		self->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-		clear_sites(self);
-		clear_shorts(self);
+		clear_counts(self);
 		rhea_hot.last_epoch = rhea_g.epoch - 1;
 	}
 }

@@ -627,8 +627,10 @@ static int same_site(const void *a, const void *b)
 static int cmp_site(const void *a, const void *b)
 {
 	const struct rhea_site *x = a, *y = b;
-	if (!same_site(x, y))
-		return x->serial != y->serial ? (x->serial < y->serial ? -1 : 1) : (x->pc < y->pc ? -1 : 1);
+	if (x->serial != y->serial)
+		return x->serial < y->serial ? -1 : 1;
+	if (x->pc != y->pc)
+		return x->pc < y->pc ? -1 : 1;
 	return (x->count > y->count) - (x->count < y->count);
 }
 
@@ -646,8 +648,10 @@ static int same_short(const void *a, const void *b)
 static int cmp_short(const void *a, const void *b)
 {
 	const struct rhea_short *x = a, *y = b;
-	if (!same_short(x, y))
-		return x->serial != y->serial ? (x->serial < y->serial ? -1 : 1) : (x->fn < y->fn ? -1 : 1);
+	if (x->serial != y->serial)
+		return x->serial < y->serial ? -1 : 1;
+	if (x->fn != y->fn)
+		return x->fn < y->fn ? -1 : 1;
 	return (x->count > y->count) - (x->count < y->count);
 }
 

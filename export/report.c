@@ -884,6 +884,13 @@ static const char *call_on(const struct wgroup *g, char *buf, size_t len)
 	return buf;
 }
 
+/* The recording's min_block ("1.0 ms"), in buf (64 bytes). */
+static const char *min_block_text(const struct recording *r, char *buf)
+{
+	const char *mb = recording_meta(r, "min_block_ns");
+	return mb ? fmt_ns(strtoull(mb, NULL, 10), buf) : "--min-block";
+}
+
 static int by_short_ns(const void *a, const void *b)
 {
 	const struct rhea_short *x = a, *y = b;
@@ -905,9 +912,8 @@ static void text_shorts(FILE *out, const struct recording *r, int top)
 	for (size_t i = 0; i < r->nshorts && (int)i < top; i++)
 		cw = name_width(cw, s[i].fn);
 	char b1[64], b2[64], b3[64];
-	const char *mb = recording_meta(r, "min_block_ns");
 	fprintf(out, "\nShorter calls (under %s each, so no slice; by total time)\n  %10s %10s %10s  %-*s %8s\n",
-		mb ? fmt_ns(strtoull(mb, NULL, 10), b1) : "--min-block", "TOTAL", "COUNT", "MEAN", cw, "CALL", "THREAD");
+		min_block_text(r, b1), "TOTAL", "COUNT", "MEAN", cw, "CALL", "THREAD");
 	for (size_t i = 0; i < r->nshorts && (int)i < top; i++)
 		fprintf(out, "  %10s %10s %10s  %-*s %8u\n", fmt_ns(s[i].ns, b1), fmt_count(s[i].count, b2),
 			fmt_ns(s[i].count ? s[i].ns / s[i].count : 0, b3), cw, rhea_fn_name(s[i].fn), s[i].tid);
@@ -922,13 +928,13 @@ static void text_shorts(FILE *out, const struct recording *r, int top)
  * holds that time on their callers (on redis-server under load, 2.7 s of
  * its event loop's 3 s went to a connection write function as its own,
  * at 43% CPU; it was in write, epoll_wait and read).  Names its three
- * largest; says how many other threads are so too.
+ * largest; says whether other threads are so too.
  */
 static int shorts_note(const struct recording *r, const struct trow *rows, char *buf, size_t len)
 {
 	const struct rec_thread *best = NULL;
 	uint64_t best_ns = 0, best_wall = 0;
-	size_t others = 0;
+	size_t many = 0; /* threads a quarter or more in them */
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct rec_thread *t = &r->threads[rows[i].i];
 		uint64_t wall = rows[i].ts.last_ns - rows[i].ts.first_ns, ns = 0;
@@ -936,41 +942,31 @@ static int shorts_note(const struct recording *r, const struct trow *rows, char 
 			ns += r->shorts[k].tid == t->tid ? r->shorts[k].ns : 0;
 		if (wall < 10000000 || ns * 4 < wall)
 			continue;
-		if (best && ns * best_wall <= best_ns * wall) {
-			others++;
-			continue;
+		many++;
+		if (!best || ns * best_wall > best_ns * wall) {
+			best = t;
+			best_ns = ns;
+			best_wall = wall;
 		}
-		others += best != NULL;
-		best = t;
-		best_ns = ns;
-		best_wall = wall;
 	}
-	if (!best)
+	struct rhea_short *mine = best ? malloc(r->nshorts * sizeof(*mine)) : NULL;
+	if (!mine)
 		return 0;
-	const struct rhea_short *top[3] = {NULL, NULL, NULL};
-	for (size_t k = 0; k < r->nshorts; k++) {
-		const struct rhea_short *x = &r->shorts[k];
-		if (x->tid != best->tid || x->fn >= RHEA_FN_COUNT)
-			continue;
-		for (int q = 0; q < 3; q++)
-			if (!top[q] || x->ns > top[q]->ns) {
-				for (int z = 2; z > q; z--)
-					top[z] = top[z - 1];
-				top[q] = x;
-				break;
-			}
-	}
+	size_t n = 0;
+	for (size_t k = 0; k < r->nshorts; k++)
+		if (r->shorts[k].tid == best->tid && r->shorts[k].fn < RHEA_FN_COUNT)
+			mine[n++] = r->shorts[k];
+	vec_sort(mine, n, sizeof(*mine), by_short_ns);
 	char b1[64], b2[64], b3[64], list[256] = "";
-	const char *mb = recording_meta(r, "min_block_ns");
-	for (int q = 0; q < 3 && top[q]; q++)
-		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s %s", q ? ", " : "", rhea_fn_name(top[q]->fn),
-			 fmt_ns(top[q]->ns, b1));
+	for (size_t q = 0; q < 3 && q < n; q++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s %s", q ? ", " : "",
+			 rhea_fn_name(mine[q].fn), fmt_ns(mine[q].ns, b1));
+	free(mine);
 	snprintf(buf, len, "thread %u (%s) spent %.0f%% of its %s in blocking calls shorter than %s each, which "
 		 "are no slices: %s; on the timeline that time is their callers' (their CPU/WALL says how much of it "
 		 "ran; rhea report --blocking lists them)%s",
 		 best->tid, best->name[0] ? best->name : "?", 100.0 * (double)best_ns / (double)best_wall,
-		 fmt_ns(best_wall, b2), mb ? fmt_ns(strtoull(mb, NULL, 10), b3) : "--min-block", list,
-		 others ? "; other threads too" : "");
+		 fmt_ns(best_wall, b2), min_block_text(r, b3), list, many > 1 ? "; other threads too" : "");
 	return 1;
 }
 
@@ -1911,13 +1907,11 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 					fmt_ns(blk[fn].short_ns, b2));
 			fputc('\n', out);
 		}
-	if (any && shorts) {
-		const char *mb = recording_meta(r, "min_block_ns");
+	if (any && shorts)
 		fprintf(out, "\n  COUNT: calls of %s or more, each a slice on the timeline; SHORTER: the\n"
 			     "  others, each counted, their time partly sampled (one in 16 while the\n"
 			     "  ticker ticks: README, \"Short calls\")\n",
-			mb ? fmt_ns(strtoull(mb, NULL, 10), b1) : "--min-block");
-	}
+			min_block_text(r, b1));
 
 	if (nhung) {
 		char line[1024], fitted[1024];
