@@ -654,15 +654,25 @@ static int spare_ours(void)
 	return rhea_g.spare_fd >= 0;
 }
 
+/* RHEA_TEST_NAME_SLOW=1 (tests only): the spare pauses 300 ms just after
+ * it is named, where a SIGKILL once left a file nobody could end (e2e
+ * forkkill, named-slow). */
+static int test_name_slow;
+
 static int create_output(const char *path)
 {
 	int fd = spare_ours() ? rhea_g.spare_fd : -1;
 	if (fd >= 0) {
 		char proc[40] = "/proc/self/fd/";
 		u64_to_str((uint64_t)fd, proc + strlen(proc));
+		/* the name in our memory first (core/salvage.h, output_ino) */
+		salvage_name(path, spare_dev, spare_ino);
 		if (syscall(SYS_linkat, AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ||
-		    (errno != EEXIST && syscall(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0))
+		    (errno != EEXIST && syscall(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0)) {
+			if (test_name_slow)
+				rhea_sleep_ns(300000000);
 			return fd;
+		}
 		if (errno == EEXIST)
 			return -1;
 		spare_drop(); /* no /proc, no right to name it: opened late */
@@ -841,8 +851,9 @@ static int open_output(void)
 	__atomic_store_n(&rhea_g.fd, fd, __ATOMIC_RELEASE);
 	if (rhea_g.spare_fd == fd)
 		__atomic_store_n(&rhea_g.spare_fd, -1, __ATOMIC_RELEASE);
-	/* from now on rhea record can finish this file from our memory */
-	salvage_name(rhea_g.path);
+	/* from now on rhea record can finish this file from our memory (the
+	 * spare's name is there already: this is for a file opened instead) */
+	salvage_name(rhea_g.path, out_dev, out_ino);
 	return 0;
 }
 
@@ -2212,6 +2223,7 @@ static void read_config(void)
 	struct rhea_config *c = &rhea_g.cfg;
 	c->interval_ns = env_u64("RHEA_INTERVAL_NS", 1000000);
 	test_finish_slow = env_u64("RHEA_TEST_FINISH_SLOW", 0) == 1;
+	test_name_slow = env_u64("RHEA_TEST_NAME_SLOW", 0) == 1;
 	test_ticker = (int)env_u64("RHEA_TEST_TICKER", 0);
 	if (c->interval_ns < 10000)
 		c->interval_ns = 10000;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "buf.h"
@@ -569,7 +570,7 @@ void *salvage_region(int mode, size_t buf_bytes, size_t node_bytes, uint32_t npe
 		     void **nodes, struct rhea_salvage_pend **pend, struct rhea_salvage_sites **sites);
 /* Before the file is named (the memfd to rhea record), then once named. */
 void salvage_publish(const struct buf *b, uint32_t max_nodes);
-void salvage_name(const char *output);
+void salvage_name(const char *output, dev_t dev, ino_t ino);
 int salvage_shared(void); /* the region is a memfd */
 /* The recording at path, created by rhea record's keeper for a process
  * that may not create it (salvage.c): its descriptor, or -1 and errno. */

@@ -419,10 +419,11 @@ void salvage_publish(const struct buf *b, uint32_t max_nodes)
 	}
 }
 
-/* The file, named and begun: its path into the region, its first byte
- * last, so that a process killed halfway names none (the reader takes ""
- * for no file) rather than a prefix of it, which may be another's. */
-void salvage_name(const char *output)
+/* The file, begun, and about to be named output, or named so: its path
+ * into the region with its inode, the path's first byte last, so that a
+ * process killed halfway names none (the reader takes "" for no file)
+ * rather than a prefix of it, which may be another's. */
+void salvage_name(const char *output, dev_t dev, ino_t ino)
 {
 	struct rhea_salvage *h = rhea_salvage;
 	size_t n = strlen(output);
@@ -430,6 +431,9 @@ void salvage_name(const char *output)
 		return;
 	if (n >= sizeof(h->output))
 		n = sizeof(h->output) - 1;
+	__atomic_store_n(&h->output[0], 0, __ATOMIC_RELEASE);
+	h->output_dev = (uint64_t)dev;
+	h->output_ino = (uint64_t)ino;
 	memcpy(h->output + 1, output + 1, n - 1);
 	h->output[n] = 0;
 	__atomic_store_n(&h->output[0], output[0], __ATOMIC_RELEASE);

@@ -74,11 +74,18 @@ void recover_close(struct recover_view *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/* The file at path is the one the region h names: the agent names it
+ * before the file takes the name (core/salvage.h, output_ino). */
+static int names_file(const struct rhea_salvage *h, const char *path)
+{
+	struct stat st;
+	return h->output[0] && path[0] && stat(path, &st) == 0 && (uint64_t)st.st_dev == h->output_dev &&
+	       (uint64_t)st.st_ino == h->output_ino;
+}
+
 int recover_is_for(const struct recover_view *v, const char *path)
 {
-	struct stat a, b;
-	return v->h && stat(v->h->output, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
+	return v->h && names_file(v->h, path);
 }
 
 /* The region's bytes at agent address addr, n of them, or NULL when they
@@ -550,7 +557,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 	    recover_open(c->root_fd, c->root_pid, &v) == 0) {
 		char path[sizeof(v.h->output)];
 		memcpy(path, v.h->output, sizeof(path));
-		if (strcmp(path, c->base) == 0 || derived_from(c->base, path, c->root_pid)) {
+		if ((strcmp(path, c->base) == 0 || derived_from(c->base, path, c->root_pid)) && names_file(v.h, path)) {
 			long n = recover_end(path, RHEA_END_GONE, 0, &v);
 			if (n >= 0) {
 				t->ended++;
@@ -572,7 +579,7 @@ static void finish_all(struct recover_collector *c, int keep_running, struct col
 			char path[sizeof(h.output)];
 			memcpy(path, v.h->output, sizeof(path));
 			long n = -1;
-			if (derived_from(c->base, path, h.pid)) {
+			if (derived_from(c->base, path, h.pid) && names_file(v.h, path)) {
 				n = told ? recover_end_waited(path, status, &v) : recover_end(path, RHEA_END_GONE, 0, &v);
 				if (n >= 0) {
 					t->ended++;

@@ -32,7 +32,7 @@
 #include "format.h"
 
 #define RHEA_SALVAGE_MAGIC 0x766c617361656872ull /* "rheasalv", little-endian */
-#define RHEA_SALVAGE_VERSION 2 /* 2: the threads' allocation sites */
+#define RHEA_SALVAGE_VERSION 3 /* 2: the threads' allocation sites; 3: the file's inode */
 #define RHEA_SALVAGE_ENV "RHEA_SALVAGE" /* /proc/<rhea record's pid>/fd/<n> */
 #define RHEA_SALVAGE_NAME "rhea-salvage" /* the memfd's name */
 /* rhea record's abstract unix socket (the name without its leading NUL):
@@ -167,9 +167,17 @@ struct rhea_salvage {
 	uint64_t sites;
 	uint32_t nsites;
 	int32_t write_errno; /* RHEA_SALVAGE_FAILED: the error that stopped it */
-	/* the recording these belong to; "" until the file is named (the
+	/* The recording these belong to; "" until the file is named (the
 	 * memory is published, and a forked child's sent, before it is): its
-	 * first byte is stored last, so a reader never sees part of a path */
+	 * first byte is stored last, so a reader never sees part of a path.
+	 * The name is stored before the file takes it (linkat), so that a
+	 * process killed just after leaves one its region names: it may be
+	 * one the file never took, or another's (EEXIST, the next name
+	 * tried), so a reader takes it only where the file there is
+	 * output_dev/output_ino.  (Stored after, a forked child SIGKILLed in
+	 * between left a file with its header alone, which nobody could end:
+	 * 1 child in some 1000 killed moments after its first capture.) */
+	uint64_t output_dev, output_ino;
 	char output[4096];
 };
 

@@ -785,7 +785,7 @@ def t_forkwalk(c, variant):
     c.done()
 
 
-def t_forkkill(c, variant, mode):
+def t_forkkill(c, variant, mode, name_slow=False):
     """forkkill.c: children SIGKILLed moments after their work starts.  A
     forked child creates its recording at its first capture, and only
     then hands its memory to rhea record: the writer thread, woken for it,
@@ -795,9 +795,15 @@ def t_forkkill(c, variant, mode):
     the capturing thread creates it, header first.  self: every child's
     recording, ended by signal 9, child_work's allocations counted but for
     the run of one site still in the TLS at the kill (at most 127); ext:
-    no empty file, every recording readable and ended by signal 9."""
+    no empty file, every recording readable and ended by signal 9.
+    name_slow: each child pauses 300 ms just after its file takes its name
+    (RHEA_TEST_NAME_SLOW=1), and is killed there: the agent stored the
+    name in its memory only after, and a child killed in between left its
+    file with its header alone, which nobody ended ("ended None", 1 run in
+    some 5 of make test; 33 recordings of 33 so)."""
     n = 10 if mode == "self" else 40
-    rc, out, err = c.record([c.prog(variant, "forkkill"), mode, str(n)], timeout=60)
+    env = dict(clean_env(), RHEA_TEST_NAME_SLOW="1") if name_slow else None
+    rc, out, err = c.record([c.prog(variant, "forkkill"), mode, str(n)], timeout=60, env=env)
     expect_status(c, rc, 0, err)
     c.check(out == "forkkill done %d\n" % n, "stdout %r" % out)
     c.check("empty file" not in err and "could not compact" not in err, "stderr: %s" % one_line(err))
@@ -807,6 +813,9 @@ def t_forkkill(c, variant, mode):
     check_end(c, c.report(c.path("out.rhea")), "exit", 0)
     if mode == "self":
         c.check(len(kids) == n, "%d recordings of %d children that worked, then died: %s" % (len(kids), n, kids))
+    if name_slow:
+        # (a child killed before its first capture has none)
+        c.check(len(kids) >= n // 4, "%d recordings of %d children killed as they named them" % (len(kids), n))
     for k in kids:
         if k in empty:
             continue
@@ -2626,9 +2635,11 @@ def t_xz_short(c):
     under the 50 sampling periods the timeline's correction needs.  The
     hooks capture in xz's I/O function (its read and write), which then
     holds the thread on the timeline while liblzma computes: 79% of the
-    CPU there, none in the CPU profile, and the report said nothing of it.
-    It must say so in a note naming that function (or, given 50 periods,
-    correct it), and the profile must be liblzma's."""
+    CPU there (44% in one run of make test), none in the CPU profile, and
+    the report said nothing of it.  It must say so in a note naming that
+    function (or, given 50 periods, correct it), and the profile must be
+    liblzma's.  The note is for a function with a quarter of the CPU on
+    the timeline or more: so is the test."""
     exe = "/usr/bin/xz"
     need_program(exe)
     src = c.path("input.txt")
@@ -2645,13 +2656,13 @@ def t_xz_short(c):
     cpu = sum(t["cpu_ns"] for t in rec["threads"])
     sampled = {f["name"]: f["inclusive"] / max(n, 1) for f in prof["functions"]}
     biased = [f["name"] for f in rec["functions"] if f["name"].startswith("xz+0x") and
-              f["cpu_ns"] >= 0.5 * cpu and sampled.get(f["name"], 0) < 0.05]
+              f["cpu_ns"] >= 0.25 * cpu and sampled.get(f["name"], 0) < 0.05]
     if n >= 50:
         named = [x["function"] for x in rec["timeline_corrections"]]
-        c.check(named, "%d periods and no correction (xz's functions with half the CPU on the timeline, "
+        c.check(named, "%d periods and no correction (xz's functions with a quarter of the CPU on the timeline, "
                 "none in the profile: %s)" % (n, biased))
     else:
-        c.check(biased, "no xz function with half the CPU on the timeline and none in the profile (the "
+        c.check(biased, "no xz function with a quarter of the CPU on the timeline and none in the profile (the "
                 "scenario expects its I/O function): %s" % top_names(rec, 10))
         c.check(any(b in note and "CPU profile" in note for b in biased for note in rec["notes"]),
                 "%d periods: no note naming %s: %s" % (n, biased, rec["notes"]))
@@ -5765,6 +5776,7 @@ def all_tests():
     t.append(Test("forkwalk/gcc-O2", t_forkwalk, ("gcc-O2",)))
     t.append(Test("forkkill-self/gcc-O2", t_forkkill, ("gcc-O2", "self")))
     t.append(Test("forkkill-ext/gcc-O2", t_forkkill, ("gcc-O2", "ext")))
+    t.append(Test("forkkill-ext/gcc-O2/named-slow", t_forkkill, ("gcc-O2", "ext", True)))
     t.append(Test("forkkill-self/clang-O2-nofp", t_forkkill, ("clang-O2-nofp", "self")))
     t.append(Test("forkwalk/clang-O2-nofp", t_forkwalk, ("clang-O2-nofp",)))
     t.append(Test("daemonize/storm/send-fails", t_daemonize_storm, ("gcc-O2", True)))

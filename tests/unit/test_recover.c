@@ -37,6 +37,14 @@ struct region {
 	uint64_t at; /* where the file ends */
 };
 
+/* path into the region, as the name of the file open on fd. */
+static void name_in_region(const char *path, int fd)
+{
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	salvage_name(path, st.st_dev, st.st_ino);
+}
+
 /* A recording file with a header and one chunk, and a fresh region. */
 static void setup(struct region *r)
 {
@@ -67,7 +75,7 @@ static void setup(struct region *r)
 	cr_assert_eq(rfile_write_chunk(&r->w, &m, sizeof(m), 0), 0);
 	r->at = (uint64_t)lseek(r->fd, 0, SEEK_CUR);
 	salvage_publish(&r->b, 64);
-	salvage_name(r->path);
+	name_in_region(r->path, r->fd);
 }
 
 static void teardown(struct region *r)
@@ -239,7 +247,7 @@ Test(recover, renewed_region_keeps_the_nodes_alone)
 	cr_assert_eq(three_frames(&r), leaf);
 	buf_reset(&r.b);
 	salvage_publish(&r.b, 64);
-	salvage_name(r.path);
+	name_in_region(r.path, r.fd);
 	for (uint64_t t = 10; t <= 12; t++)
 		emit_sample(&r, 7, t, leaf);
 	close(r.memfd);
@@ -374,8 +382,12 @@ Test(recover, scribbled_region)
 
 /* In a forked child: its memory sent to the collector (as a process rhea
  * record did not start does it), then a recording at path, named in the
- * region when name is set, one sample buffered and never written; then
- * SIGKILL.  (name 0: killed between the file's creation and its naming.) */
+ * region as name says, one sample buffered and never written; then
+ * SIGKILL.  NAME_NONE: killed before it named its file; NAME_OTHER: it
+ * named path for a file of its own that never took the name (the agent
+ * names its spare before it links it), and what is at path is another's. */
+enum { NAME_NONE, NAME_IT, NAME_OTHER };
+
 static void child_killed_with_sample(const char *path, int name)
 {
 	void *bm, *nm;
@@ -396,8 +408,17 @@ static void child_killed_with_sample(const char *path, int name)
 	memset(&h, 0, sizeof(h));
 	if (fd < 0 || rfile_writer_init(&w, fd, 0, 1u << 20) != 0 || rfile_write_header(&w, &h) != 0)
 		_exit(5);
-	if (name)
-		salvage_name(path);
+	if (name == NAME_IT) {
+		name_in_region(path, fd);
+	} else if (name == NAME_OTHER) {
+		char dir[192];
+		snprintf(dir, sizeof(dir), "%s", path);
+		*strrchr(dir, '/') = 0;
+		int spare = open(dir, O_TMPFILE | O_WRONLY, 0644);
+		if (spare < 0)
+			_exit(6);
+		name_in_region(path, spare);
+	}
 	struct rhea_sample s;
 	memset(&s, 0, sizeof(s));
 	s.h.kind = RHEA_E_SAMPLE;
@@ -425,21 +446,27 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	setenv(RHEA_SALVAGE_SOCK_ENV, sock, 1);
 	/* one child writes where rhea record named it; another names a file
 	 * it has no business in; the third died before it named its file in
-	 * its memory (whatever is at that path is not known to be its own) */
-	char good[192], evil[192], unnamed[192];
+	 * its memory (whatever is at that path is not known to be its own);
+	 * the fourth named a path that another file holds */
+	char good[192], evil[192], unnamed[192], other[192];
 	pid_t a = fork();
 	if (a == 0) {
 		rhea_derived_name(good, sizeof(good), base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(good, 1);
+		child_killed_with_sample(good, NAME_IT);
 	}
 	snprintf(evil, sizeof(evil), "%s/not-derived.rhea", dir);
 	pid_t e = fork();
 	if (e == 0)
-		child_killed_with_sample(evil, 1);
+		child_killed_with_sample(evil, NAME_IT);
 	pid_t u = fork();
 	if (u == 0) {
 		rhea_derived_name(unnamed, sizeof(unnamed), base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(unnamed, 0);
+		child_killed_with_sample(unnamed, NAME_NONE);
+	}
+	pid_t o = fork();
+	if (o == 0) {
+		rhea_derived_name(other, sizeof(other), base, (unsigned long)getpid(), 0);
+		child_killed_with_sample(other, NAME_OTHER);
 	}
 	int st;
 	cr_assert_eq(waitpid(a, &st, 0), a);
@@ -448,11 +475,15 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child e: status %d", st);
 	cr_assert_eq(waitpid(u, &st, 0), u);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child u: status %d", st);
+	cr_assert_eq(waitpid(o, &st, 0), o);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child o: status %d", st);
 	unsetenv(RHEA_SALVAGE_SOCK_ENV);
 	rhea_derived_name(good, sizeof(good), base, (unsigned long)a, 0);
 	rhea_derived_name(unnamed, sizeof(unnamed), base, (unsigned long)u, 0);
-	off_t evil_before = size_of(evil), unnamed_before = size_of(unnamed);
+	rhea_derived_name(other, sizeof(other), base, (unsigned long)o, 0);
+	off_t evil_before = size_of(evil), unnamed_before = size_of(unnamed), other_before = size_of(other);
 	cr_assert_gt(unnamed_before, 0, "child u made no file");
+	cr_assert_gt(other_before, 0, "child o made no file");
 	long samples = 0;
 	int by_record = -1, by_parent = -1;
 	cr_assert_eq(recover_collect_finish(c, base, 0, &samples, &by_record, &by_parent), 1);
@@ -461,6 +492,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	cr_assert_eq(by_record, 0);
 	cr_assert_eq(size_of(evil), evil_before, "the file not named after the base was written to");
 	cr_assert_eq(size_of(unnamed), unnamed_before, "the file of a child that named none was written to");
+	cr_assert_eq(size_of(other), other_before, "a file the child named but never had was written to");
 	/* the good one now ends, recovered */
 	struct rfile_reader *rd;
 	cr_assert_eq(rfile_open(good, &rd), RFILE_OK);
@@ -483,6 +515,7 @@ Test(recover, collector_finishes_only_its_own_recordings)
 	unlink(good);
 	unlink(evil);
 	unlink(unnamed);
+	unlink(other);
 	rmdir(dir);
 }
 
@@ -528,7 +561,7 @@ static void killed_start(struct killed *k)
 	if (k->pid == 0) {
 		char path[192];
 		rhea_derived_name(path, sizeof(path), k->base, (unsigned long)getpid(), 0);
-		child_killed_with_sample(path, 1);
+		child_killed_with_sample(path, NAME_IT);
 	}
 	cr_assert_eq(waitpid(k->pid, &k->st, 0), k->pid);
 	unsetenv(RHEA_SALVAGE_SOCK_ENV);
