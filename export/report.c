@@ -1366,6 +1366,80 @@ struct blk {
 	uint64_t short_count, short_ns; /* calls under min_block (SHORTS) */
 };
 
+/* r's blocking calls into blk, by function: its BLOCK samples (slices)
+ * and the shorter calls its agent counted. */
+static void blk_add(const struct recording *r, struct blk *blk)
+{
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		for (size_t k = 0; k < t->nsamples; k++) {
+			const struct rhea_sample *s = &t->samples[k];
+			if (!(s->h.flags & RHEA_S_BLOCK) || s->trigger >= RHEA_FN_COUNT)
+				continue;
+			uint64_t d = s->end_ns - s->begin_ns;
+			blk[s->trigger].count++;
+			blk[s->trigger].total += d;
+			if (d > blk[s->trigger].max)
+				blk[s->trigger].max = d;
+		}
+	}
+	for (size_t i = 0; i < r->nshorts; i++)
+		if (r->shorts[i].fn < RHEA_FN_COUNT) {
+			blk[r->shorts[i].fn].short_count += r->shorts[i].count;
+			blk[r->shorts[i].fn].short_ns += r->shorts[i].ns;
+		}
+}
+
+/* The "Blocking calls" table; shorts: with the shorter calls' columns,
+ * min_block the slices' threshold as text. */
+static void blk_print(FILE *out, const struct blk *blk, int shorts, const char *min_block, const char *whose)
+{
+	char b1[64], b2[64], b3[64];
+	/* (the call column as wide as its longest name:
+	 * pthread_rwlock_timedwrlock is 26) */
+	int callw = 4;
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
+		if (blk[fn].count || blk[fn].short_count)
+			callw = name_width(callw, fn);
+	int any = 0;
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
+		if (blk[fn].count || blk[fn].short_count) {
+			if (!any++)
+				fprintf(out, "\nBlocking calls%s\n  %-*s %8s %12s %12s%s\n", whose, callw, "CALL", "COUNT",
+					"TOTAL", "MAX", shorts ? "    SHORTER   THEIR TIME" : "");
+			fprintf(out, "  %-*s %8s %12s %12s", callw, rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
+				fmt_ns(blk[fn].total, b2), blk[fn].count ? fmt_ns(blk[fn].max, b3) : "-");
+			if (shorts)
+				fprintf(out, " %10s %12s", fmt_count(blk[fn].short_count, b1),
+					fmt_ns(blk[fn].short_ns, b2));
+			fputc('\n', out);
+		}
+	if (any && shorts)
+		fprintf(out, "\n  COUNT: calls of %s or more, each a slice on the timeline; SHORTER: the\n"
+			     "  others, each counted, their time partly sampled (one in 16 while the\n"
+			     "  ticker ticks: README, \"Short calls\")\n",
+			min_block);
+}
+
+static void blk_json(struct json *j, const struct blk *blk)
+{
+	json_arr_begin(j, "blocking");
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) {
+		if (!blk[fn].count && !blk[fn].short_count)
+			continue;
+		json_obj_begin(j, NULL);
+		json_str(j, "function", rhea_fn_name(fn));
+		json_str(j, "class", rhea_class_name(rhea_fn_class(fn)));
+		json_u64(j, "count", blk[fn].count);
+		json_u64(j, "total_ns", blk[fn].total);
+		json_u64(j, "max_ns", blk[fn].max);
+		json_u64(j, "shorter_count", blk[fn].short_count);
+		json_u64(j, "shorter_ns", blk[fn].short_ns);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
 /* Recordings of the process's programs or children, "path: command" a
  * line, up to max of them. */
 static void text_images(FILE *out, const struct report_image *im, size_t n, size_t max, int W)
@@ -1456,13 +1530,8 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			cls[c].captures += 1u + s->merged;
 			captures += 1u + s->merged;
 			if ((s->h.flags & RHEA_S_BLOCK) && s->trigger < RHEA_FN_COUNT) {
-				uint64_t d = s->end_ns - s->begin_ns;
 				cls[c].blocks++;
-				cls[c].blocked_ns += d;
-				blk[s->trigger].count++;
-				blk[s->trigger].total += d;
-				if (d > blk[s->trigger].max)
-					blk[s->trigger].max = d;
+				cls[c].blocked_ns += s->end_ns - s->begin_ns;
 			}
 			if (s->stack) {
 				stacks_total++;
@@ -1472,11 +1541,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		}
 	}
 	free(frames);
-	for (size_t i = 0; i < r->nshorts; i++)
-		if (r->shorts[i].fn < RHEA_FN_COUNT) {
-			blk[r->shorts[i].fn].short_count += r->shorts[i].count;
-			blk[r->shorts[i].fn].short_ns += r->shorts[i].ns;
-		}
+	blk_add(r, blk);
 	uint32_t *order = malloc(m->nfuncs * sizeof(uint32_t));
 	uint32_t nf = 0;
 	for (uint32_t i = 0; i < m->nfuncs; i++)
@@ -1669,21 +1734,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
-		json_arr_begin(&j, "blocking");
-		for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) {
-			if (!blk[fn].count && !blk[fn].short_count)
-				continue;
-			json_obj_begin(&j, NULL);
-			json_str(&j, "function", rhea_fn_name(fn));
-			json_str(&j, "class", rhea_class_name(rhea_fn_class(fn)));
-			json_u64(&j, "count", blk[fn].count);
-			json_u64(&j, "total_ns", blk[fn].total);
-			json_u64(&j, "max_ns", blk[fn].max);
-			json_u64(&j, "shorter_count", blk[fn].short_count);
-			json_u64(&j, "shorter_ns", blk[fn].short_ns);
-			json_obj_end(&j);
-		}
-		json_arr_end(&j);
+		blk_json(&j, blk);
 		json_waits(&j, m, waits, nwaits);
 		json_arr_begin(&j, "blocked_at_end");
 		for (size_t i = 0; i < nhung; i++) {
@@ -1888,30 +1939,7 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 		if (cls[c].captures)
 			fprintf(out, "  %-8s %10s %10s %12s\n", rhea_class_name(c), fmt_count(cls[c].captures, b1),
 				fmt_count(cls[c].blocks, b2), fmt_ns(cls[c].blocked_ns, b3));
-	/* (the call columns as wide as their longest name:
-	 * pthread_rwlock_timedwrlock is 26) */
-	int callw = 4;
-	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
-		if (blk[fn].count || blk[fn].short_count)
-			callw = name_width(callw, fn);
-	int any = 0, shorts = r->nshorts > 0;
-	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++)
-		if (blk[fn].count || blk[fn].short_count) {
-			if (!any++)
-				fprintf(out, "\nBlocking calls\n  %-*s %8s %12s %12s%s\n", callw, "CALL", "COUNT", "TOTAL",
-					"MAX", shorts ? "    SHORTER   THEIR TIME" : "");
-			fprintf(out, "  %-*s %8s %12s %12s", callw, rhea_fn_name(fn), fmt_count(blk[fn].count, b1),
-				fmt_ns(blk[fn].total, b2), blk[fn].count ? fmt_ns(blk[fn].max, b3) : "-");
-			if (shorts)
-				fprintf(out, " %10s %12s", fmt_count(blk[fn].short_count, b1),
-					fmt_ns(blk[fn].short_ns, b2));
-			fputc('\n', out);
-		}
-	if (any && shorts)
-		fprintf(out, "\n  COUNT: calls of %s or more, each a slice on the timeline; SHORTER: the\n"
-			     "  others, each counted, their time partly sampled (one in 16 while the\n"
-			     "  ticker ticks: README, \"Short calls\")\n",
-			min_block_text(r, b1));
+	blk_print(out, blk, r->nshorts > 0, min_block_text(r, b1), "");
 
 	if (nhung) {
 		char line[1024], fitted[1024];
@@ -2283,6 +2311,15 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 	}
 	if (t0 == UINT64_MAX)
 		t0 = 0;
+	/* the blocking calls of all of them; the slices' threshold of the
+	 * first that counted shorter ones (they share rhea record's options) */
+	struct blk blk[RHEA_FN_COUNT] = {{0}};
+	const struct recording *with_shorts = NULL;
+	for (size_t k = 0; k < n; k++) {
+		blk_add(&recs[k], blk);
+		if (!with_shorts && recs[k].nshorts)
+			with_shorts = &recs[k];
+	}
 	/* the same program's processes added up (a build's cc1 runs) */
 	struct prog *progs = calloc(n ? n : 1, sizeof(*progs));
 	size_t nprogs = 0;
@@ -2417,6 +2454,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 		}
 		json_arr_end(&j);
 		json_u64(&j, "shared_waits_unpaired", xunpaired);
+		blk_json(&j, blk); /* all processes' */
 		json_arr_begin(&j, "notes");
 		for (size_t i = 0; o->notes && o->notes[i]; i++)
 			json_str(&j, NULL, o->notes[i]);
@@ -2510,6 +2548,7 @@ int report_processes(struct recording *recs, struct model *models, size_t n, FIL
 				fit(fn, W - 25 > 16 ? W - 25 : 16, nb));
 		}
 	}
+	blk_print(out, blk, with_shorts != NULL, with_shorts ? min_block_text(with_shorts, b1) : "", ", all processes");
 	if (nxg || xunpaired)
 		fprintf(out, "\nWaits on process-shared objects, woken from another process (by total time)\n");
 	for (size_t i = 0; i < nxg && i < (size_t)o->top; i++) {

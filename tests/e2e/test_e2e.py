@@ -2226,6 +2226,44 @@ def t_shortcalls(c, variant, how):
     c.done()
 
 
+def t_shortcalls_processes(c, variant):
+    """shortcalls.c run twice by a shell, each a process of its own: the
+    report of all the recordings must add up both processes' blocking
+    calls, slices and shorter ones, the counts exactly and their time
+    within 20% of the programs' own clocks (it had no blocking table: the
+    time a process tree spent in short waits showed nowhere)."""
+    prog = c.prog(variant, "shortcalls")
+    env = dict(os.environ, RHEA_TEST_TICKER="1")
+    rc, out, err = c.record(["/bin/sh", "-c", "%s && %s" % (prog, prog)], env=env)
+    expect_status(c, rc, 0, err)
+    runs = re.findall(r"reads (\d+) (\d+)\ncondwaits (\d+) (\d+)\n", out)
+    if len(runs) != 2:
+        raise Fail("stdout %r, want two runs' 'reads N NS' and 'condwaits N NS'" % out)
+    want = {"read": (sum(int(r[0]) for r in runs), sum(int(r[1]) for r in runs)),
+            "pthread_cond_wait": (sum(int(r[2]) for r in runs), sum(int(r[3]) for r in runs))}
+    files = sorted(c.path(f) for f in os.listdir(c.work) if re.fullmatch(r"out(\.\d+)?\.rhea", f))
+    rc, js, err = c.run([c.rhea, "report", "--json"] + files)
+    if not c.check(rc == 0 and len(files) >= 2, "rhea report --json of %d recordings: status %d: %s"
+                   % (len(files), rc, one_line(err))):
+        return c.done()
+    blocking = {b["function"]: b for b in json.loads(js)["blocking"]}
+    for fn, (n, ns) in want.items():
+        b = blocking.get(fn)
+        if not c.check(b, "no %s in the processes' blocking: %s" % (fn, sorted(blocking))):
+            continue
+        calls = b["count"] + b["shorter_count"]
+        c.check(calls == n, "%s: %d slices + %d shorter = %d calls, the two processes made %d"
+                % (fn, b["count"], b["shorter_count"], calls, n))
+        got = b["total_ns"] + b["shorter_ns"]
+        c.check(abs(got - ns) <= SHORTCALLS_TOLERANCE * ns, "%s: %s in all, the programs measured %s (want within 20%%)"
+                % (fn, ms(got), ms(ns)))
+    rc, txt, err = c.run([c.rhea, "report"] + files)
+    c.check(rc == 0 and "Blocking calls, all processes" in txt and "SHORTER" in txt,
+            "the text report of %d recordings has no blocking table with the shorter calls: %s"
+            % (len(files), one_line(txt, 400)))
+    c.done()
+
+
 def t_tracer(c, variant):
     """tracer.c: a program run under a ptrace tracer (as by gdb, which stops
     it at each signal).  Its agent pauses the sampler while traced: the
@@ -5680,6 +5718,7 @@ def all_tests():
     for how in ("tick", "coast", "blocks", "notsc"):
         t.append(Test("shortcalls/gcc-O2/%s" % how, t_shortcalls, ("gcc-O2", how)))
     t.append(Test("shortcalls/clang-O2-nofp/tick", t_shortcalls, ("clang-O2-nofp", "tick")))
+    t.append(Test("shortcalls/gcc-O2/processes", t_shortcalls_processes, ("gcc-O2",)))
     t.append(Test("tracer/gcc-O2", t_tracer, ("gcc-O2",)))
     t.append(Test("tracer/clang-O2-nofp", t_tracer, ("clang-O2-nofp",)))
     t.append(Test("allsigs/gcc-O2", t_allsigs, ("gcc-O2",)))
