@@ -4620,11 +4620,17 @@ def t_attach_futex(c, variant):
     c.check(names == ["attachme", "relay", "relay"], "threads %s, want attachme and two relays" % names)
     # main waits in the pthread_join it began before the attach, which no
     # hook saw: its span still reaches the end (the end's capture of it;
-    # it ended at its last forced capture, or had none)
+    # it ended at its last forced capture, or had none).  Of the relays,
+    # the one waiting for its turn reaches it too (its wait so far); the
+    # one computing, holding the lock, may not: a loaded machine that did
+    # not run it for its last 78 ms left its last capture there (1 run of
+    # make test beside other tests; the waiting one's wait was that long),
+    # and a running thread is not captured from outside
     dur = rec["recording"]["duration_ns"]
-    for t in rec["threads"]:
-        c.check(t["end_ns"] >= dur - 20 * MS, "thread %d (%s) ends at %s of %s recorded"
-                % (t["tid"], t["name"], ms(t["end_ns"]), ms(dur)))
+    late = [t for t in rec["threads"] if t["end_ns"] < dur - 20 * MS]
+    c.check(not [t for t in late if t["name"] != "relay"] and len(late) <= 1,
+            "threads ending before the end of %s recorded: %s" % (ms(dur), ", ".join(
+                "%d (%s) at %s" % (t["tid"], t["name"], ms(t["end_ns"])) for t in late)))
     n, nbytes, _ = sites_of(rec, "attach_work")
     c.check(n >= 10000 and nbytes == 64 * n, "attach_work: %d allocations, %d bytes, want >= 10000 of 64 B"
             % (n, nbytes))
