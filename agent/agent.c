@@ -848,12 +848,14 @@ static int open_output(void)
 		return r;
 	}
 	/* in this order: agent_owns_fd looks at spare_fd first */
+	int spare = rhea_g.spare_fd == fd;
 	__atomic_store_n(&rhea_g.fd, fd, __ATOMIC_RELEASE);
-	if (rhea_g.spare_fd == fd)
+	if (spare)
 		__atomic_store_n(&rhea_g.spare_fd, -1, __ATOMIC_RELEASE);
 	/* from now on rhea record can finish this file from our memory (the
-	 * spare's name is there already: this is for a file opened instead) */
-	salvage_name(rhea_g.path, out_dev, out_ino);
+	 * spare was named there before it took the name: create_output) */
+	if (!spare)
+		salvage_name(rhea_g.path, out_dev, out_ino);
 	return 0;
 }
 

@@ -445,17 +445,11 @@ static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, 
 		struct rhea_short_calls *s = &t->shorts[fn];
 		s->n++;
 		if (unlikely(short_sampled_tsc(stamp))) { /* (short_call) */
-			if (likely(!(stamp & RHEA_STAMP_NS))) {
-				uint64_t now = rhea_tsc();
-				if (now)
-					s->tsc += SHORT_SAMPLE * (now - stamp);
-			} else {
-				/* no TSC (kvm-clock), or not calibrated yet: the
-				 * stamp is in ns (its time was once dropped here) */
-				uint64_t now = rhea_now(), begin = stamp & ~RHEA_STAMP_NS;
-				if (now > begin)
-					s->ns += SHORT_SAMPLE * (now - begin);
-			}
+			/* in ns whatever the stamp (one in ns, where there is no
+			 * TSC or no calibration yet, had its time dropped) */
+			uint64_t now = rhea_now(), begin = rhea_stamp_ns(stamp);
+			if (now > begin)
+				s->ns += SHORT_SAMPLE * (now - begin);
 		}
 		tick_clocked(t, fn);
 		return;

@@ -1529,10 +1529,6 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 			unsigned c = rhea_fn_class(s->trigger);
 			cls[c].captures += 1u + s->merged;
 			captures += 1u + s->merged;
-			if ((s->h.flags & RHEA_S_BLOCK) && s->trigger < RHEA_FN_COUNT) {
-				cls[c].blocks++;
-				cls[c].blocked_ns += s->end_ns - s->begin_ns;
-			}
 			if (s->stack) {
 				stacks_total++;
 				int n = model_frames(m, s, frames, 4096);
@@ -1542,6 +1538,10 @@ int report_write(struct model *m, FILE *out, const struct report_opts *o)
 	}
 	free(frames);
 	blk_add(r, blk);
+	for (unsigned fn = 0; fn < RHEA_FN_COUNT; fn++) { /* each class's waits: its calls' slices */
+		cls[rhea_fn_class(fn)].blocks += blk[fn].count;
+		cls[rhea_fn_class(fn)].blocked_ns += blk[fn].total;
+	}
 	uint32_t *order = malloc(m->nfuncs * sizeof(uint32_t));
 	uint32_t nf = 0;
 	for (uint32_t i = 0; i < m->nfuncs; i++)
