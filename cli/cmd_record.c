@@ -455,17 +455,35 @@ void cli_say_recovered(const char *whose, const char *mem, long n)
 		fprintf(stderr, "rhea: %s last %ld samples were recovered from %s memory\n", whose, n, mem);
 }
 
+/* A recording's counts, for its summary line: 0, or -1 with err said. */
+struct counted {
+	struct recording r;
+	int loaded;
+	char err[512];
+};
+
+static void count_recording(const char *path, struct counted *c)
+{
+	c->loaded = recording_load_counts(path, &c->r, 1, c->err, sizeof(c->err)) == 0;
+	if (!c->loaded)
+		recording_free(&c->r);
+}
+
+static void summarize_counted(const char *path, struct counted *c, int child)
+{
+	if (c->loaded)
+		summarize_loaded(path, &c->r, child ? "  child " : "recorded ", child);
+	else
+		cli_err("%s: %s", path, c->err);
+}
+
 void cli_summarize(const char *path, int child)
 {
-	struct recording r;
-	char err[512];
-	if (recording_load_counts(path, &r, 1, err, sizeof(err)) != 0) {
-		cli_err("%s: %s", path, err);
-		recording_free(&r);
-		return;
-	}
-	summarize_loaded(path, &r, child ? "  child " : "recorded ", child);
-	recording_free(&r);
+	struct counted c;
+	count_recording(path, &c);
+	summarize_counted(path, &c, child);
+	if (c.loaded)
+		recording_free(&c.r);
 }
 
 /* path relative to the current directory when it is below it (for the
@@ -485,17 +503,16 @@ static const char *shown_path(const char *path)
  * process became, in order, a line each after its own (execchain.c), and
  * which one `rhea report` shows.
  */
-static void summarize_execs(const char *path)
+static void summarize_execs(const char *path, const struct recording *first)
 {
 	struct recording r;
 	char err[512], cur[PATH_MAX + 64], next[PATH_MAX + 64];
 	snprintf(cur, sizeof(cur), "%s", path);
-	if (recording_load_counts(cur, &r, 1, err, sizeof(err)) != 0) {
-		recording_free(&r);
+	if (!cli_exec_next(cur, first, next, sizeof(next)))
 		return;
-	}
+	memset(&r, 0, sizeof(r)); /* (nothing to free before the first load) */
 	size_t n = 0;
-	while (cli_exec_next(cur, &r, next, sizeof(next))) {
+	do {
 		recording_free(&r);
 		if (recording_load_counts(next, &r, 1, err, sizeof(err)) != 0) {
 			cli_err("%s: %s", next, err);
@@ -504,7 +521,7 @@ static void summarize_execs(const char *path)
 		summarize_loaded(next, &r, "  exec'd ", 1);
 		snprintf(cur, sizeof(cur), "%s", next);
 		n++;
-	}
+	} while (cli_exec_next(cur, &r, next, sizeof(next)));
 	recording_free(&r);
 	if (n)
 		fprintf(stderr, "rhea: the process exec'ed %zu time%s: rhea report %s shows the last program, "
@@ -870,6 +887,15 @@ int cmd_record(int argc, char **argv)
 	int by_record = 0, by_parent = 0;
 	int children_ended =
 		recover_collect_finish(collector, path, no_wait && ao.follow, &child_samples, &by_record, &by_parent);
+	/* The summary's counts, read before the rewrite, which keeps them (it
+	 * checks that its read-back has as many samples and captures): the
+	 * agent's file decodes three times faster than the rewritten one (on
+	 * bench W2, 1.5 ms against 4.8), and the summary of the exec'd images
+	 * starts from the same load. */
+	struct counted root = {.loaded = 0};
+	int have_root = !quiet && access(path, F_OK) == 0;
+	if (have_root)
+		count_recording(path, &root);
 	if (compact) { /* the finished ones: a recording without its END is left alone */
 		int stale;
 		if (access(path, F_OK) == 0)
@@ -898,10 +924,10 @@ int cmd_record(int argc, char **argv)
 				strsignal(WTERMSIG(status)));
 		if (salvaged_samples > 0)
 			cli_say_recovered("the agent's", "its", salvaged_samples);
-		if (!none) {
-			cli_summarize(path, 0);
-			if (ao.follow)
-				summarize_execs(path);
+		if (!none && have_root) {
+			summarize_counted(path, &root, 0);
+			if (ao.follow && root.loaded)
+				summarize_execs(path, &root.r);
 		}
 		say_children(children_ended - by_record - by_parent, "gone without an end (SIGKILL?)",
 			     "gone without an end (SIGKILL?)");
@@ -915,5 +941,7 @@ int cmd_record(int argc, char **argv)
 		if (ao.follow)
 			summarize_children(path, started, pid);
 	}
+	if (root.loaded)
+		recording_free(&root.r);
 	return rc;
 }
