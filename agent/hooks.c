@@ -383,23 +383,32 @@ static inline int epoch_says_short(uint32_t e, uint32_t e0)
  * A call shorter than min_block, which no BLOCK sample will show: counted,
  * and its time summed where it is known.  While the ticker ticks, the end
  * of a call the epoch did not move during is not read (above), so those
- * calls are timed one in SHORT_SAMPLE, chosen by bits of their start time,
- * each standing for SHORT_SAMPLE of them: their sum is then right on
- * average whatever the calls' lengths, where an interval for each call the
- * epoch moved during fell 40% short (the epoch moves late, at the next
- * clock read after the interval's end: a wait that ends first never sees
- * it; e2e shortcalls).  A program of many short waits (an event loop that
- * blocks for 50 us at a time, redis under load) showed that time nowhere.
- * The bits: 16 ns or 64 TSC ticks apart, finer than any program's rhythm.
+ * calls are timed one in SHORT_SAMPLE, chosen at random, each standing
+ * for SHORT_SAMPLE of them: their sum is then right on average whatever
+ * the calls' lengths, where an interval for each call the epoch moved
+ * during fell 40% short (the epoch moves late, at the next clock read
+ * after the interval's end: a wait that ends first never sees it; e2e
+ * shortcalls).  A program of many short waits (an event loop that blocks
+ * for 50 us at a time, redis under load) showed that time nowhere.
+ *
+ * At random: by the top bits of a per-thread linear congruential
+ * sequence, which nothing in the program can be in step with.  The calls
+ * were chosen by bits of their start time before (a 64 ns window in
+ * every 1024 ns, or 64 TSC ticks in 1024), and the choice was not
+ * independent of the calls' lengths: two threads ping-ponging over pipes
+ * beside two CPU hogs, each read ~1.9 us, were counted 0.66-0.78 of their
+ * time in the runs where no read took 150 us (e2e shortcalls/notsc failed
+ * 5 runs of 6 so, /tick once at 1.49); a multiplicative hash of the start
+ * time instead still gave 0.78-1.01.  With the sequence, 14 such runs gave
+ * 0.97-1.08.  (Its cost: a multiply and an add, in a line the hook writes
+ * anyway.)
  */
 #define SHORT_SAMPLE 16
-static inline int short_sampled_ns(uint64_t begin_ns)
+static inline int short_sampled(struct rhea_tstate *t)
 {
-	return ((begin_ns >> 4) & (SHORT_SAMPLE - 1)) == 0;
-}
-static inline int short_sampled_tsc(uint64_t stamp)
-{
-	return ((stamp >> 6) & (SHORT_SAMPLE - 1)) == 0;
+	uint64_t r = t->short_draws * 6364136223846793005ull + 1442695040888963407ull;
+	t->short_draws = r;
+	return r >> 60 == 0;
 }
 
 static inline void short_call(struct rhea_tstate *t, unsigned fn, const struct block_info *b, uint64_t weight)
@@ -417,7 +426,7 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 	int blocked = 0;
 	rhea_hot.timed += !b->timed;
 	int sampled = 0;
-	if (b->timed || !epoch_says_short(e, b->epoch0) || (sampled = short_sampled_ns(b->begin))) {
+	if (b->timed || !epoch_says_short(e, b->epoch0) || (sampled = short_sampled(t))) {
 		b->end = rhea_now();
 		blocked = b->end - b->begin >= rhea_g.cfg.min_block_ns;
 	}
@@ -436,21 +445,45 @@ static int after_block(struct rhea_tstate *t, unsigned fn, struct block_info *b)
 }
 
 /* The same for an I/O call begun at stamp (rhea_stamp): its block_info is
- * only built (120 bytes), and the stamp converted, when the epoch moved. */
-static inline void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0, uint64_t object)
+ * only built (120 bytes), and the stamp converted, when the epoch moved.
+ * The common case, a call the epoch did not move during and not one of
+ * the SHORT_SAMPLE, is inlined into the hook; the rest is after_io_slow's,
+ * whose frame (the block_info, five saved registers) the hook then no
+ * longer makes for every call. */
+static __attribute__((noinline)) void after_io_slow(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0,
+						    uint64_t object, int moved);
+
+static inline __attribute__((always_inline)) void after_io(struct rhea_tstate *t, unsigned fn, uint64_t stamp,
+							   uint32_t e0, uint64_t object)
 {
 	call_leave(t);
 	rhea_hot.timed++;
-	if (likely(epoch_says_short(epoch_now(), e0))) {
+	int moved = !epoch_says_short(epoch_now(), e0);
+	if (likely(!moved) && likely(!short_sampled(t))) {
+		t->shorts[fn].n++;
+		if (unlikely(rhea_hot.last_epoch != rhea_g.epoch)) /* (tick_clocked) */
+			after_io_slow(t, fn, stamp, e0, object, -1);
+		return;
+	}
+	after_io_slow(t, fn, stamp, e0, object, moved);
+}
+
+/* moved: 1 the epoch moved during the call, 0 it did not (and the call is
+ * one of the SHORT_SAMPLE), -1 counted already, only a capture is due. */
+static void after_io_slow(struct rhea_tstate *t, unsigned fn, uint64_t stamp, uint32_t e0, uint64_t object, int moved)
+{
+	if (moved < 0) {
+		tick_clocked(t, fn);
+		return;
+	}
+	if (!moved) {
 		struct rhea_short_calls *s = &t->shorts[fn];
 		s->n++;
-		if (unlikely(short_sampled_tsc(stamp))) { /* (short_call) */
-			/* in ns whatever the stamp (one in ns, where there is no
-			 * TSC or no calibration yet, had its time dropped) */
-			uint64_t now = rhea_now(), begin = rhea_stamp_ns(stamp);
-			if (now > begin)
-				s->ns += SHORT_SAMPLE * (now - begin);
-		}
+		/* (short_call) in ns whatever the stamp (one in ns, where there
+		 * is no TSC or no calibration yet, had its time dropped) */
+		uint64_t now = rhea_now(), begin = rhea_stamp_ns(stamp);
+		if (now > begin)
+			s->ns += SHORT_SAMPLE * (now - begin);
 		tick_clocked(t, fn);
 		return;
 	}
