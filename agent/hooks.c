@@ -398,7 +398,7 @@ static inline int epoch_says_short(uint32_t e, uint32_t e0)
  * independent of the calls' lengths: two threads ping-ponging over pipes
  * beside two CPU hogs, each read ~1.9 us, were counted 0.66-0.78 of their
  * time in the runs where no read took 150 us (e2e shortcalls/notsc failed
- * 5 runs of 6 so, /tick once at 1.49); a multiplicative hash of the start
+ * 7 runs of 12 so, /tick 1 of 4, at 1.49); a multiplicative hash of the start
  * time instead still gave 0.78-1.01.  With the sequence, 14 such runs gave
  * 0.97-1.08.  (Its cost: a multiply and an add, in a line the hook writes
  * anyway.)
