@@ -395,12 +395,15 @@ static inline int epoch_says_short(uint32_t e, uint32_t e0)
  * sequence, which nothing in the program can be in step with.  The calls
  * were chosen by bits of their start time before (a 64 ns window in
  * every 1024 ns, or 64 TSC ticks in 1024), and the choice was not
- * independent of the calls' lengths: two threads ping-ponging over pipes
- * beside two CPU hogs, each read ~1.9 us, were counted 0.66-0.78 of their
- * time in the runs where no read took 150 us (e2e shortcalls/notsc failed
- * 7 runs of 12 so, /tick 1 of 4, at 1.49); a multiplicative hash of the start
- * time instead still gave 0.78-1.01.  With the sequence, 14 such runs gave
- * 0.97-1.08.  (Its cost: a multiply and an add, in a line the hook writes
+ * independent of the calls' lengths.  Two threads ping-ponging over pipes
+ * in step, ~1.9 us a read (beside two CPU hogs, or both on one CPU): the
+ * rule applied to the program's own start times of every read counted
+ * 0.66-0.74 of their time in the runs where no read took 150 us, and the
+ * agent counted 0.55-0.75 on one CPU (e2e shortcalls/onecpu, 6 runs;
+ * /notsc beside the hogs failed 7 runs of 12, /tick 1 of 4, at 1.49).  A
+ * multiplicative hash of the start time gave 0.78-1.01.  With the
+ * sequence: 0.97-1.08 in 14 runs beside the hogs, 0.98-1.05 in 6 on one
+ * CPU.  (Its cost: a multiply and an add, in a line the hook writes
  * anyway.)
  */
 #define SHORT_SAMPLE 16
