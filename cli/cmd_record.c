@@ -455,7 +455,7 @@ void cli_say_recovered(const char *whose, const char *mem, long n)
 		fprintf(stderr, "rhea: %s last %ld samples were recovered from %s memory\n", whose, n, mem);
 }
 
-/* A recording's counts, for its summary line: 0, or -1 with err said. */
+/* A recording's counts, for its summary line, or why they could not be read. */
 struct counted {
 	struct recording r;
 	int loaded;

@@ -1284,29 +1284,25 @@ static int timeline_note_of(const void *ctx, uint32_t nf, shares_fn get, double 
 	 * from the timeline, its time on a caller's (gzip -6: its match
 	 * finder 41% of the profile, 2% on the timeline; deflate 77% on the
 	 * timeline, 30% in the profile: neither under a third of the other
-	 * by the timeline's own excess). */
-	if (hot >= 0.25 && timeline_says_less(hot, hot_tl, n) && over_self > 0 && which_over != which_hot) {
-		get(ctx, which_hot, &b);
-		get(ctx, which_over, &c);
-		snprintf(buf, len, "%s has %.0f%% of the CPU in the CPU profile but %.0f%% as its own time on the "
-			 "timeline, where %s has %.0f%% (%.0f%% in the profile): the hooks' captures stop at the "
-			 "latter, and callees that call nothing hooked (or are reached by a tail call) are never "
-			 "on them; the CPU profile%s, and Perfetto's flame graph with `rhea convert --samples "
-			 "cpu`, show where that time goes", b.name, 100 * hot, 100 * hot_tl, c.name,
-			 100 * over_tl, 100 * over_sp, where);
-		return 1;
-	}
-	/* ...and where its time went to several callers, none with a quarter
-	 * (gzip -6 once the timeline was corrected: gzip+0x4290 32% of the
-	 * profile as its own, 2% on the timeline, and no function a quarter
-	 * as its own there: this said nothing). */
+	 * by the timeline's own excess).  The function that has its time is
+	 * named when one has a quarter of the CPU as its own there; where the
+	 * time went to several callers, none with a quarter (gzip -6 once the
+	 * timeline was corrected: gzip+0x4290 32% of the profile as its own,
+	 * 2% on the timeline), the note says so without a name (it used to
+	 * say nothing). */
 	if (hot >= 0.25 && timeline_says_less(hot, hot_tl, n)) {
+		char where_tl[256] = "";
 		get(ctx, which_hot, &b);
+		if (over_self > 0 && which_over != which_hot) {
+			get(ctx, which_over, &c);
+			snprintf(where_tl, sizeof(where_tl), ", where %s has %.0f%% (%.0f%% in the profile)", c.name,
+				 100 * over_tl, 100 * over_sp);
+		}
 		snprintf(buf, len, "%s has %.0f%% of the CPU in the CPU profile but %.0f%% as its own time on the "
-			 "timeline: the hooks' captures stop at its callers, and callees that call nothing hooked "
-			 "(or are reached by a tail call) are never on them; the CPU profile%s, and Perfetto's "
-			 "flame graph with `rhea convert --samples cpu`, show where that time goes",
-			 b.name, 100 * hot, 100 * hot_tl, where);
+			 "timeline%s: the hooks' captures stop at %s, and callees that call nothing hooked (or are "
+			 "reached by a tail call) are never on them; the CPU profile%s, and Perfetto's flame graph "
+			 "with `rhea convert --samples cpu`, show where that time goes", b.name, 100 * hot,
+			 100 * hot_tl, where_tl, *where_tl ? "the latter" : "its callers", where);
 		return 1;
 	}
 	return 0;
